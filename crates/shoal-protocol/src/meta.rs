@@ -1,0 +1,1 @@
+//! Meta-command flags (`mg`, `ms`, `md`, `ma`, `me`): CONTRACT ONLY, implementation pending.

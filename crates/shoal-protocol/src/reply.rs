@@ -1,0 +1,1 @@
+//! CONTRACT ONLY, implementation pending.

@@ -1,0 +1,133 @@
+//! Parsed requests. Every slice borrows from the read buffer the request was parsed from.
+
+use crate::meta::MetaFlags;
+
+/// Which storage command a [`Request::Store`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// `set`: store unconditionally.
+    Set,
+    /// `add`: store only if the key is absent.
+    Add,
+    /// `replace`: store only if the key is present.
+    Replace,
+    /// `append`: add the data after the existing value (flags and exptime ignored).
+    Append,
+    /// `prepend`: add the data before the existing value (flags and exptime ignored).
+    Prepend,
+    /// `cas`: store only if the item's CAS unique equals the given one.
+    Cas,
+}
+
+/// The argument of `stats`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatsGroup<'a> {
+    /// Plain `stats`.
+    General,
+    /// `stats settings`.
+    Settings,
+    /// `stats items`.
+    Items,
+    /// `stats slabs`.
+    Slabs,
+    /// `stats sizes`.
+    Sizes,
+    /// `stats conns`.
+    Conns,
+    /// `stats reset`.
+    Reset,
+    /// Any other argument, passed through (memcached answers unknown groups with `ERROR`
+    /// except where it has a handler, e.g. `stats detail`).
+    Other(&'a [u8]),
+}
+
+/// The space-separated keys of a retrieval command, validated by the parser (each is
+/// 1..=250 bytes with no control characters). Iterating allocates nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keys<'a> {
+    /// The keys, separated by one or more spaces; no leading or trailing space.
+    pub(crate) raw: &'a [u8],
+}
+
+impl<'a> Keys<'a> {
+    /// Wraps a space-separated list already validated by the parser.
+    pub fn from_validated(raw: &'a [u8]) -> Self {
+        Keys { raw }
+    }
+
+    /// The keys in request order.
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.raw.split(|&b| b == b' ').filter(|k| !k.is_empty())
+    }
+}
+
+/// One complete request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request<'a> {
+    /// `get`/`gets <key>+`: `with_cas` is true for `gets`.
+    Get { keys: Keys<'a>, with_cas: bool },
+    /// `gat`/`gats <exptime> <key>+`: fetch and set a new expiration time.
+    GetAndTouch {
+        exptime: i64,
+        keys: Keys<'a>,
+        with_cas: bool,
+    },
+    /// `set|add|replace|append|prepend <key> <flags> <exptime> <bytes> [noreply]` and
+    /// `cas <key> <flags> <exptime> <bytes> <cas unique> [noreply]`, with its data block
+    /// (without the trailing `\r\n`, which the parser has checked). `cas_unique` is 0 for
+    /// every kind but [`StoreKind::Cas`].
+    Store {
+        kind: StoreKind,
+        key: &'a [u8],
+        flags: u32,
+        exptime: i64,
+        data: &'a [u8],
+        cas_unique: u64,
+        noreply: bool,
+    },
+    /// `delete <key> [0] [noreply]`.
+    Delete { key: &'a [u8], noreply: bool },
+    /// `incr|decr <key> <delta> [noreply]`: `incr` is true for incr.
+    Arithmetic {
+        key: &'a [u8],
+        delta: u64,
+        incr: bool,
+        noreply: bool,
+    },
+    /// `touch <key> <exptime> [noreply]`.
+    Touch {
+        key: &'a [u8],
+        exptime: i64,
+        noreply: bool,
+    },
+    /// `flush_all [delay] [noreply]`: `delay` is 0 when absent.
+    FlushAll { delay: i64, noreply: bool },
+    /// `version`.
+    Version,
+    /// `verbosity <level> [noreply]`.
+    Verbosity { level: u32, noreply: bool },
+    /// `quit`.
+    Quit,
+    /// `shutdown [graceful]`.
+    Shutdown,
+    /// `cache_memlimit <megabytes> [noreply]`.
+    CacheMemlimit { megabytes: u64, noreply: bool },
+    /// `stats [group]`.
+    Stats(StatsGroup<'a>),
+    /// `mg <key> <flags>*`.
+    MetaGet { key: &'a [u8], flags: MetaFlags<'a> },
+    /// `ms <key> <datalen> <flags>*` with its data block (without `\r\n`).
+    MetaSet {
+        key: &'a [u8],
+        flags: MetaFlags<'a>,
+        data: &'a [u8],
+    },
+    /// `md <key> <flags>*`.
+    MetaDelete { key: &'a [u8], flags: MetaFlags<'a> },
+    /// `ma <key> <flags>*`.
+    MetaArithmetic { key: &'a [u8], flags: MetaFlags<'a> },
+    /// `mn`: replies `MN`.
+    MetaNoop,
+    /// `me <key>`: debug dump of one item.
+    MetaDebug { key: &'a [u8], flags: MetaFlags<'a> },
+}
