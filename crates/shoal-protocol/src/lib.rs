@@ -9,11 +9,12 @@
 
 pub mod limits;
 pub mod meta;
+mod num;
 pub mod parse;
 pub mod reply;
 pub mod request;
 
 pub use limits::Limits;
-pub use meta::{MetaFlags, MetaMode};
+pub use meta::{decode_key, encode_key_base64, MetaFlags, MetaMode, MetaNumber};
 pub use parse::{parse, Parsed, ProtocolError};
 pub use request::{Keys, Request, StatsGroup, StoreKind};

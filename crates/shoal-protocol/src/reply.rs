@@ -1,1 +1,1 @@
-//! CONTRACT ONLY, implementation pending.
+//! Reply encoders: placeholder, filled in below.

@@ -36,13 +36,16 @@ pub enum StatsGroup<'a> {
     Conns,
     /// `stats reset`.
     Reset,
-    /// Any other argument, passed through (memcached answers unknown groups with `ERROR`
-    /// except where it has a handler, e.g. `stats detail`).
+    /// Any other argument, passed through: everything after `stats ` up to the end of the
+    /// line, trailing spaces removed (e.g. `detail on`, `cachedump 1 10`), so groups that
+    /// take arguments can read them. memcached answers unknown groups with `ERROR`.
     Other(&'a [u8]),
 }
 
-/// The space-separated keys of a retrieval command, validated by the parser (each is
-/// 1..=250 bytes with no control characters). Iterating allocates nothing.
+/// The space-separated keys of a retrieval command, validated by the parser: each is
+/// 1..=250 bytes containing no space and no NUL. Like memcached, other control bytes are
+/// allowed in keys. May be empty only for `gat`/`gats` with no key (memcached answers
+/// `END`). Iterating allocates nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Keys<'a> {
     /// The keys, separated by one or more spaces; no leading or trailing space.
@@ -108,8 +111,10 @@ pub enum Request<'a> {
     Verbosity { level: u32, noreply: bool },
     /// `quit`.
     Quit,
-    /// `shutdown [graceful]`.
+    /// `shutdown`.
     Shutdown,
+    /// `shutdown graceful`.
+    ShutdownGraceful,
     /// `cache_memlimit <megabytes> [noreply]`.
     CacheMemlimit { megabytes: u64, noreply: bool },
     /// `stats [group]`.
