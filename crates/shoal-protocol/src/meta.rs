@@ -416,10 +416,7 @@ mod tests {
         assert_eq!(f.opaque(), Some(&b"abc"[..]));
         assert_eq!(f.number::<i64>(b'T'), Ok(Some(30)));
         assert_eq!(f.number::<u32>(b'c'), Ok(None));
-        assert_eq!(
-            f.number::<u32>(b'O'),
-            Err(ProtocolError::BadTokenFormat)
-        );
+        assert_eq!(f.number::<u32>(b'O'), Err(ProtocolError::BadTokenFormat));
         let order: Vec<u8> = f.iter().map(|(c, _)| c).collect();
         assert_eq!(order, b"vtTOkq");
         assert_eq!(MetaFlags::from_validated(b"v t T30 Oabc k q"), f);

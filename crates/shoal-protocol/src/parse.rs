@@ -437,9 +437,11 @@ fn parse_storage<'a>(
     if key.len() > MAX_KEY_LEN {
         return bad();
     }
-    let (Some(flags), Some(exptime), Some(vlen)) =
-        (parse_u32(t.get(2)), parse_i32(t.get(3)), parse_i32(t.get(4)))
-    else {
+    let (Some(flags), Some(exptime), Some(vlen)) = (
+        parse_u32(t.get(2)),
+        parse_i32(t.get(3)),
+        parse_i32(t.get(4)),
+    ) else {
         return bad();
     };
     let cas_unique = if kind == StoreKind::Cas {
@@ -749,3 +751,7 @@ fn parse_me<'a>(t: &Tokens<'a>, line_len: usize) -> Parsed<'a> {
     };
     ok(Request::MetaDebug { key, flags }, line_len)
 }
+
+#[cfg(test)]
+#[path = "parse_tests.rs"]
+mod tests;
