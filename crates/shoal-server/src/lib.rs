@@ -1,0 +1,1 @@
+//! shoald server.

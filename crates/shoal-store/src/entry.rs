@@ -1,0 +1,313 @@
+//! Views of items and the read-modify-write handle of [`Store::update`](crate::Store::update).
+
+use crate::index::{self, Loc, Shard};
+use crate::layout::{self, ItemSpec, RawItem, FETCHED, STALE, WIN_SENT};
+use crate::store::{Inner, StoreError};
+use crate::writer::Writer;
+use std::marker::PhantomData;
+
+/// A live item, valid while the shard lock that produced it is held.
+pub struct Item<'e> {
+    raw: RawItem,
+    cas: u64,
+    now: u32,
+    _lock: PhantomData<&'e ()>,
+}
+
+impl<'e> Item<'e> {
+    pub(crate) fn new(raw: RawItem, cas: u64, now: u32) -> Self {
+        Item {
+            raw,
+            cas,
+            now,
+            _lock: PhantomData,
+        }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &[u8] {
+        self.raw.key()
+    }
+
+    /// The value.
+    pub fn value(&self) -> &[u8] {
+        self.raw.value()
+    }
+
+    /// Client flags.
+    pub fn flags(&self) -> u32 {
+        self.raw.flags()
+    }
+
+    /// The CAS unique.
+    pub fn cas(&self) -> u64 {
+        self.cas
+    }
+
+    /// Rel expiry time, 0 for never.
+    pub fn exptime(&self) -> u32 {
+        self.raw.exptime()
+    }
+
+    /// Seconds left to live, or `None` if the item never expires.
+    pub fn ttl(&self) -> Option<u32> {
+        match self.raw.exptime() {
+            0 => None,
+            e => Some(e.saturating_sub(self.now)),
+        }
+    }
+
+    /// Seconds since the item was last read or stored.
+    pub fn idle_seconds(&self) -> u32 {
+        self.now.saturating_sub(self.raw.atime())
+    }
+
+    /// Whether the item has been read since it was stored.
+    pub fn fetched(&self) -> bool {
+        self.raw.bits() & FETCHED != 0
+    }
+
+    /// Whether the item was invalidated (served as stale).
+    pub fn stale(&self) -> bool {
+        self.raw.bits() & STALE != 0
+    }
+
+    /// Whether a recache token was already handed out for this item.
+    pub fn win_sent(&self) -> bool {
+        self.raw.bits() & WIN_SENT != 0
+    }
+
+    /// Marks the item read now.
+    pub fn mark_fetched(&self) {
+        self.raw.set_state(FETCHED);
+        self.raw.set_atime(self.now);
+    }
+
+    /// Hands out the recache token: true if the caller is the first to get it.
+    pub fn take_win(&self) -> bool {
+        self.raw.set_state(WIN_SENT) & WIN_SENT == 0
+    }
+
+    /// Marks the item stale (invalidated but still served).
+    pub fn mark_stale(&self) {
+        self.raw.set_state(STALE);
+    }
+
+    /// Bytes the item occupies in memory.
+    pub fn size(&self) -> usize {
+        self.raw.size()
+    }
+}
+
+/// Options for storing a new value.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StoreOptions {
+    /// Client flags.
+    pub flags: u32,
+    /// Rel expiry time (from [`Clock::expiry`](crate::Clock::expiry)), 0 for never.
+    pub exptime: u32,
+    /// An explicit CAS unique (meta `E`); `None` derives a fresh one.
+    pub cas: Option<u64>,
+    /// Store the item already marked stale (meta invalidation keeps serving it).
+    pub stale: bool,
+    /// Store the item with the recache token already handed out.
+    pub win_sent: bool,
+}
+
+/// An error from an [`Entry`] method; propagate it out of the `update` closure with `?`.
+#[derive(Debug)]
+pub struct EntryError(pub(crate) EntryErrorKind);
+
+#[derive(Debug)]
+pub(crate) enum EntryErrorKind {
+    /// The writer's segment lacks room for this many bytes: `update` makes room and
+    /// re-runs the closure.
+    NeedSpace(usize),
+    Store(StoreError),
+}
+
+impl From<StoreError> for EntryError {
+    fn from(e: StoreError) -> Self {
+        EntryError(EntryErrorKind::Store(e))
+    }
+}
+
+/// One key, locked, inside [`Store::update`](crate::Store::update).
+pub struct Entry<'a> {
+    inner: &'a Inner,
+    shard: &'a mut Shard,
+    writer: &'a mut Writer,
+    hash: u64,
+    key: &'a [u8],
+    now: u32,
+    current: Option<Loc>,
+}
+
+impl<'a> Entry<'a> {
+    pub(crate) fn new(
+        inner: &'a Inner,
+        shard: &'a mut Shard,
+        writer: &'a mut Writer,
+        hash: u64,
+        key: &'a [u8],
+        now: u32,
+        current: Option<Loc>,
+    ) -> Self {
+        Entry {
+            inner,
+            shard,
+            writer,
+            hash,
+            key,
+            now,
+            current,
+        }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &[u8] {
+        self.key
+    }
+
+    /// Current rel time.
+    pub fn now(&self) -> u32 {
+        self.now
+    }
+
+    /// Converts a protocol exptime to rel time (see [`Clock::expiry`](crate::Clock::expiry)).
+    pub fn expiry(&self, exptime: i64) -> u32 {
+        self.inner.clock.expiry(exptime)
+    }
+
+    /// The live item, if any.
+    pub fn item(&self) -> Option<Item<'_>> {
+        self.current.map(|loc| {
+            let raw = self.inner.item_at(loc);
+            Item::new(raw, self.inner.cas_of(loc, &raw), self.now)
+        })
+    }
+
+    /// Stores a value (given in parts, concatenated) for the key, replacing any item.
+    /// Returns the new CAS unique.
+    pub fn store(&mut self, value: &[&[u8]], opts: StoreOptions) -> Result<u64, EntryError> {
+        let value_len = value.iter().map(|p| p.len()).sum();
+        self.write(value, value_len, opts, 0)
+    }
+
+    /// Appends (or prepends) `data` to the live item's value, keeping its flags and expiry.
+    /// Returns the new CAS unique, or `None` if there is no item.
+    pub fn append(&mut self, data: &[u8], prepend: bool) -> Result<Option<u64>, EntryError> {
+        let Some(loc) = self.current else {
+            return Ok(None);
+        };
+        let old = self.inner.item_at(loc);
+        let opts = StoreOptions {
+            flags: old.flags(),
+            exptime: old.exptime(),
+            ..StoreOptions::default()
+        };
+        let old_value = old.value();
+        let parts: [&[u8]; 2] = if prepend {
+            [data, old_value]
+        } else {
+            [old_value, data]
+        };
+        let state = old.bits() & FETCHED;
+        self.write(&parts, old_value.len() + data.len(), opts, state)
+            .map(Some)
+    }
+
+    /// Changes the live item's expiry (rel time), keeping its CAS unique. Returns false if
+    /// there is no item.
+    pub fn set_exptime(&mut self, exptime: u32) -> Result<bool, EntryError> {
+        let Some(loc) = self.current else {
+            return Ok(false);
+        };
+        let old = self.inner.item_at(loc);
+        if old.has_exptime_field() || exptime == 0 {
+            if old.has_exptime_field() {
+                old.set_exptime(exptime);
+            }
+            return Ok(true);
+        }
+        // No room for an expiry in the old header: write a copy that has one, carrying the
+        // CAS unique over so that touch does not change it (as in memcached).
+        let opts = StoreOptions {
+            flags: old.flags(),
+            exptime,
+            cas: Some(self.inner.cas_of(loc, &old)),
+            ..StoreOptions::default()
+        };
+        let state = old.bits() & (FETCHED | STALE | WIN_SENT);
+        let value = old.value();
+        self.write(&[value], value.len(), opts, state)?;
+        Ok(true)
+    }
+
+    /// Removes the live item. Returns false if there was none.
+    pub fn remove(&mut self) -> bool {
+        match self.current.take() {
+            Some(loc) => self.inner.remove_loc(self.shard, self.hash, loc),
+            None => false,
+        }
+    }
+
+    fn write(
+        &mut self,
+        value: &[&[u8]],
+        value_len: usize,
+        opts: StoreOptions,
+        mut state: u32,
+    ) -> Result<u64, EntryError> {
+        if self.key.is_empty() || self.key.len() > layout::MAX_KEY {
+            return Err(StoreError::TooLarge.into());
+        }
+        if opts.stale {
+            state |= STALE;
+        }
+        if opts.win_sent {
+            state |= WIN_SENT;
+        }
+        let spec = ItemSpec {
+            key_len: self.key.len(),
+            value_len,
+            flags: opts.flags,
+            exptime: opts.exptime,
+            cas: opts.cas,
+            state,
+        };
+        let size = spec.size();
+        if size > self.inner.segs.seg_size() {
+            return Err(StoreError::TooLarge.into());
+        }
+        let Some((seg, off)) = self.writer.alloc(size) else {
+            return Err(EntryError(EntryErrorKind::NeedSpace(size)));
+        };
+        // SAFETY: the writer owns [off, off + size) of its active segment exclusively; the
+        // item is published below under the shard lock.
+        unsafe {
+            let dst = self.inner.segs.base(seg).add(off as usize);
+            layout::write(dst, &spec, self.key, value, self.now);
+        }
+        let loc = index::pack(index::tag_of(self.hash), seg, off);
+        self.inner.link_accounting(self.shard, loc, size);
+        match self.current {
+            Some(old) => {
+                if let Ok(mut e) = self.shard.table.find_entry(self.hash, |&l| l == old) {
+                    *e.get_mut() = loc;
+                }
+                self.inner.unlink_accounting(self.shard, old);
+            }
+            None => {
+                let inner = self.inner;
+                self.shard
+                    .table
+                    .insert_unique(self.hash, loc, |l| inner.rehash(l));
+            }
+        }
+        self.shard.counters.total_items += 1;
+        self.current = Some(loc);
+        let raw = self.inner.item_at(loc);
+        Ok(self.inner.cas_of(loc, &raw))
+    }
+}

@@ -1,0 +1,369 @@
+//! The byte layout of one item inside a segment.
+//!
+//! Items are packed back to back, each starting on a 4-byte boundary so that the fields
+//! other threads may change in place (the flag bits, the access time and the expiry) can be
+//! read and written as `AtomicU32`. Optional fields cost nothing when unused: an item with
+//! no client flags, no expiry and a derived CAS has an 8-byte header, which is what lets a
+//! 64 MB store hold far more small items than memcached's 48-byte headers and slab
+//! rounding allow.
+//!
+//! ```text
+//! +0  word0   u32  bits:8 | key_len:8 | value_len_low:16
+//! +4  atime   u32  last access, rel seconds
+//! [+  len_hi  u32] present if BIG_LEN: value_len >> 16
+//! [+  flags   u32] present if HAS_FLAGS
+//! [+  exptime u32] present if HAS_EXPTIME
+//! [+  cas     u64] present if HAS_CAS (two little-endian u32 words)
+//!  +  key, value, zero padding to a multiple of 4
+//! ```
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Client flags are stored (they are not 0).
+pub const HAS_FLAGS: u32 = 1;
+/// An expiry is stored (the item does not live forever).
+pub const HAS_EXPTIME: u32 = 1 << 1;
+/// An explicit CAS unique is stored instead of the one derived from the item's location.
+pub const HAS_CAS: u32 = 1 << 2;
+/// The value is 64 KiB or longer; its high bits are in an extra word.
+pub const BIG_LEN: u32 = 1 << 3;
+/// The item has been read since it was stored.
+pub const FETCHED: u32 = 1 << 4;
+/// The item was invalidated by a meta command and is served as stale.
+pub const STALE: u32 = 1 << 5;
+/// A meta client has been handed the win token for recaching this item.
+pub const WIN_SENT: u32 = 1 << 6;
+
+/// Bits that describe which optional fields exist; fixed once the item is written.
+const SHAPE: u32 = HAS_FLAGS | HAS_EXPTIME | HAS_CAS | BIG_LEN;
+
+/// Longest key the layout can hold.
+pub const MAX_KEY: usize = 255;
+
+/// Everything needed to write an item.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemSpec {
+    /// Key length in bytes (1..=255).
+    pub key_len: usize,
+    /// Value length in bytes.
+    pub value_len: usize,
+    /// Client flags.
+    pub flags: u32,
+    /// Rel expiry, 0 for never.
+    pub exptime: u32,
+    /// Explicit CAS unique to store, if any.
+    pub cas: Option<u64>,
+    /// Initial state bits (STALE, WIN_SENT, FETCHED).
+    pub state: u32,
+}
+
+impl ItemSpec {
+    /// Shape bits for this spec.
+    fn shape(&self) -> u32 {
+        let mut bits = 0;
+        if self.flags != 0 {
+            bits |= HAS_FLAGS;
+        }
+        if self.exptime != 0 {
+            bits |= HAS_EXPTIME;
+        }
+        if self.cas.is_some() {
+            bits |= HAS_CAS;
+        }
+        if self.value_len > 0xffff {
+            bits |= BIG_LEN;
+        }
+        bits
+    }
+
+    /// Total bytes the item occupies in a segment, padding included.
+    pub fn size(&self) -> usize {
+        total_size(self.shape(), self.key_len, self.value_len)
+    }
+}
+
+fn header_len(bits: u32) -> usize {
+    8 + if bits & BIG_LEN != 0 { 4 } else { 0 }
+        + if bits & HAS_FLAGS != 0 { 4 } else { 0 }
+        + if bits & HAS_EXPTIME != 0 { 4 } else { 0 }
+        + if bits & HAS_CAS != 0 { 8 } else { 0 }
+}
+
+fn total_size(bits: u32, key_len: usize, value_len: usize) -> usize {
+    (header_len(bits) + key_len + value_len + 3) & !3
+}
+
+/// A view of one item in segment memory.
+///
+/// # Safety contract
+/// A `RawItem` is only created for an address where a complete item was written and
+/// published (through the index, under its shard lock, or by being in a sealed segment),
+/// and the memory stays allocated and is not rewritten while the view is used: the store
+/// guarantees this by removing every index entry of a segment, each under its shard lock,
+/// before the segment is reused, and by never reusing a segment while it is scanned.
+#[derive(Clone, Copy)]
+pub struct RawItem {
+    ptr: *mut u8,
+}
+
+impl RawItem {
+    /// Wraps an item address. See the type's safety contract.
+    ///
+    /// # Safety
+    /// `ptr` must point at a published item that outlives every use of the view.
+    pub unsafe fn at(ptr: *mut u8) -> Self {
+        RawItem { ptr }
+    }
+
+    #[inline]
+    fn word(&self, byte_offset: usize) -> &AtomicU32 {
+        // SAFETY: items are 4-aligned and segments 8-aligned; the offset is inside the
+        // item's header per the layout (checked by the callers' bit tests).
+        unsafe { &*(self.ptr.add(byte_offset) as *const AtomicU32) }
+    }
+
+    #[inline]
+    fn word0(&self) -> u32 {
+        self.word(0).load(Ordering::Relaxed)
+    }
+
+    /// All bit flags (shape and state).
+    #[inline]
+    pub fn bits(&self) -> u32 {
+        self.word0() & 0xff
+    }
+
+    /// Key length in bytes.
+    #[inline]
+    pub fn key_len(&self) -> usize {
+        ((self.word0() >> 8) & 0xff) as usize
+    }
+
+    /// Value length in bytes.
+    #[inline]
+    pub fn value_len(&self) -> usize {
+        let w = self.word0();
+        let low = (w >> 16) as usize;
+        if w & BIG_LEN != 0 {
+            low | ((self.word(8).load(Ordering::Relaxed) as usize) << 16)
+        } else {
+            low
+        }
+    }
+
+    fn field_offset(&self, bits: u32, field: u32) -> usize {
+        let mut off = 8;
+        for f in [BIG_LEN, HAS_FLAGS, HAS_EXPTIME] {
+            if f == field {
+                return off;
+            }
+            if bits & f != 0 {
+                off += 4;
+            }
+        }
+        off // HAS_CAS
+    }
+
+    /// Client flags (0 when none were stored).
+    #[inline]
+    pub fn flags(&self) -> u32 {
+        let bits = self.bits();
+        if bits & HAS_FLAGS == 0 {
+            return 0;
+        }
+        self.word(self.field_offset(bits, HAS_FLAGS))
+            .load(Ordering::Relaxed)
+    }
+
+    /// Rel expiry (0 = never).
+    #[inline]
+    pub fn exptime(&self) -> u32 {
+        let bits = self.bits();
+        if bits & HAS_EXPTIME == 0 {
+            return 0;
+        }
+        self.word(self.field_offset(bits, HAS_EXPTIME))
+            .load(Ordering::Relaxed)
+    }
+
+    /// Whether the expiry can be changed in place (the field exists).
+    pub fn has_exptime_field(&self) -> bool {
+        self.bits() & HAS_EXPTIME != 0
+    }
+
+    /// Changes the expiry in place. The caller has checked [`has_exptime_field`] and that
+    /// `exptime` is not 0 (0 would read as "never" only if the field were absent).
+    pub fn set_exptime(&self, exptime: u32) {
+        let bits = self.bits();
+        debug_assert!(bits & HAS_EXPTIME != 0);
+        self.word(self.field_offset(bits, HAS_EXPTIME))
+            .store(exptime, Ordering::Relaxed);
+    }
+
+    /// The explicitly stored CAS unique, if any.
+    pub fn explicit_cas(&self) -> Option<u64> {
+        let bits = self.bits();
+        if bits & HAS_CAS == 0 {
+            return None;
+        }
+        let off = self.field_offset(bits, HAS_CAS);
+        let lo = self.word(off).load(Ordering::Relaxed) as u64;
+        let hi = self.word(off + 4).load(Ordering::Relaxed) as u64;
+        Some(lo | (hi << 32))
+    }
+
+    /// Last access time (rel seconds).
+    pub fn atime(&self) -> u32 {
+        self.word(4).load(Ordering::Relaxed)
+    }
+
+    /// Records an access at rel time `now`.
+    pub fn set_atime(&self, now: u32) {
+        self.word(4).store(now, Ordering::Relaxed);
+    }
+
+    /// Sets state bits (FETCHED, STALE, WIN_SENT); returns the bits before.
+    pub fn set_state(&self, state: u32) -> u32 {
+        debug_assert_eq!(state & SHAPE, 0);
+        self.word(0).fetch_or(state, Ordering::Relaxed)
+    }
+
+    fn data_offset(&self) -> usize {
+        header_len(self.bits())
+    }
+
+    /// The key bytes.
+    #[inline]
+    pub fn key(&self) -> &[u8] {
+        // SAFETY: per the type's contract the item is complete and immutable in this range.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(self.data_offset()), self.key_len()) }
+    }
+
+    /// The value bytes.
+    #[inline]
+    pub fn value(&self) -> &[u8] {
+        let start = self.data_offset() + self.key_len();
+        // SAFETY: as for `key`.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(start), self.value_len()) }
+    }
+
+    /// Bytes the item occupies in its segment.
+    #[inline]
+    pub fn size(&self) -> usize {
+        total_size(self.bits(), self.key_len(), self.value_len())
+    }
+}
+
+/// Writes an item at `dst` and returns its size.
+///
+/// # Safety
+/// `dst` must be 4-aligned with `spec.size()` writable bytes that no other thread reads
+/// until the item is published. `key.len()` must equal `spec.key_len` and the value parts
+/// must add up to `spec.value_len`.
+pub unsafe fn write(dst: *mut u8, spec: &ItemSpec, key: &[u8], value: &[&[u8]], now: u32) -> usize {
+    let bits = spec.shape() | spec.state;
+    let size = spec.size();
+    let word0 = bits | ((spec.key_len as u32) << 8) | (((spec.value_len & 0xffff) as u32) << 16);
+    let mut off = 0usize;
+    let mut put = |v: u32| {
+        (dst.add(off) as *mut u32).write(v);
+        off += 4;
+    };
+    put(word0);
+    put(now);
+    if bits & BIG_LEN != 0 {
+        put((spec.value_len >> 16) as u32);
+    }
+    if bits & HAS_FLAGS != 0 {
+        put(spec.flags);
+    }
+    if bits & HAS_EXPTIME != 0 {
+        put(spec.exptime);
+    }
+    if let Some(cas) = spec.cas {
+        put(cas as u32);
+        put((cas >> 32) as u32);
+    }
+    std::ptr::copy_nonoverlapping(key.as_ptr(), dst.add(off), key.len());
+    off += key.len();
+    for part in value {
+        std::ptr::copy_nonoverlapping(part.as_ptr(), dst.add(off), part.len());
+        off += part.len();
+    }
+    while off < size {
+        dst.add(off).write(0);
+        off += 1;
+    }
+    size
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(spec: ItemSpec, key: &[u8], value: &[u8]) {
+        let mut buf = vec![0u32; spec.size() / 4 + 1];
+        let ptr = buf.as_mut_ptr() as *mut u8;
+        let n = unsafe { write(ptr, &spec, key, &[value], 7) };
+        assert_eq!(n, spec.size());
+        assert_eq!(n % 4, 0);
+        let item = unsafe { RawItem::at(ptr) };
+        assert_eq!(item.key(), key);
+        assert_eq!(item.value(), value);
+        assert_eq!(item.flags(), spec.flags);
+        assert_eq!(item.exptime(), spec.exptime);
+        assert_eq!(item.explicit_cas(), spec.cas);
+        assert_eq!(item.atime(), 7);
+        assert_eq!(item.size(), n);
+    }
+
+    #[test]
+    fn minimal_item_has_eight_byte_header() {
+        let spec = ItemSpec {
+            key_len: 12,
+            value_len: 100,
+            flags: 0,
+            exptime: 0,
+            cas: None,
+            state: 0,
+        };
+        assert_eq!(spec.size(), 120);
+        roundtrip(spec, b"key:00000001", &[7u8; 100]);
+    }
+
+    #[test]
+    fn every_optional_field_roundtrips() {
+        let value = vec![3u8; 70_000];
+        let spec = ItemSpec {
+            key_len: 3,
+            value_len: value.len(),
+            flags: 0xdead_beef,
+            exptime: 99,
+            cas: Some(u64::MAX - 5),
+            state: STALE,
+        };
+        roundtrip(spec, b"abc", &value);
+    }
+
+    #[test]
+    fn state_bits_do_not_disturb_shape() {
+        let spec = ItemSpec {
+            key_len: 1,
+            value_len: 1,
+            flags: 5,
+            exptime: 9,
+            cas: None,
+            state: 0,
+        };
+        let mut buf = [0u32; 8];
+        let ptr = buf.as_mut_ptr() as *mut u8;
+        unsafe { write(ptr, &spec, b"k", &[b"v"], 1) };
+        let item = unsafe { RawItem::at(ptr) };
+        assert_eq!(item.set_state(FETCHED | WIN_SENT) & FETCHED, 0);
+        assert_eq!(item.flags(), 5);
+        item.set_exptime(42);
+        assert_eq!(item.exptime(), 42);
+        assert_eq!(item.bits() & (FETCHED | WIN_SENT), FETCHED | WIN_SENT);
+        assert_eq!(item.value(), b"v");
+    }
+}

@@ -1,0 +1,294 @@
+//! Segment memory and the pool that hands segments to writers.
+//!
+//! Memory is carved into equal segments. A writer owns one *active* segment and appends
+//! items to it without any lock; when it is full the segment is *sealed* (queued in write
+//! order) and the writer takes a free one. When none is free and the memory limit is
+//! reached, the oldest sealed segment is evicted whole: every item in it is unlinked from
+//! the index and the segment is reused. This is Segcache's design in its simplest form: no
+//! per-item allocator, no fragmentation, and eviction cost amortised over a segment.
+//!
+//! Segment memory is allocated lazily (zeroed pages are not resident until written), so a
+//! store that never fills does not cost its whole limit in RSS.
+
+use parking_lot::Mutex;
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+/// Identifies a segment; fits the index's 16-bit field.
+pub type SegId = u16;
+
+/// Most segments a store can address (the index packs ids into 16 bits).
+pub const MAX_SEGMENTS: usize = 1 << 16;
+
+/// Segment states, kept in [`SegMeta::state`].
+pub const FREE: u32 = 0;
+/// Owned by a writer that appends to it.
+pub const ACTIVE: u32 = 1;
+/// Full; in the eviction queue.
+pub const SEALED: u32 = 2;
+
+/// Per-segment bookkeeping, readable without the pool lock.
+#[derive(Debug, Default)]
+pub struct SegMeta {
+    /// Generation of the segment's current use; derived CAS uniques include it, so a
+    /// reused segment never repeats an old unique.
+    pub gen: AtomicU32,
+    /// Bytes written (valid once sealed).
+    pub used: AtomicU32,
+    /// Items in this segment that the index still points at.
+    pub live_items: AtomicU32,
+    /// Bytes of those items.
+    pub live_bytes: AtomicU32,
+    /// FREE, ACTIVE or SEALED.
+    pub state: AtomicU32,
+}
+
+struct Pool {
+    free: Vec<SegId>,
+    sealed: VecDeque<SegId>,
+    never_allocated: Vec<SegId>,
+    /// Segments with memory allocated.
+    allocated: usize,
+    /// Most segments the memory limit allows.
+    limit: usize,
+    next_gen: u32,
+}
+
+/// What [`Segments::acquire`] found.
+pub enum Acquired {
+    /// A segment ready to write.
+    Ready(SegId),
+    /// A sealed segment that must be emptied (evicted) before it is written.
+    MustEvict(SegId),
+    /// Nothing can be had: the limit is reached and eviction is off or impossible.
+    Exhausted,
+}
+
+/// The segment table and pool.
+pub struct Segments {
+    seg_size: usize,
+    ptrs: Box<[AtomicPtr<u8>]>,
+    meta: Box<[SegMeta]>,
+    pool: Mutex<Pool>,
+    /// Held while a sealed segment's items are walked (eviction, expiry scans) so that no
+    /// walk ever reads a segment that is being reused.
+    pub scan_lock: Mutex<()>,
+}
+
+// SAFETY: segment memory is shared by design; all access goes through the publication
+// protocol documented in `layout::RawItem` and in the store.
+unsafe impl Sync for Segments {}
+unsafe impl Send for Segments {}
+
+impl Segments {
+    /// A table of segments of `seg_size` bytes, allowing `limit` of them and addressing up to
+    /// `capacity` (for later raises of the limit).
+    pub fn new(seg_size: usize, limit: usize, capacity: usize) -> Self {
+        let capacity = capacity.clamp(1, MAX_SEGMENTS);
+        let limit = limit.clamp(1, capacity);
+        let ptrs = (0..capacity)
+            .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+            .collect();
+        let meta = (0..capacity).map(|_| SegMeta::default()).collect();
+        let never_allocated = (0..capacity as u32).rev().map(|i| i as SegId).collect();
+        Segments {
+            seg_size,
+            ptrs,
+            meta,
+            pool: Mutex::new(Pool {
+                free: Vec::new(),
+                sealed: VecDeque::new(),
+                never_allocated,
+                allocated: 0,
+                limit,
+                next_gen: 1,
+            }),
+            scan_lock: Mutex::new(()),
+        }
+    }
+
+    /// Size of every segment in bytes.
+    pub fn seg_size(&self) -> usize {
+        self.seg_size
+    }
+
+    fn layout(&self) -> Layout {
+        // seg_size is validated at store construction (non-zero, multiple of 8).
+        Layout::from_size_align(self.seg_size, 8).unwrap_or(Layout::new::<u64>())
+    }
+
+    /// Base address of a segment with memory. Only called for ids reached through the index
+    /// or owned by the caller, which always have memory.
+    #[inline]
+    pub fn base(&self, id: SegId) -> *mut u8 {
+        self.ptrs[id as usize].load(Ordering::Acquire)
+    }
+
+    /// Bookkeeping of a segment.
+    #[inline]
+    pub fn meta(&self, id: SegId) -> &SegMeta {
+        &self.meta[id as usize]
+    }
+
+    fn open(&self, pool: &mut Pool, id: SegId) -> SegId {
+        let gen = pool.next_gen;
+        pool.next_gen = pool.next_gen.wrapping_add(1).max(1);
+        let m = self.meta(id);
+        m.gen.store(gen, Ordering::Relaxed);
+        m.used.store(0, Ordering::Relaxed);
+        m.live_items.store(0, Ordering::Relaxed);
+        m.live_bytes.store(0, Ordering::Relaxed);
+        m.state.store(ACTIVE, Ordering::Release);
+        id
+    }
+
+    /// Finds a segment for a writer. A `MustEvict` answer hands the caller a sealed
+    /// segment already removed from the queue; it must empty it and then call
+    /// [`reopen`](Self::reopen).
+    pub fn acquire(&self, evict: bool) -> Acquired {
+        let mut pool = self.pool.lock();
+        if let Some(id) = pool.free.pop() {
+            return Acquired::Ready(self.open(&mut pool, id));
+        }
+        if pool.allocated < pool.limit {
+            if let Some(id) = pool.never_allocated.pop() {
+                // SAFETY: layout has non-zero size.
+                let mem = unsafe { alloc_zeroed(self.layout()) };
+                if mem.is_null() {
+                    pool.never_allocated.push(id);
+                    return Acquired::Exhausted;
+                }
+                self.ptrs[id as usize].store(mem, Ordering::Release);
+                pool.allocated += 1;
+                return Acquired::Ready(self.open(&mut pool, id));
+            }
+        }
+        // Prefer a sealed segment whose items are all gone: reusing it costs nothing. Only
+        // the front of the queue is searched, to bound the time under the lock.
+        let dead = pool
+            .sealed
+            .iter()
+            .take(64)
+            .position(|&id| self.meta(id).live_items.load(Ordering::Acquire) == 0);
+        if let Some(pos) = dead {
+            if let Some(id) = pool.sealed.remove(pos) {
+                return Acquired::MustEvict(id);
+            }
+        }
+        if !evict {
+            return Acquired::Exhausted;
+        }
+        match pool.sealed.pop_front() {
+            Some(id) => Acquired::MustEvict(id),
+            None => Acquired::Exhausted,
+        }
+    }
+
+    /// Makes an emptied segment (from `MustEvict`) the caller's active segment.
+    pub fn reopen(&self, id: SegId) -> SegId {
+        let mut pool = self.pool.lock();
+        self.open(&mut pool, id)
+    }
+
+    /// Queues a full segment for eviction, recording how many bytes it holds.
+    pub fn seal(&self, id: SegId, used: u32) {
+        let m = self.meta(id);
+        m.used.store(used, Ordering::Relaxed);
+        let mut pool = self.pool.lock();
+        m.state.store(SEALED, Ordering::Release);
+        pool.sealed.push_back(id);
+    }
+
+    /// Moves sealed segments with no live items to the free list (or frees their memory if
+    /// the limit was lowered). The caller holds `scan_lock`. Returns how many were freed.
+    pub fn reclaim_dead(&self) -> usize {
+        let mut pool = self.pool.lock();
+        let before = pool.sealed.len();
+        let mut dead = Vec::new();
+        pool.sealed.retain(|&id| {
+            let is_dead = self.meta(id).live_items.load(Ordering::Acquire) == 0;
+            if is_dead {
+                dead.push(id);
+            }
+            !is_dead
+        });
+        for id in dead {
+            self.release(&mut pool, id);
+        }
+        before - pool.sealed.len()
+    }
+
+    fn release(&self, pool: &mut Pool, id: SegId) {
+        self.meta(id).state.store(FREE, Ordering::Release);
+        if pool.allocated > pool.limit {
+            let mem = self.ptrs[id as usize].swap(std::ptr::null_mut(), Ordering::AcqRel);
+            if !mem.is_null() {
+                // SAFETY: allocated in `acquire` with the same layout; no index entry points
+                // into a segment being released.
+                unsafe { dealloc(mem, self.layout()) };
+            }
+            pool.allocated -= 1;
+            pool.never_allocated.push(id);
+        } else {
+            pool.free.push(id);
+        }
+    }
+
+    /// Returns an emptied segment (from `MustEvict`) that the caller does not want to write.
+    pub fn give_back(&self, id: SegId) {
+        let mut pool = self.pool.lock();
+        self.release(&mut pool, id);
+    }
+
+    /// Changes how many segments may exist. Excess memory is released as segments become
+    /// free; lowering the limit makes eviction start sooner.
+    pub fn set_limit(&self, limit: usize) {
+        let mut pool = self.pool.lock();
+        pool.limit = limit.clamp(1, self.ptrs.len());
+        while pool.allocated > pool.limit {
+            let Some(id) = pool.free.pop() else { break };
+            self.release(&mut pool, id);
+        }
+    }
+
+    /// The oldest sealed segment, if the limit is exceeded (so the caller should evict it
+    /// to shrink), taken out of the queue.
+    pub fn take_excess(&self) -> Option<SegId> {
+        let mut pool = self.pool.lock();
+        if pool.allocated > pool.limit {
+            pool.sealed.pop_front()
+        } else {
+            None
+        }
+    }
+
+    /// Sealed segment ids, oldest first (a snapshot).
+    pub fn sealed_snapshot(&self) -> Vec<SegId> {
+        self.pool.lock().sealed.iter().copied().collect()
+    }
+
+    /// (allocated, limit, free, sealed) counts.
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
+        let pool = self.pool.lock();
+        (
+            pool.allocated,
+            pool.limit,
+            pool.free.len(),
+            pool.sealed.len(),
+        )
+    }
+}
+
+impl Drop for Segments {
+    fn drop(&mut self) {
+        let layout = self.layout();
+        for p in self.ptrs.iter() {
+            let mem = p.swap(std::ptr::null_mut(), Ordering::AcqRel);
+            if !mem.is_null() {
+                // SAFETY: allocated with this layout; the store is being dropped.
+                unsafe { dealloc(mem, layout) };
+            }
+        }
+    }
+}

@@ -1,0 +1,486 @@
+//! The store: index shards over segment memory, and the operations on them.
+
+use crate::clock::{is_expired, Clock};
+use crate::entry::{Entry, EntryError, EntryErrorKind, Item};
+use crate::index::{self, Loc, Padded, Shard, ShardCounters};
+use crate::layout::{RawItem, FETCHED};
+use crate::segments::{Acquired, SegId, Segments, MAX_SEGMENTS};
+use crate::stats::StoreStats;
+use crate::writer::Writer;
+use parking_lot::{Mutex, MutexGuard};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Why a store operation could not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The item is larger than a segment can hold.
+    #[error("object too large for cache")]
+    TooLarge,
+    /// The memory limit is reached and eviction is disabled (or nothing can be evicted).
+    #[error("out of memory storing object")]
+    OutOfMemory,
+}
+
+/// Errors in a [`StoreConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The memory limit is below what one segment needs.
+    #[error("memory limit of {0} bytes is too small")]
+    MemoryTooSmall(usize),
+}
+
+/// How a store is sized and behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Bytes available for items (keys, values and item headers).
+    pub memory_limit: usize,
+    /// Largest item (key + value + header) that must fit.
+    pub max_item_size: usize,
+    /// Evict old items when memory is full (memcached's default; `-M` turns it off).
+    pub evict: bool,
+    /// How many writers (threads) will write at once; each holds one segment open.
+    pub writers: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            memory_limit: 64 << 20,
+            max_item_size: 1 << 20,
+            evict: true,
+            writers: 4,
+        }
+    }
+}
+
+const SHARDS: usize = 256;
+const MIN_SEGMENT: usize = 64 << 10;
+const DEFAULT_SEGMENT: usize = 1 << 20;
+/// Room for the largest item header next to the item limit.
+const HEADER_SLACK: usize = 64;
+/// Sealed segments scanned for expired items per maintenance call.
+const CRAWL_BATCH: usize = 4;
+
+/// A memory-bounded key-value store for cache items. Cheap to clone (shared handle);
+/// every method is safe to call from any thread.
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) clock: Clock,
+    pub(crate) segs: Segments,
+    shards: Box<[Padded<Mutex<Shard>>]>,
+    hasher: foldhash::fast::RandomState,
+    evict: bool,
+    /// Rel time at which a delayed `flush_all` takes effect, 0 if none.
+    pending_flush: AtomicU32,
+    crawl_cursor: AtomicUsize,
+    limit_bytes: AtomicU64,
+}
+
+impl Store {
+    /// Creates a store. Memory is reserved lazily, segment by segment.
+    pub fn new(cfg: StoreConfig) -> Result<Store, ConfigError> {
+        let limit = cfg.memory_limit;
+        let round8 = |n: usize| (n + 7) & !7;
+        let mut seg = DEFAULT_SEGMENT.max(round8(cfg.max_item_size + HEADER_SLACK));
+        // Every writer holds a segment open and eviction needs one sealed segment, so a
+        // small limit gets smaller segments (and a lower effective item limit) rather than
+        // a store that cannot evict.
+        let min_segments = cfg.writers.max(1) + 2;
+        if limit / seg < min_segments {
+            seg = round8(limit / min_segments).max(MIN_SEGMENT);
+        }
+        seg = seg.max(round8(limit.div_ceil(MAX_SEGMENTS)));
+        seg = seg.min(u32::MAX as usize & !7);
+        if limit < seg {
+            return Err(ConfigError::MemoryTooSmall(limit));
+        }
+        let segments = limit / seg;
+        let capacity = (segments * 4).clamp(64, MAX_SEGMENTS);
+        let shards = (0..SHARDS)
+            .map(|_| Padded(Mutex::new(Shard::default())))
+            .collect();
+        Ok(Store {
+            inner: Arc::new(Inner {
+                clock: Clock::new(),
+                segs: Segments::new(seg, segments, capacity),
+                shards,
+                hasher: foldhash::fast::RandomState::default(),
+                evict: cfg.evict,
+                pending_flush: AtomicU32::new(0),
+                crawl_cursor: AtomicUsize::new(0),
+                limit_bytes: AtomicU64::new(limit as u64),
+            }),
+        })
+    }
+
+    /// The store's clock (rel seconds); the server ticks it through [`maintain`](Self::maintain).
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
+    }
+
+    /// A writer for one thread. Each writer keeps one segment open for appends.
+    pub fn writer(&self) -> Writer {
+        Writer::new(self.inner.clone())
+    }
+
+    /// Largest item size (header + key + value) a store can hold.
+    pub fn max_item_bytes(&self) -> usize {
+        self.inner.segs.seg_size()
+    }
+
+    /// Reads a live item and marks it fetched. `f` runs under the key's shard lock, so it
+    /// should only copy what it needs. Expired items read as absent (and are reclaimed).
+    pub fn get<R>(&self, key: &[u8], f: impl FnOnce(&Item<'_>) -> R) -> Option<R> {
+        let inner = &*self.inner;
+        let now = inner.clock.now();
+        inner.check_flush(now);
+        let hash = inner.hash(key);
+        let mut shard = inner.shard(hash);
+        let loc = inner.find(&shard, hash, key)?;
+        let raw = inner.item_at(loc);
+        if is_expired(raw.exptime(), now) {
+            inner.remove_expired(&mut shard, hash, loc);
+            shard.counters.get_expired += 1;
+            return None;
+        }
+        let item = Item::new(raw, inner.cas_of(loc, &raw), now);
+        let r = f(&item);
+        raw.set_state(FETCHED);
+        raw.set_atime(now);
+        Some(r)
+    }
+
+    /// Runs a read-modify-write on one key under its shard lock. `f` sees the live item (if
+    /// any) through the [`Entry`] and may store, touch or remove it. `f` may be called more
+    /// than once (when the writer needs a fresh segment it is re-run after the lock is
+    /// dropped and room is made), so it must not have side effects before its last call
+    /// returns; errors from `Entry` methods must be propagated with `?`.
+    pub fn update<R>(
+        &self,
+        writer: &mut Writer,
+        key: &[u8],
+        mut f: impl FnMut(&mut Entry<'_>) -> Result<R, EntryError>,
+    ) -> Result<R, StoreError> {
+        let inner = &*self.inner;
+        debug_assert!(Arc::ptr_eq(&writer.inner, &self.inner));
+        let now = inner.clock.now();
+        inner.check_flush(now);
+        let hash = inner.hash(key);
+        for _ in 0..8 {
+            let needed = {
+                let mut shard = inner.shard(hash);
+                let mut current = inner.find(&shard, hash, key);
+                if let Some(loc) = current {
+                    if is_expired(inner.item_at(loc).exptime(), now) {
+                        inner.remove_expired(&mut shard, hash, loc);
+                        current = None;
+                    }
+                }
+                let mut entry = Entry::new(inner, &mut shard, writer, hash, key, now, current);
+                match f(&mut entry) {
+                    Ok(r) => return Ok(r),
+                    Err(EntryError(EntryErrorKind::NeedSpace(n))) => n,
+                    Err(EntryError(EntryErrorKind::Store(e))) => return Err(e),
+                }
+            };
+            writer.make_room(needed)?;
+        }
+        Err(StoreError::OutOfMemory)
+    }
+
+    /// Invalidates every item now (`delay` 0) or `delay` seconds from now.
+    pub fn flush_all(&self, delay: u32) {
+        let inner = &*self.inner;
+        if delay == 0 {
+            inner.pending_flush.store(0, Ordering::Relaxed);
+            inner.flush_now();
+        } else {
+            let at = inner.clock.now().saturating_add(delay);
+            inner.pending_flush.store(at, Ordering::Relaxed);
+        }
+    }
+
+    /// Housekeeping, to be called a few times a second from one thread: advances the clock,
+    /// applies a due delayed flush, reclaims expired items from a few sealed segments, frees
+    /// segments that hold nothing, and shrinks to a lowered memory limit.
+    pub fn maintain(&self) {
+        self.inner.clock.tick();
+        self.maintain_at_current_time();
+    }
+
+    fn maintain_at_current_time(&self) {
+        let inner = &*self.inner;
+        let now = inner.clock.now();
+        inner.check_flush(now);
+        let sealed = inner.segs.sealed_snapshot();
+        if !sealed.is_empty() {
+            let start = inner.crawl_cursor.fetch_add(CRAWL_BATCH, Ordering::Relaxed);
+            for i in 0..CRAWL_BATCH.min(sealed.len()) {
+                let id = sealed[(start + i) % sealed.len()];
+                inner.reclaim_expired_in(id, now);
+            }
+        }
+        let _scan = inner.segs.scan_lock.lock();
+        inner.segs.reclaim_dead();
+        while let Some(id) = inner.segs.take_excess() {
+            inner.evict_segment(id);
+            inner.segs.give_back(id);
+        }
+    }
+
+    /// Changes the memory limit at run time (memcached's `cache_memlimit`).
+    pub fn set_memory_limit(&self, bytes: usize) {
+        let inner = &*self.inner;
+        inner.limit_bytes.store(bytes as u64, Ordering::Relaxed);
+        inner.segs.set_limit((bytes / inner.segs.seg_size()).max(1));
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> StoreStats {
+        let inner = &*self.inner;
+        let mut c = ShardCounters::default();
+        let mut items = 0u64;
+        let mut index_bytes = 0u64;
+        for s in inner.shards.iter() {
+            let s = s.0.lock();
+            c.add(&s.counters);
+            items += s.table.len() as u64;
+            index_bytes += (s.table.capacity() * 9) as u64;
+        }
+        let (allocated, _limit, free, sealed) = inner.segs.counts();
+        StoreStats {
+            curr_items: items,
+            bytes: c.bytes,
+            total_items: c.total_items,
+            evictions: c.evictions,
+            evicted_unfetched: c.evicted_unfetched,
+            expired_unfetched: c.expired_unfetched,
+            reclaimed: c.reclaimed,
+            get_expired: c.get_expired,
+            limit_maxbytes: inner.limit_bytes.load(Ordering::Relaxed),
+            segment_size: inner.segs.seg_size() as u64,
+            segments_allocated: allocated as u64,
+            segments_free: free as u64,
+            segments_sealed: sealed as u64,
+            index_bytes,
+        }
+    }
+}
+
+impl Inner {
+    #[inline]
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    #[inline]
+    pub(crate) fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
+        self.shards[((hash >> 32) as usize) & (SHARDS - 1)].0.lock()
+    }
+
+    #[inline]
+    pub(crate) fn item_at(&self, loc: Loc) -> RawItem {
+        // SAFETY: `loc` came from the index (under the shard lock) or from walking a sealed
+        // segment under the scan lock; in both cases the segment has memory and the item
+        // is complete (see `layout::RawItem`).
+        unsafe {
+            RawItem::at(
+                self.segs
+                    .base(index::seg(loc))
+                    .add(index::off(loc) as usize),
+            )
+        }
+    }
+
+    /// The CAS unique of the item at `loc`: explicit if stored, else derived from the
+    /// segment's generation and the offset, which no other write ever reuses.
+    #[inline]
+    pub(crate) fn cas_of(&self, loc: Loc, raw: &RawItem) -> u64 {
+        raw.explicit_cas().unwrap_or_else(|| {
+            let gen = self.segs.meta(index::seg(loc)).gen.load(Ordering::Relaxed);
+            (u64::from(gen) << 32) | u64::from(index::off(loc))
+        })
+    }
+
+    #[inline]
+    pub(crate) fn find(&self, shard: &Shard, hash: u64, key: &[u8]) -> Option<Loc> {
+        let tag = index::tag_of(hash);
+        shard
+            .table
+            .find(hash, |&l| {
+                index::tag(l) == tag && self.item_at(l).key() == key
+            })
+            .copied()
+    }
+
+    /// Counts an item as live in its segment and shard.
+    pub(crate) fn link_accounting(&self, shard: &mut Shard, loc: Loc, size: usize) {
+        let m = self.segs.meta(index::seg(loc));
+        m.live_items.fetch_add(1, Ordering::Relaxed);
+        m.live_bytes.fetch_add(size as u32, Ordering::Relaxed);
+        shard.counters.bytes += size as u64;
+    }
+
+    /// Stops counting an item as live.
+    pub(crate) fn unlink_accounting(&self, shard: &mut Shard, loc: Loc) {
+        let size = self.item_at(loc).size();
+        let m = self.segs.meta(index::seg(loc));
+        m.live_bytes.fetch_sub(size as u32, Ordering::Relaxed);
+        m.live_items.fetch_sub(1, Ordering::Release);
+        shard.counters.bytes -= size as u64;
+    }
+
+    /// Removes the index entry that is exactly `loc`, if present.
+    pub(crate) fn remove_loc(&self, shard: &mut Shard, hash: u64, loc: Loc) -> bool {
+        match shard.table.find_entry(hash, |&l| l == loc) {
+            Ok(e) => {
+                e.remove();
+                self.unlink_accounting(shard, loc);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn remove_expired(&self, shard: &mut Shard, hash: u64, loc: Loc) {
+        let fetched = self.item_at(loc).bits() & FETCHED != 0;
+        if self.remove_loc(shard, hash, loc) {
+            shard.counters.reclaimed += 1;
+            if !fetched {
+                shard.counters.expired_unfetched += 1;
+            }
+        }
+    }
+
+    /// Rehashes an entry when a table grows: keys live in segment memory.
+    pub(crate) fn rehash(&self, loc: &Loc) -> u64 {
+        self.hash(self.item_at(*loc).key())
+    }
+
+    fn check_flush(&self, now: u32) {
+        let at = self.pending_flush.load(Ordering::Relaxed);
+        if at != 0
+            && now >= at
+            && self
+                .pending_flush
+                .compare_exchange(at, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.flush_now();
+        }
+    }
+
+    fn flush_now(&self) {
+        for s in self.shards.iter() {
+            let mut shard = s.0.lock();
+            let table = std::mem::take(&mut shard.table);
+            for loc in table {
+                self.unlink_accounting(&mut shard, loc);
+            }
+        }
+    }
+
+    /// Finds a fresh segment for a writer, evicting the oldest one if memory is full.
+    pub(crate) fn acquire_segment(&self) -> Result<SegId, StoreError> {
+        for attempt in 0..2 {
+            match self.segs.acquire(self.evict) {
+                Acquired::Ready(id) => return Ok(id),
+                Acquired::MustEvict(id) => {
+                    let _scan = self.segs.scan_lock.lock();
+                    self.evict_segment(id);
+                    return Ok(self.segs.reopen(id));
+                }
+                Acquired::Exhausted if attempt == 0 => {
+                    // Without eviction, expired items are still fair game (memcached -M
+                    // reclaims them too): sweep every sealed segment once and retry.
+                    let now = self.clock.now();
+                    for id in self.segs.sealed_snapshot() {
+                        self.reclaim_expired_in(id, now);
+                    }
+                    let _scan = self.segs.scan_lock.lock();
+                    self.segs.reclaim_dead();
+                }
+                Acquired::Exhausted => break,
+            }
+        }
+        Err(StoreError::OutOfMemory)
+    }
+
+    /// Calls `f` with the location of every item written in a sealed segment. The caller
+    /// holds the scan lock, so the segment is not reused meanwhile.
+    fn walk(&self, id: SegId, mut f: impl FnMut(Loc, RawItem)) {
+        let used = self.segs.meta(id).used.load(Ordering::Acquire) as usize;
+        let mut off = 0usize;
+        while off + 8 <= used {
+            let loc = index::pack(0, id, off as u32);
+            let raw = self.item_at(loc);
+            let size = raw.size();
+            f(loc, raw);
+            off += size;
+        }
+    }
+
+    /// Unlinks every item of a segment taken out of the eviction queue. The caller holds
+    /// the scan lock.
+    pub(crate) fn evict_segment(&self, id: SegId) {
+        if self.segs.meta(id).live_items.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let now = self.clock.now();
+        self.walk(id, |loc, raw| {
+            let hash = self.hash(raw.key());
+            let loc = index::pack(index::tag_of(hash), index::seg(loc), index::off(loc));
+            let mut shard = self.shard(hash);
+            let fetched = raw.bits() & FETCHED != 0;
+            let expired = is_expired(raw.exptime(), now);
+            if self.remove_loc(&mut shard, hash, loc) {
+                let c = &mut shard.counters;
+                if expired {
+                    c.reclaimed += 1;
+                    if !fetched {
+                        c.expired_unfetched += 1;
+                    }
+                } else {
+                    c.evictions += 1;
+                    if !fetched {
+                        c.evicted_unfetched += 1;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Unlinks the expired items of one sealed segment.
+    fn reclaim_expired_in(&self, id: SegId, now: u32) {
+        let _scan = self.segs.scan_lock.lock();
+        if self.segs.meta(id).state.load(Ordering::Acquire) != crate::segments::SEALED
+            || self.segs.meta(id).live_items.load(Ordering::Acquire) == 0
+        {
+            return;
+        }
+        self.walk(id, |loc, raw| {
+            if !is_expired(raw.exptime(), now) {
+                return;
+            }
+            let hash = self.hash(raw.key());
+            let loc = index::pack(index::tag_of(hash), index::seg(loc), index::off(loc));
+            let mut shard = self.shard(hash);
+            self.remove_expired(&mut shard, hash, loc);
+        });
+    }
+}
+
+impl Store {
+    /// [`maintain`](Self::maintain) without re-reading the real clock, so tests that moved
+    /// the clock forward keep their time.
+    #[doc(hidden)]
+    pub fn maintain_without_tick_for_test(&self) {
+        self.maintain_at_current_time();
+    }
+}

@@ -1,0 +1,72 @@
+//! A thread's write handle: the segment it appends to.
+
+use crate::segments::SegId;
+use crate::store::{Inner, StoreError};
+use std::sync::Arc;
+
+struct Active {
+    seg: SegId,
+    off: u32,
+}
+
+/// Appends items for one thread. Not shared: each thread (each event loop) owns one, which
+/// is what lets writes proceed without a global lock.
+pub struct Writer {
+    pub(crate) inner: Arc<Inner>,
+    active: Option<Active>,
+}
+
+impl Writer {
+    pub(crate) fn new(inner: Arc<Inner>) -> Self {
+        Writer {
+            inner,
+            active: None,
+        }
+    }
+
+    /// Reserves `size` bytes in the active segment, if they fit.
+    pub(crate) fn alloc(&mut self, size: usize) -> Option<(SegId, u32)> {
+        let seg_size = self.inner.segs.seg_size();
+        let a = self.active.as_mut()?;
+        if a.off as usize + size <= seg_size {
+            let off = a.off;
+            a.off += size as u32;
+            Some((a.seg, off))
+        } else {
+            None
+        }
+    }
+
+    /// Ensures the next `size` bytes fit, sealing the active segment and taking a new one
+    /// (evicting if memory is full) when they do not.
+    pub(crate) fn make_room(&mut self, size: usize) -> Result<(), StoreError> {
+        let seg_size = self.inner.segs.seg_size();
+        if size > seg_size {
+            return Err(StoreError::TooLarge);
+        }
+        if let Some(a) = &self.active {
+            if a.off as usize + size <= seg_size {
+                return Ok(());
+            }
+        }
+        // Take the new segment before sealing the old one, so that when memory is
+        // exhausted the old one stays usable for smaller items.
+        let seg = self.inner.acquire_segment()?;
+        if let Some(old) = self.active.replace(Active { seg, off: 0 }) {
+            self.inner.segs.seal(old.seg, old.off);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if let Some(a) = self.active.take() {
+            if a.off == 0 {
+                self.inner.segs.give_back(a.seg);
+            } else {
+                self.inner.segs.seal(a.seg, a.off);
+            }
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Behaviour of the store through its public API.
+
+use shoal_store::{Store, StoreConfig, StoreError, StoreOptions};
+use std::sync::Arc;
+
+fn store(limit: usize) -> Store {
+    Store::new(StoreConfig {
+        memory_limit: limit,
+        max_item_size: 1 << 20,
+        evict: true,
+        writers: 2,
+    })
+    .expect("config")
+}
+
+fn set(s: &Store, w: &mut shoal_store::Writer, key: &[u8], value: &[u8]) -> u64 {
+    s.update(w, key, |e| e.store(&[value], StoreOptions::default()))
+        .expect("store")
+}
+
+fn get(s: &Store, key: &[u8]) -> Option<Vec<u8>> {
+    s.get(key, |i| i.value().to_vec())
+}
+
+#[test]
+fn set_get_overwrite_delete() {
+    let s = store(64 << 20);
+    let mut w = s.writer();
+    let c1 = set(&s, &mut w, b"a", b"one");
+    assert_eq!(get(&s, b"a").as_deref(), Some(&b"one"[..]));
+    let c2 = set(&s, &mut w, b"a", b"two");
+    assert_ne!(c1, c2, "every modification gets a new CAS unique");
+    assert_eq!(get(&s, b"a").as_deref(), Some(&b"two"[..]));
+    assert!(s.update(&mut w, b"a", |e| Ok(e.remove())).unwrap());
+    assert_eq!(get(&s, b"a"), None);
+    let st = s.stats();
+    assert_eq!(st.curr_items, 0);
+    assert_eq!(st.bytes, 0);
+    assert_eq!(st.total_items, 2);
+}
+
+#[test]
+fn flags_expiry_and_cas_roundtrip() {
+    let s = store(64 << 20);
+    let mut w = s.writer();
+    let exp = s.clock().expiry(100);
+    let cas = s
+        .update(&mut w, b"k", |e| {
+            e.store(
+                &[b"v"],
+                StoreOptions {
+                    flags: 42,
+                    exptime: exp,
+                    ..Default::default()
+                },
+            )
+        })
+        .unwrap();
+    let (flags, ttl, c) = s.get(b"k", |i| (i.flags(), i.ttl(), i.cas())).unwrap();
+    assert_eq!((flags, ttl, c), (42, Some(100), cas));
+    let explicit = s
+        .update(&mut w, b"k", |e| {
+            e.store(
+                &[b"v"],
+                StoreOptions {
+                    cas: Some(777),
+                    ..Default::default()
+                },
+            )
+        })
+        .unwrap();
+    assert_eq!(explicit, 777);
+    assert_eq!(s.get(b"k", |i| i.cas()), Some(777));
+}
+
+#[test]
+fn items_expire_and_are_reclaimed_without_a_read() {
+    let s = store(64 << 20);
+    let mut w = s.writer();
+    let exp = s.clock().expiry(10);
+    for i in 0..20_000u32 {
+        let key = format!("key{i}");
+        s.update(&mut w, key.as_bytes(), |e| {
+            e.store(
+                &[&[0u8; 200]],
+                StoreOptions {
+                    exptime: exp,
+                    ..Default::default()
+                },
+            )
+        })
+        .unwrap();
+    }
+    drop(w); // seals the writer's segment so the scanner may visit it
+    assert_eq!(s.stats().curr_items, 20_000);
+    s.clock().advance_for_test(11);
+    for _ in 0..64 {
+        s.maintain_without_tick_for_test();
+    }
+    let st = s.stats();
+    assert_eq!(st.curr_items, 0, "expired items reclaimed by the scanner");
+    assert_eq!(st.reclaimed, 20_000);
+    assert_eq!(st.expired_unfetched, 20_000);
+    assert!(st.segments_free > 0, "empty segments returned to the pool");
+}
+
+#[test]
+fn touch_keeps_cas_and_changes_expiry() {
+    let s = store(64 << 20);
+    let mut w = s.writer();
+    let cas = set(&s, &mut w, b"t", b"value");
+    let exp = s.clock().expiry(5);
+    assert!(s.update(&mut w, b"t", |e| e.set_exptime(exp)).unwrap());
+    assert_eq!(s.get(b"t", |i| (i.cas(), i.ttl())), Some((cas, Some(5))));
+    s.clock().advance_for_test(6);
+    assert_eq!(get(&s, b"t"), None);
+    assert_eq!(s.stats().get_expired, 1);
+}
+
+#[test]
+fn append_and_prepend_keep_flags() {
+    let s = store(64 << 20);
+    let mut w = s.writer();
+    s.update(&mut w, b"x", |e| {
+        e.store(
+            &[b"mid"],
+            StoreOptions {
+                flags: 9,
+                ..Default::default()
+            },
+        )
+    })
+    .unwrap();
+    s.update(&mut w, b"x", |e| e.append(b"-end", false))
+        .unwrap();
+    s.update(&mut w, b"x", |e| e.append(b"start-", true))
+        .unwrap();
+    assert_eq!(
+        s.get(b"x", |i| (i.value().to_vec(), i.flags())),
+        Some((b"start-mid-end".to_vec(), 9))
+    );
+    assert_eq!(
+        s.update(&mut w, b"nope", |e| e.append(b"z", false))
+            .unwrap(),
+        None
+    );
+}
+
+#[test]
+fn eviction_keeps_memory_bounded_and_newest_items() {
+    let s = store(8 << 20);
+    let mut w = s.writer();
+    let value = [1u8; 1000];
+    for i in 0..50_000u32 {
+        set(&s, &mut w, format!("k{i}").as_bytes(), &value);
+    }
+    let st = s.stats();
+    assert!(st.bytes <= 8 << 20, "bytes {} over limit", st.bytes);
+    assert!(st.segments_allocated * st.segment_size <= 8 << 20);
+    assert!(st.evictions > 0);
+    assert_eq!(st.evictions + st.curr_items, 50_000);
+    assert!(get(&s, b"k49999").is_some(), "newest item kept");
+    assert!(get(&s, b"k0").is_none(), "oldest item evicted");
+}
+
+#[test]
+fn no_evict_mode_reports_out_of_memory() {
+    let s = Store::new(StoreConfig {
+        memory_limit: 4 << 20,
+        max_item_size: 1 << 20,
+        evict: false,
+        writers: 1,
+    })
+    .unwrap();
+    let mut w = s.writer();
+    let value = [1u8; 1000];
+    let mut stored = 0;
+    let mut oom = false;
+    for i in 0..10_000u32 {
+        match s.update(&mut w, format!("k{i}").as_bytes(), |e| {
+            e.store(&[&value], StoreOptions::default())
+        }) {
+            Ok(_) => stored += 1,
+            Err(StoreError::OutOfMemory) => {
+                oom = true;
+                break;
+            }
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    assert!(oom);
+    assert!(stored > 3000, "stored {stored}");
+    assert!(get(&s, b"k0").is_some(), "nothing evicted with -M");
+}
+
+#[test]
+fn too_large_items_are_refused() {
+    let s = store(64 << 20);
+    let mut w = s.writer();
+    let big = vec![0u8; 2 << 20];
+    let r = s.update(&mut w, b"big", |e| {
+        e.store(&[&big], StoreOptions::default())
+    });
+    assert_eq!(r, Err(StoreError::TooLarge));
+}
+
+#[test]
+fn flush_all_now_and_delayed() {
+    let s = store(64 << 20);
+    let mut w = s.writer();
+    set(&s, &mut w, b"a", b"1");
+    s.flush_all(0);
+    assert_eq!(get(&s, b"a"), None);
+    set(&s, &mut w, b"b", b"2");
+    s.flush_all(3);
+    assert!(get(&s, b"b").is_some());
+    s.clock().advance_for_test(3);
+    assert_eq!(get(&s, b"b"), None);
+    assert_eq!(s.stats().bytes, 0);
+}
+
+#[test]
+fn small_items_fit_densely() {
+    // 12-byte keys, 100-byte values: an item costs 120 bytes in a segment, so 64 MiB holds
+    // well over 500k of them (memcached 1.6 keeps about 350k).
+    let s = store(64 << 20);
+    let mut w = s.writer();
+    let value = [7u8; 100];
+    for i in 0..1_000_000u32 {
+        set(&s, &mut w, format!("key:{i:08}").as_bytes(), &value);
+    }
+    let st = s.stats();
+    assert!(st.curr_items >= 525_000, "kept {}", st.curr_items);
+    assert!(st.bytes <= 64 << 20);
+}
+
+#[test]
+fn concurrent_writers_and_readers_agree() {
+    let s = Arc::new(store(32 << 20));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let mut w = s.writer();
+                for i in 0..20_000u32 {
+                    let key = format!("t{t}-{}", i % 500);
+                    let value = format!("{t}:{i}");
+                    set(&s, &mut w, key.as_bytes(), value.as_bytes());
+                    let got = get(&s, key.as_bytes()).expect("just written");
+                    assert!(got.starts_with(format!("{t}:").as_bytes()));
+                    // Shared counter key: read-modify-write must be atomic.
+                    s.update(&mut w, b"counter", |e| {
+                        let n: u64 = e
+                            .item()
+                            .and_then(|i| std::str::from_utf8(i.value()).ok()?.parse().ok())
+                            .unwrap_or(0);
+                        e.store(&[(n + 1).to_string().as_bytes()], StoreOptions::default())
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(get(&s, b"counter").as_deref(), Some(&b"80000"[..]));
+}
