@@ -3,7 +3,7 @@
 //!
 //! The parser never allocates and never copies: every [`Request`] borrows keys and data
 //! from the caller's buffer. The caller (the server's connection loop) feeds whatever bytes
-//! it has; [`parse`] either returns one complete request and how many bytes it used, asks
+//! it has; [`parse()`] either returns one complete request and how many bytes it used, asks
 //! for more bytes, or reports the exact error reply memcached would send and what to do
 //! with the connection.
 

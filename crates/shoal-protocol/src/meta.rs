@@ -10,7 +10,7 @@ use crate::parse::ProtocolError;
 /// The flag section of a meta command as sent (space-separated tokens, each a flag letter
 /// followed by its optional token), plus a bitmask of which letters are present.
 ///
-/// Guarantees for flags produced by [`crate::parse`] for `mg`/`ms`/`md`/`ma`: every token
+/// Guarantees for flags produced by [`crate::parse()`] for `mg`/`ms`/`md`/`ma`: every token
 /// starts with a letter memcached knows, no letter appears twice, and the tokens of
 /// `N`/`T`/`R` (i32), `F` (u32), `C`/`J`/`D` (u64) and `M` (exactly one byte) are valid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -111,17 +111,25 @@ pub enum Request<'a> {
     Verbosity { level: u32, noreply: bool },
     /// `quit`.
     Quit,
-    /// `shutdown`.
+    /// `shutdown`. (memcached answers `ERROR: shutdown not enabled` unless started with
+    /// `-A`; that check is the server's, see [`crate::reply::SHUTDOWN_NOT_ENABLED`].)
     Shutdown,
     /// `shutdown graceful`.
     ShutdownGraceful,
-    /// `cache_memlimit <megabytes> [noreply]`.
+    /// `cache_memlimit <megabytes> [noreply]`. `megabytes` is within 8..=1_000_000_000:
+    /// the parser answers other values with memcached's `MEMLIMIT_TOO_SMALL ...` /
+    /// `MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes` replies itself.
     CacheMemlimit { megabytes: u64, noreply: bool },
     /// `stats [group]`.
     Stats(StatsGroup<'a>),
     /// `mg <key> <flags>*`.
+    ///
+    /// For every meta request, `key` is as sent (1..=250 bytes): base64 when
+    /// `flags.base64()`, in which case the parser has checked it decodes; get the real key
+    /// with [`crate::meta::decode_key`]. Flags are validated (see [`MetaFlags`]).
     MetaGet { key: &'a [u8], flags: MetaFlags<'a> },
-    /// `ms <key> <datalen> <flags>*` with its data block (without `\r\n`).
+    /// `ms <key> <datalen> <flags>*` with its data block (without `\r\n`). A mode
+    /// (`flags.mode()`) is one of `E A P R S`.
     MetaSet {
         key: &'a [u8],
         flags: MetaFlags<'a>,
@@ -129,10 +137,11 @@ pub enum Request<'a> {
     },
     /// `md <key> <flags>*`.
     MetaDelete { key: &'a [u8], flags: MetaFlags<'a> },
-    /// `ma <key> <flags>*`.
+    /// `ma <key> <flags>*`. A mode (`flags.mode()`) is one of `I + D -`.
     MetaArithmetic { key: &'a [u8], flags: MetaFlags<'a> },
     /// `mn`: replies `MN`.
     MetaNoop,
-    /// `me <key>`: debug dump of one item.
+    /// `me <key> [b]`: debug dump of one item. Like memcached, every flag except a `b`
+    /// right after the key is ignored, so `flags` is either empty or just `b`.
     MetaDebug { key: &'a [u8], flags: MetaFlags<'a> },
 }
