@@ -1,1 +1,99 @@
-fn main() {}
+//! Hash throughput per function and key length, and lookup cost per distribution and
+//! server count.
+//!
+//! `cargo bench -p shoal-ring --bench ring -- --warm-up-time 1 --measurement-time 2`
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use shoal_ring::{Distribution, HashAlgorithm, Ring, RingConfig, Server};
+
+/// Printable pseudo-random keys of exactly `len` bytes (deterministic).
+fn keys(len: usize, count: usize) -> Vec<Vec<u8>> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..count)
+        .map(|_| {
+            (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    b'!' + (x % 94) as u8
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn servers(n: usize) -> Vec<Server> {
+    (0..n)
+        .map(|i| {
+            Server::new(
+                format!("10.{}.{}.{}", i / 62500, (i / 250) % 250, i % 250 + 1),
+                11211,
+            )
+        })
+        .collect()
+}
+
+fn bench_hashes(c: &mut Criterion) {
+    let mut group = c.benchmark_group("hash");
+    group.throughput(Throughput::Elements(1));
+    for len in [10usize, 50, 250] {
+        let ks = keys(len, 256);
+        for &alg in HashAlgorithm::ALL {
+            group.bench_with_input(BenchmarkId::new(alg.name(), len), &ks, |b, ks| {
+                let mut i = 0usize;
+                b.iter(|| {
+                    i = (i + 1) & 255;
+                    black_box(alg.hash(black_box(&ks[i])))
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+fn bench_lookups(c: &mut Criterion) {
+    let ks = keys(20, 4096);
+    let mut group = c.benchmark_group("locate");
+    group.throughput(Throughput::Elements(1));
+    for n in [3usize, 10, 100, 1000] {
+        for d in Distribution::all() {
+            let Ok(ring) = Ring::new(RingConfig::new(d), servers(n)) else {
+                continue;
+            };
+            group.bench_with_input(BenchmarkId::new(d.name(), n), &ring, |b, ring| {
+                let mut i = 0usize;
+                b.iter(|| {
+                    i = (i + 1) & 4095;
+                    black_box(ring.locate(black_box(&ks[i])))
+                })
+            });
+        }
+    }
+    group.finish();
+
+    // Dispatch alone: the key hash is precomputed, so this is the ring walk.
+    let mut group = c.benchmark_group("dispatch");
+    group.throughput(Throughput::Elements(1));
+    for n in [3usize, 10, 100, 1000] {
+        for d in Distribution::all().filter(|d| d.is_hash_based()) {
+            let Ok(ring) = Ring::new(RingConfig::new(d), servers(n)) else {
+                continue;
+            };
+            let hashes: Vec<u32> = ks.iter().map(|k| ring.config().hash.hash(k)).collect();
+            group.bench_with_input(BenchmarkId::new(d.name(), n), &ring, |b, ring| {
+                let mut i = 0usize;
+                b.iter(|| {
+                    i = (i + 1) & 4095;
+                    black_box(ring.locate_hash(black_box(hashes[i])))
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_hashes, bench_lookups);
+criterion_main!(benches);
