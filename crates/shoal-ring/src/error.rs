@@ -55,6 +55,15 @@ pub enum RingError {
     /// Unknown distribution name.
     #[error("unknown distribution {0:?}")]
     UnknownDistribution(String),
+    /// The weights ask for more buckets or ring points than a ring may hold (weights are
+    /// repeated literally by modulo, jump and XMemcached's ketama).
+    #[error("weights need {needed} buckets/points, more than the limit of {limit}")]
+    WeightsTooLarge {
+        /// Buckets or points the weights would create.
+        needed: u64,
+        /// The most a ring may hold ([`crate::MAX_RING_ENTRIES`]).
+        limit: u64,
+    },
     /// A hash tag must be exactly two bytes (twemproxy's `hash_tag: "{}"`).
     #[error("hash tag must be exactly two bytes, got {0:?}")]
     BadHashTag(String),

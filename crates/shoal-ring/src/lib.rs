@@ -26,7 +26,7 @@ pub mod hash;
 mod server;
 mod shared;
 
-pub use dist::{apply_hash_tag, Distribution, Ring, RingConfig};
+pub use dist::{apply_hash_tag, Distribution, Ring, RingConfig, MAX_RING_ENTRIES};
 pub use error::RingError;
 pub use hash::HashAlgorithm;
 pub use server::{parse_server_list, Server, DEFAULT_PORT};

@@ -61,6 +61,37 @@ fn bad_input_is_an_error_not_a_panic() {
 }
 
 #[test]
+fn huge_weights_are_refused_not_allocated() {
+    for d in [
+        Distribution::WeightedModula,
+        Distribution::Jump,
+        Distribution::XmemcachedKetama,
+    ] {
+        let s = vec![Server::new("10.0.0.1", 11211).with_weight(u32::MAX)];
+        assert!(
+            matches!(
+                Ring::new(RingConfig::new(d), s),
+                Err(RingError::WeightsTooLarge { .. })
+            ),
+            "{d}"
+        );
+    }
+    // Normalizing distributions take any weight.
+    let s = vec![
+        Server::new("10.0.0.1", 11211).with_weight(u32::MAX),
+        Server::new("10.0.0.2", 11211).with_weight(1),
+    ];
+    for d in [
+        Distribution::TwemproxyKetama,
+        Distribution::LibmemcachedKetama { weighted: true },
+        Distribution::Maglev,
+    ] {
+        let ring = Ring::new(RingConfig::new(d), s.clone()).unwrap();
+        assert!(ring.locate(b"k").is_ok(), "{d}");
+    }
+}
+
+#[test]
 fn java_distributions_need_an_address_for_host_names() {
     let s = vec![Server::new("cache-a", 11211), Server::new("cache-b", 11211)];
     let r = Ring::new(RingConfig::new(Distribution::XmemcachedKetama), s.clone());

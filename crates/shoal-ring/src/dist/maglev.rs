@@ -4,7 +4,9 @@
 use md5::{Digest, Md5};
 
 /// A Maglev lookup table. Its size is the smallest prime at least `max(65537, 100 * n)`
-/// for `n` table turns per round, so each server owns about `M / n` slots.
+/// for `n` table turns per round, so each server owns about `M / n` slots. Weights set
+/// the turns per round (divided by their gcd, and scaled down to at most 10 000 turns per
+/// round so odd weights cannot blow up the table).
 #[derive(Debug, Clone)]
 pub struct Maglev {
     table: Vec<u32>,
@@ -37,8 +39,16 @@ impl Maglev {
     /// each server comes from the MD5 of its name, so the table depends only on names and
     /// weights, not on list order beyond tie-breaking within a round.
     pub(crate) fn new(live: &[(u32, String, u32)]) -> Maglev {
+        const MAX_TURNS: u64 = 10_000;
         let g = live.iter().fold(0, |g, (_, _, w)| gcd(g, *w)).max(1);
-        let turns: Vec<u32> = live.iter().map(|(_, _, w)| w / g).collect();
+        let mut turns: Vec<u32> = live.iter().map(|(_, _, w)| w / g).collect();
+        let sum: u64 = turns.iter().map(|&t| u64::from(t)).sum();
+        if sum > MAX_TURNS {
+            turns = turns
+                .iter()
+                .map(|&t| ((u64::from(t) * MAX_TURNS / sum).max(1)) as u32)
+                .collect();
+        }
         let per_round: u64 = turns.iter().map(|&t| u64::from(t)).sum();
         let mut m = 65_537u64.max(per_round.saturating_mul(100));
         while !is_prime(m) {

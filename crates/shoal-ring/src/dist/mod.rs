@@ -285,6 +285,21 @@ pub struct Ring {
     kind: Kind,
 }
 
+/// The most buckets or continuum points one ring may hold (16 Mi): weights are repeated
+/// literally by some libraries, and a typo'd weight must not exhaust memory.
+pub const MAX_RING_ENTRIES: u64 = 1 << 24;
+
+/// Buckets/points a distribution creates from its weights, where they scale with the raw
+/// weights rather than being normalized.
+fn entries_needed(distribution: Distribution, live: &[(u32, &Server)]) -> u64 {
+    let total: u64 = live.iter().map(|(_, s)| u64::from(s.weight)).sum();
+    match distribution {
+        Distribution::WeightedModula | Distribution::Jump => total,
+        Distribution::XmemcachedKetama => total.saturating_mul(160),
+        _ => 0,
+    }
+}
+
 fn validate(servers: &[Server]) -> Result<(), RingError> {
     if servers.is_empty() {
         return Err(RingError::EmptyServerList);
@@ -335,6 +350,13 @@ impl Ring {
         );
         if weighted_kind && !live.is_empty() && live.iter().all(|(_, s)| s.weight == 0) {
             return Err(RingError::ZeroTotalWeight);
+        }
+        let needed = entries_needed(config.distribution, &live);
+        if needed > MAX_RING_ENTRIES {
+            return Err(RingError::WeightsTooLarge {
+                needed,
+                limit: MAX_RING_ENTRIES,
+            });
         }
         let java = |live: &[(u32, &Server)]| -> Result<Vec<(u32, Server, String)>, RingError> {
             live.iter()
