@@ -1,1 +1,14 @@
-//! shoald server.
+//! shoald: a drop-in memcached server speaking the text and meta protocols.
+//!
+//! The crate is the server on top of `shoal-protocol` (parsing, no I/O) and `shoal-store`
+//! (memory, no protocol): configuration, the thread model, connections and the command
+//! implementations. The `shoald` binary is a thin wrapper around [`run`].
+
+pub mod commands;
+pub mod config;
+pub mod conn;
+pub mod server;
+pub mod stats;
+
+pub use config::{Args, Settings, VERSION};
+pub use server::{run, Listener};

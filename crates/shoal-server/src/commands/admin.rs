@@ -1,0 +1,66 @@
+//! `flush_all`, `version`, `verbosity`, `shutdown`, `cache_memlimit`.
+
+use super::{respond, Flow};
+use crate::config::VERSION;
+use crate::server::Worker;
+use crate::stats::ThreadStats;
+use shoal_protocol::reply;
+use std::sync::atomic::Ordering;
+
+/// `flush_all [delay]`: invalidates every item now or after `delay` seconds (an absolute
+/// Unix time if over 30 days, as for expiry times). Refused with `-F`.
+pub fn flush_all(w: &Worker, delay: i64, noreply: bool, out: &mut Vec<u8>) {
+    if !w.shared.settings.flush_enabled {
+        // memcached reports this even to noreply requests.
+        out.extend_from_slice(reply::FLUSH_NOT_ALLOWED);
+        return;
+    }
+    ThreadStats::incr(&w.stats.cmd_flush);
+    let store = &w.shared.store;
+    let secs = if delay > 0 {
+        store
+            .clock()
+            .expiry(delay)
+            .saturating_sub(store.clock().now())
+    } else {
+        0
+    };
+    store.flush_all(secs);
+    respond(out, noreply, reply::OK);
+}
+
+/// `version`.
+pub fn version(out: &mut Vec<u8>) {
+    reply::version(out, VERSION.as_bytes());
+}
+
+/// `verbosity <level>`: changes how much is logged.
+pub fn verbosity(w: &Worker, level: u32, noreply: bool, out: &mut Vec<u8>) {
+    w.shared.verbosity.store(level as usize, Ordering::Relaxed);
+    respond(out, noreply, reply::OK);
+}
+
+/// `shutdown`: with `-A`, stops the server gracefully; otherwise an error.
+pub fn shutdown(w: &Worker, out: &mut Vec<u8>) -> Flow {
+    if !w.shared.settings.shutdown_enabled {
+        out.extend_from_slice(reply::SHUTDOWN_NOT_ENABLED);
+        return Flow::Continue;
+    }
+    tracing::info!("shutdown requested by a client");
+    w.shared.begin_shutdown();
+    Flow::Close
+}
+
+/// `cache_memlimit <megabytes>`: changes the memory limit at run time.
+pub fn cache_memlimit(w: &Worker, megabytes: u64, noreply: bool, out: &mut Vec<u8>) {
+    let bytes = usize::try_from(megabytes)
+        .ok()
+        .and_then(|m| m.checked_mul(1 << 20));
+    match bytes {
+        Some(b) if b >= w.shared.store.max_item_bytes() => {
+            w.shared.store.set_memory_limit(b);
+            respond(out, noreply, reply::OK);
+        }
+        _ => respond(out, noreply, reply::MEMLIMIT_ADJUST_FAILED),
+    }
+}

@@ -1,0 +1,182 @@
+//! `incr` and `decr` (and the arithmetic shared with meta `ma`).
+
+use super::respond;
+use crate::server::Worker;
+use crate::stats::ThreadStats;
+use shoal_protocol::reply;
+use shoal_store::{StoreError, StoreOptions};
+
+/// The outcome of an arithmetic operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delta {
+    /// The new value and CAS unique.
+    Value(u64, u64),
+    /// The key was absent and was created with the initial value (meta `N`).
+    Created(u64, u64),
+    /// The key is absent.
+    NotFound,
+    /// The value is not a decimal number.
+    NonNumeric,
+    /// The compare-CAS did not match (meta `C`).
+    Exists,
+}
+
+/// How absent keys and CAS are handled (meta's `N`, `J`, `C`, `E`, `T`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeltaOptions {
+    /// Create the key with this value and options when absent.
+    pub vivify: Option<(u64, StoreOptions)>,
+    /// Only apply if the item's CAS unique equals this.
+    pub compare_cas: Option<u64>,
+    /// Store with this CAS unique instead of a fresh one.
+    pub new_cas: Option<u64>,
+    /// Also set the item's expiry (rel time).
+    pub new_exptime: Option<u32>,
+}
+
+/// Parses a stored value as memcached's `safe_strtoull` does: optional leading
+/// whitespace, decimal digits that fit a u64, optional trailing whitespace (memcached pads
+/// shrunken numbers with spaces).
+pub fn parse_counter(value: &[u8]) -> Option<u64> {
+    let start = value.iter().position(|b| !b.is_ascii_whitespace())?;
+    let end = value
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(0, |p| p + 1);
+    let digits = &value[start..end];
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+/// Formats `n` into `buf`, space-padded to `min_len` as memcached does when a number
+/// shrinks in place; returns the used length.
+fn format_counter(n: u64, min_len: usize, buf: &mut [u8; 64]) -> usize {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut v = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - i;
+    buf[..len].copy_from_slice(&digits[i..]);
+    let total = len.max(min_len.min(buf.len()));
+    buf[len..total].fill(b' ');
+    total
+}
+
+/// Applies incr (wrapping at 2^64) or decr (flooring at 0) to `key`.
+pub fn apply_delta(
+    w: &Worker,
+    key: &[u8],
+    delta: u64,
+    incr: bool,
+    opts: DeltaOptions,
+) -> Result<Delta, StoreError> {
+    let cas_enabled = w.shared.settings.cas_enabled;
+    let mut writer = w.writer.borrow_mut();
+    w.shared.store.update(&mut writer, key, |e| {
+        let mut buf = [0u8; 64];
+        let Some(item) = e.item() else {
+            let Some((initial, store_opts)) = opts.vivify else {
+                return Ok(Delta::NotFound);
+            };
+            let len = format_counter(initial, 0, &mut buf);
+            let cas = e.store(&[&buf[..len]], store_opts)?;
+            return Ok(Delta::Created(initial, cas));
+        };
+        if let Some(expected) = opts.compare_cas {
+            let current = if cas_enabled { item.cas() } else { 0 };
+            if current != expected {
+                return Ok(Delta::Exists);
+            }
+        }
+        let Some(old) = parse_counter(item.value()) else {
+            return Ok(Delta::NonNumeric);
+        };
+        let new = if incr {
+            old.wrapping_add(delta)
+        } else {
+            old.saturating_sub(delta)
+        };
+        let len = format_counter(new, item.value().len(), &mut buf);
+        let store_opts = StoreOptions {
+            flags: item.flags(),
+            exptime: opts.new_exptime.unwrap_or(item.exptime()),
+            cas: opts.new_cas,
+            ..StoreOptions::default()
+        };
+        let cas = e.store(&[&buf[..len]], store_opts)?;
+        Ok(Delta::Value(new, cas))
+    })
+}
+
+/// `incr|decr <key> <delta>`: the new value, NOT_FOUND, or the non-numeric error.
+pub fn arithmetic(
+    w: &Worker,
+    key: &[u8],
+    delta: u64,
+    incr: bool,
+    noreply: bool,
+    out: &mut Vec<u8>,
+) {
+    let s = &w.stats;
+    let (hits, misses) = if incr {
+        (&s.incr_hits, &s.incr_misses)
+    } else {
+        (&s.decr_hits, &s.decr_misses)
+    };
+    match apply_delta(w, key, delta, incr, DeltaOptions::default()) {
+        Ok(Delta::Value(n, _)) | Ok(Delta::Created(n, _)) => {
+            ThreadStats::incr(hits);
+            if !noreply {
+                reply::number_line(out, n);
+            }
+        }
+        Ok(Delta::NotFound) | Ok(Delta::Exists) => {
+            ThreadStats::incr(misses);
+            respond(out, noreply, reply::NOT_FOUND);
+        }
+        Ok(Delta::NonNumeric) => respond(out, noreply, reply::NON_NUMERIC),
+        Err(StoreError::TooLarge) | Err(StoreError::OutOfMemory) => {
+            respond(out, noreply, reply::OUT_OF_MEMORY_STORING)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_parse_like_strtoull() {
+        assert_eq!(parse_counter(b"10"), Some(10));
+        assert_eq!(parse_counter(b"9 "), Some(9));
+        assert_eq!(parse_counter(b" 7"), Some(7));
+        assert_eq!(parse_counter(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_counter(b"18446744073709551616"), None);
+        assert_eq!(parse_counter(b"abc"), None);
+        assert_eq!(parse_counter(b"1a"), None);
+        assert_eq!(parse_counter(b""), None);
+        assert_eq!(parse_counter(b"-1"), None);
+    }
+
+    #[test]
+    fn shrinking_numbers_are_space_padded() {
+        let mut buf = [0u8; 64];
+        let n = format_counter(9, 2, &mut buf);
+        assert_eq!(&buf[..n], b"9 ");
+        let n = format_counter(100, 2, &mut buf);
+        assert_eq!(&buf[..n], b"100");
+        let n = format_counter(0, 0, &mut buf);
+        assert_eq!(&buf[..n], b"0");
+    }
+}

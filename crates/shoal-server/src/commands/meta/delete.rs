@@ -1,0 +1,71 @@
+//! `md <key> <flags>*`: delete, compare-and-delete, invalidate (mark stale).
+
+use super::{number, status};
+use crate::server::Worker;
+use crate::stats::ThreadStats;
+use shoal_protocol::reply::{self, code as meta};
+use shoal_protocol::MetaFlags;
+use shoal_store::StoreOptions;
+
+/// `md`.
+pub fn meta_delete(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 256];
+    let Some(key) = super::key(raw_key, &flags, &mut buf, out) else {
+        return;
+    };
+    let compare: Option<u64> = number(&flags, b'C');
+    let new_cas: Option<u64> = number(&flags, b'E');
+    let ttl: Option<i64> = number(&flags, b'T');
+    let invalidate = flags.has(b'I');
+    let clear_value = flags.has(b'x');
+    let cas_enabled = w.shared.settings.cas_enabled;
+    let store = &w.shared.store;
+    let mut writer = w.writer.borrow_mut();
+    let result = store.update(&mut writer, key, |e| {
+        let Some(item) = e.item() else {
+            return Ok(meta::NF);
+        };
+        let cur_cas = if cas_enabled { item.cas() } else { 0 };
+        if compare.is_some_and(|c| c != cur_cas) {
+            return Ok(meta::EX);
+        }
+        if invalidate || clear_value {
+            // Keep the item but mark it stale (I) and/or drop its value (x); the next
+            // fetch wins the right to recache it. A new CAS unique is issued.
+            let exptime = match ttl {
+                Some(t) => e.expiry(t),
+                None => item.exptime(),
+            };
+            let opts = StoreOptions {
+                flags: if clear_value { 0 } else { item.flags() },
+                exptime,
+                cas: new_cas,
+                stale: invalidate || item.stale(),
+                win_sent: false,
+            };
+            let value: &[u8] = if clear_value { &[] } else { item.value() };
+            let copy = value.to_vec();
+            e.store(&[&copy], opts)?;
+            return Ok(meta::HD);
+        }
+        e.remove();
+        Ok(meta::HD)
+    });
+    let code = match result {
+        Ok(c) => c,
+        Err(_) => {
+            out.extend_from_slice(reply::OUT_OF_MEMORY_STORING);
+            return;
+        }
+    };
+    let s = &w.stats;
+    ThreadStats::incr(if code == meta::HD {
+        &s.delete_hits
+    } else {
+        &s.delete_misses
+    });
+    if flags.quiet() && (code == meta::HD || code == meta::NF) {
+        return;
+    }
+    status(out, code, &flags, key);
+}

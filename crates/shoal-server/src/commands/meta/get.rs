@@ -1,0 +1,116 @@
+//! `mg <key> <flags>*`: fetch with return flags, touch, vivify-on-miss and recache wins.
+
+use super::{cas, number, status};
+use crate::server::Worker;
+use crate::stats::ThreadStats;
+use shoal_protocol::reply::{self, code as meta};
+use shoal_protocol::MetaFlags;
+use shoal_store::StoreOptions;
+
+/// `mg`.
+pub fn meta_get(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 256];
+    let Some(key) = super::key(raw_key, &flags, &mut buf, out) else {
+        return;
+    };
+    let s = &w.stats;
+    let store = &w.shared.store;
+    let touch: Option<i64> = number(&flags, b'T');
+    let vivify: Option<i64> = number(&flags, b'N');
+    let recache: Option<i64> = number(&flags, b'R');
+    let with_value = flags.has(b'v');
+    let no_bump = flags.has(b'u');
+    let mut writer = w.writer.borrow_mut();
+    let found = store.update(&mut writer, key, |e| {
+        let mut won = false;
+        if e.item().is_none() {
+            let Some(ttl) = vivify else {
+                return Ok(false);
+            };
+            // An empty placeholder: this client wins the right to fill it in.
+            let exptime = e.expiry(ttl);
+            e.store(
+                &[],
+                StoreOptions {
+                    exptime,
+                    ..StoreOptions::default()
+                },
+            )?;
+            won = true;
+        } else if let Some(ttl) = touch {
+            let exptime = e.expiry(ttl);
+            e.set_exptime(exptime)?;
+        }
+        let recache_at = recache.map(|r| e.expiry(r));
+        let Some(item) = e.item() else {
+            return Ok(false);
+        };
+        if let Some(at) = recache_at {
+            if !won && !item.win_sent() && item.exptime() != 0 && item.exptime() < at {
+                won = true;
+            }
+        }
+        let value = item.value();
+        if with_value {
+            reply::meta_value_header(out, value.len());
+        } else {
+            reply::meta_header(out, meta::HD);
+        }
+        for (f, tok) in flags.iter() {
+            match f {
+                b's' => reply::meta_flag_u64(out, b's', value.len() as u64),
+                b't' => match item.ttl() {
+                    None => reply::meta_flag_i64(out, b't', -1),
+                    Some(t) => reply::meta_flag_u64(out, b't', u64::from(t)),
+                },
+                b'c' => reply::meta_flag_u64(out, b'c', cas(w, item.cas())),
+                b'f' => reply::meta_flag_u64(out, b'f', u64::from(item.flags())),
+                b'l' => reply::meta_flag_u64(out, b'l', u64::from(item.idle_seconds())),
+                b'h' => reply::meta_flag_u64(out, b'h', u64::from(item.fetched())),
+                b'O' => reply::meta_opaque(out, tok),
+                b'k' => reply::meta_key(out, key, flags.base64()),
+                _ => {}
+            }
+        }
+        // Z before W, so a client never sees both for one fetch.
+        if item.win_sent() {
+            reply::meta_flag(out, b'Z', b"");
+        }
+        if item.stale() {
+            reply::meta_flag(out, b'X', b"");
+            if !item.win_sent() {
+                won = true;
+            }
+        }
+        if won {
+            reply::meta_flag(out, b'W', b"");
+            item.take_win();
+        }
+        reply::crlf(out);
+        if with_value {
+            out.extend_from_slice(value);
+            reply::crlf(out);
+        }
+        if !no_bump {
+            item.mark_fetched();
+        }
+        Ok(true)
+    });
+    let hit = matches!(found, Ok(true));
+    if touch.is_some() {
+        ThreadStats::incr(&s.cmd_touch);
+        ThreadStats::incr(if hit { &s.touch_hits } else { &s.touch_misses });
+    } else {
+        ThreadStats::incr(&s.cmd_get);
+        ThreadStats::incr(if hit { &s.get_hits } else { &s.get_misses });
+    }
+    match found {
+        Ok(true) => {}
+        Ok(false) => {
+            if !flags.quiet() {
+                status(out, meta::EN, &flags, key);
+            }
+        }
+        Err(_) => out.extend_from_slice(reply::OUT_OF_MEMORY_STORING),
+    }
+}

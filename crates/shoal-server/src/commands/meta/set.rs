@@ -1,0 +1,140 @@
+//! `ms <key> <datalen> <flags>*`: store with modes, compare-and-swap, invalidation.
+
+use super::{cas, number};
+use crate::commands::storage::{fits, too_large};
+use crate::server::Worker;
+use crate::stats::ThreadStats;
+use shoal_protocol::reply::{self, code as meta};
+use shoal_protocol::{MetaFlags, MetaMode};
+use shoal_store::{StoreError, StoreOptions};
+
+enum Outcome {
+    Stored(u64),
+    NotStored,
+    Exists,
+    NotFound,
+}
+
+/// `ms`.
+pub fn meta_set(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, data: &[u8], out: &mut Vec<u8>) {
+    let mut buf = [0u8; 256];
+    let Some(key) = super::key(raw_key, &flags, &mut buf, out) else {
+        return;
+    };
+    let s = &w.stats;
+    ThreadStats::incr(&s.cmd_set);
+    if !fits(w, key.len(), data.len()) {
+        too_large(w, key, false, true);
+        out.extend_from_slice(reply::OBJECT_TOO_LARGE);
+        return;
+    }
+    let mode = flags.mode().ok().flatten().unwrap_or(MetaMode::Set);
+    let client_flags: u32 = number(&flags, b'F').unwrap_or(0);
+    let ttl: i64 = number(&flags, b'T').unwrap_or(0);
+    let compare: Option<u64> = number(&flags, b'C');
+    let new_cas: Option<u64> = number(&flags, b'E');
+    let vivify: Option<i64> = number(&flags, b'N');
+    let invalidate = flags.has(b'I');
+    let cas_enabled = w.shared.settings.cas_enabled;
+    let store = &w.shared.store;
+    let mut writer = w.writer.borrow_mut();
+    let result = store.update(&mut writer, key, |e| {
+        let opts = StoreOptions {
+            flags: client_flags,
+            exptime: e.expiry(ttl),
+            cas: new_cas,
+            ..StoreOptions::default()
+        };
+        let current = e.item().map(|i| {
+            (
+                if cas_enabled { i.cas() } else { 0 },
+                i.exptime(),
+                i.win_sent(),
+            )
+        });
+        if let Some(expected) = compare {
+            let Some((cur_cas, cur_exp, win)) = current else {
+                return Ok(Outcome::NotFound);
+            };
+            if cur_cas != expected {
+                // With I, an older CAS still lands, but as a stale value that keeps the
+                // item's expiry and win state, so a slow writer cannot resurrect data.
+                if invalidate
+                    && expected < cur_cas
+                    && matches!(mode, MetaMode::Set | MetaMode::Replace)
+                {
+                    let stale = StoreOptions {
+                        exptime: cur_exp,
+                        stale: true,
+                        win_sent: win,
+                        ..opts
+                    };
+                    return Ok(Outcome::Stored(e.store(&[data], stale)?));
+                }
+                return Ok(Outcome::Exists);
+            }
+        }
+        let exists = current.is_some();
+        Ok(match mode {
+            MetaMode::Set => Outcome::Stored(e.store(&[data], opts)?),
+            MetaMode::Add if exists => Outcome::NotStored,
+            MetaMode::Replace if !exists => Outcome::NotStored,
+            MetaMode::Add | MetaMode::Replace => Outcome::Stored(e.store(&[data], opts)?),
+            MetaMode::Append | MetaMode::Prepend if !exists => match vivify {
+                Some(n) => {
+                    let viv = StoreOptions {
+                        exptime: e.expiry(n),
+                        ..opts
+                    };
+                    Outcome::Stored(e.store(&[data], viv)?)
+                }
+                None => Outcome::NotStored,
+            },
+            MetaMode::Append | MetaMode::Prepend => {
+                match e.append(data, mode == MetaMode::Prepend)? {
+                    Some(c) => Outcome::Stored(c),
+                    None => Outcome::NotStored,
+                }
+            }
+            MetaMode::Incr | MetaMode::Decr => Outcome::NotStored,
+        })
+    });
+    let (code, new) = match result {
+        Ok(Outcome::Stored(c)) => (meta::HD, Some(c)),
+        Ok(Outcome::NotStored) => (meta::NS, None),
+        Ok(Outcome::Exists) => (meta::EX, None),
+        Ok(Outcome::NotFound) => (meta::NF, None),
+        Err(StoreError::TooLarge) => {
+            out.extend_from_slice(reply::OBJECT_TOO_LARGE);
+            return;
+        }
+        Err(StoreError::OutOfMemory) => {
+            out.extend_from_slice(reply::OUT_OF_MEMORY_STORING);
+            return;
+        }
+    };
+    if compare.is_some() {
+        ThreadStats::incr(match code {
+            c if c == meta::HD => &s.cas_hits,
+            c if c == meta::EX => &s.cas_badval,
+            _ => &s.cas_misses,
+        });
+    }
+    if code == meta::HD && flags.quiet() {
+        return;
+    }
+    reply::meta_header(out, code);
+    for (f, tok) in flags.iter() {
+        match f {
+            b'O' => reply::meta_opaque(out, tok),
+            b'k' => reply::meta_key(out, key, flags.base64()),
+            b'c' => {
+                if let Some(c) = new {
+                    reply::meta_flag_u64(out, b'c', cas(w, c));
+                }
+            }
+            _ => {}
+        }
+    }
+    reply::crlf(out);
+}

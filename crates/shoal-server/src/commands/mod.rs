@@ -1,0 +1,111 @@
+//! Command execution: one module per command family, each turning a parsed request into
+//! store operations and reply bytes.
+
+pub mod admin;
+pub mod arithmetic;
+pub mod delete;
+pub mod meta;
+pub mod retrieval;
+pub mod stats;
+pub mod storage;
+pub mod touch;
+
+use crate::server::Worker;
+use shoal_protocol::Request;
+
+/// What the connection does after a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep serving.
+    Continue,
+    /// Send what is pending, then close.
+    Close,
+}
+
+/// Executes one request, appending its reply (if any) to `out`.
+pub fn execute(w: &Worker, req: Request<'_>, out: &mut Vec<u8>) -> Flow {
+    if w.shared
+        .verbosity
+        .load(std::sync::atomic::Ordering::Relaxed)
+        > 1
+    {
+        tracing::debug!("request: {req:?}");
+    }
+    match req {
+        Request::Get { keys, with_cas } => retrieval::get(w, keys, with_cas, out),
+        Request::GetAndTouch {
+            exptime,
+            keys,
+            with_cas,
+        } => retrieval::get_and_touch(w, exptime, keys, with_cas, out),
+        Request::Store {
+            kind,
+            key,
+            flags,
+            exptime,
+            data,
+            cas_unique,
+            noreply,
+        } => storage::store(
+            w,
+            storage::StoreRequest {
+                kind,
+                key,
+                flags,
+                exptime,
+                data,
+                cas_unique,
+            },
+            noreply,
+            out,
+        ),
+        Request::Delete { key, noreply } => delete::delete(w, key, noreply, out),
+        Request::Arithmetic {
+            key,
+            delta,
+            incr,
+            noreply,
+        } => arithmetic::arithmetic(w, key, delta, incr, noreply, out),
+        Request::Touch {
+            key,
+            exptime,
+            noreply,
+        } => touch::touch(w, key, exptime, noreply, out),
+        Request::FlushAll { delay, noreply } => admin::flush_all(w, delay, noreply, out),
+        Request::Version => admin::version(out),
+        Request::Verbosity { level, noreply } => admin::verbosity(w, level, noreply, out),
+        Request::Quit => return Flow::Close,
+        Request::Shutdown | Request::ShutdownGraceful => return admin::shutdown(w, out),
+        Request::CacheMemlimit { megabytes, noreply } => {
+            admin::cache_memlimit(w, megabytes, noreply, out)
+        }
+        Request::Stats(group) => stats::stats(w, group, out),
+        Request::MetaGet { key, flags } => meta::get::meta_get(w, key, flags, out),
+        Request::MetaSet { key, flags, data } => meta::set::meta_set(w, key, flags, data, out),
+        Request::MetaDelete { key, flags } => meta::delete::meta_delete(w, key, flags, out),
+        Request::MetaArithmetic { key, flags } => {
+            meta::arithmetic::meta_arithmetic(w, key, flags, out)
+        }
+        Request::MetaNoop => out.extend_from_slice(shoal_protocol::reply::MN),
+        Request::MetaDebug { key, flags } => meta::debug::meta_debug(w, key, flags, out),
+    }
+    Flow::Continue
+}
+
+/// Appends `reply` unless the request was `noreply`.
+#[inline]
+pub(crate) fn respond(out: &mut Vec<u8>, noreply: bool, reply: &[u8]) {
+    if !noreply {
+        out.extend_from_slice(reply);
+    }
+}
+
+/// The CAS unique to show a client: 0 when CAS is disabled (`-C`), as memcached does.
+#[inline]
+pub(crate) fn visible_cas(w: &Worker, cas: u64) -> u64 {
+    if w.shared.settings.cas_enabled {
+        cas
+    } else {
+        0
+    }
+}

@@ -1,0 +1,25 @@
+//! `touch`.
+
+use super::respond;
+use crate::server::Worker;
+use crate::stats::ThreadStats;
+use shoal_protocol::reply;
+
+/// `touch <key> <exptime>`: TOUCHED or NOT_FOUND.
+pub fn touch(w: &Worker, key: &[u8], exptime: i64, noreply: bool, out: &mut Vec<u8>) {
+    ThreadStats::incr(&w.stats.cmd_touch);
+    let store = &w.shared.store;
+    let expiry = store.clock().expiry(exptime);
+    let mut writer = w.writer.borrow_mut();
+    match store.update(&mut writer, key, |e| e.set_exptime(expiry)) {
+        Ok(true) => {
+            ThreadStats::incr(&w.stats.touch_hits);
+            respond(out, noreply, reply::TOUCHED);
+        }
+        Ok(false) => {
+            ThreadStats::incr(&w.stats.touch_misses);
+            respond(out, noreply, reply::NOT_FOUND);
+        }
+        Err(_) => respond(out, noreply, reply::OUT_OF_MEMORY_STORING),
+    }
+}

@@ -1,0 +1,219 @@
+//! One client connection: read, parse in place, execute, write all replies at once.
+//!
+//! The loop reads whatever the socket has into one reusable buffer, executes every
+//! complete request in it (pipelined requests included), appends every reply to one
+//! reusable write buffer, and writes that buffer with a single call. Nothing is allocated
+//! per request: keys and values are parsed in place and copied once, into the reply.
+
+use crate::commands::{self, Flow};
+use crate::server::Worker;
+use crate::stats::ThreadStats;
+use parking_lot::Mutex;
+use shoal_protocol::{parse, Limits, Parsed};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+const READ_CHUNK: usize = 16 * 1024;
+/// Replies are written early once this much is pending, bounding the buffer for huge
+/// pipelines and multi-gets.
+const WRITE_HIGH_WATER: usize = 256 * 1024;
+/// Buffers that grew for a large value shrink back to this when idle.
+const IDLE_BUFFER: usize = 64 * 1024;
+
+/// What `stats conns` shows about one connection.
+#[derive(Debug)]
+pub struct ConnInfo {
+    /// Connection id (memcached shows the file descriptor).
+    pub id: u64,
+    /// Peer address.
+    pub addr: String,
+    /// Rel time of the last command.
+    pub last_cmd: AtomicU32,
+}
+
+/// Open connections.
+#[derive(Default)]
+pub struct ConnRegistry {
+    next: AtomicU64,
+    open: Mutex<BTreeMap<u64, Arc<ConnInfo>>>,
+}
+
+impl ConnRegistry {
+    /// Records a new connection.
+    pub fn open(&self, addr: String) -> Arc<ConnInfo> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let info = Arc::new(ConnInfo {
+            id,
+            addr,
+            last_cmd: AtomicU32::new(0),
+        });
+        self.open.lock().insert(id, info.clone());
+        info
+    }
+
+    /// Forgets a closed connection.
+    pub fn close(&self, info: &ConnInfo) {
+        self.open.lock().remove(&info.id);
+    }
+
+    /// A snapshot of open connections.
+    pub fn snapshot(&self) -> Vec<Arc<ConnInfo>> {
+        self.open.lock().values().cloned().collect()
+    }
+}
+
+/// Serves one connection until the client quits, an error closes it, or shutdown.
+pub async fn serve<S>(mut stream: S, worker: &Worker, info: &ConnInfo)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let shared = &worker.shared;
+    let limits = Limits {
+        max_value_len: shared.settings.max_item_size,
+    };
+    let idle = match shared.settings.idle_timeout {
+        0 => None,
+        s => Some(Duration::from_secs(s)),
+    };
+    let per_turn = shared.settings.reqs_per_event;
+    let mut shutdown = shared.shutdown_signal();
+    let mut rbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut wbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    // Bytes of a rejected data block still to discard (they may not have arrived yet).
+    let mut swallow = 0usize;
+    loop {
+        let mut pos = 0usize;
+        let mut close = false;
+        let mut served = 0usize;
+        let mut more_ready = false;
+        loop {
+            if swallow > 0 {
+                let n = swallow.min(rbuf.len() - pos);
+                pos += n;
+                swallow -= n;
+                if swallow > 0 {
+                    break;
+                }
+            }
+            if pos == rbuf.len() {
+                break;
+            }
+            if served >= per_turn {
+                more_ready = true;
+                break;
+            }
+            match parse(&rbuf[pos..], &limits) {
+                Parsed::Request { request, consumed } => {
+                    pos += consumed;
+                    served += 1;
+                    match commands::execute(worker, request, &mut wbuf) {
+                        Flow::Continue => {}
+                        Flow::Close => {
+                            close = true;
+                            break;
+                        }
+                    }
+                }
+                Parsed::Incomplete { needed } => {
+                    // Make room for the whole request at once rather than growing by
+                    // doubling through a large value.
+                    if needed > rbuf.len() - pos {
+                        rbuf.reserve(needed - (rbuf.len() - pos));
+                    }
+                    break;
+                }
+                Parsed::Error {
+                    error,
+                    consumed,
+                    swallow: s,
+                    close: c,
+                    silent,
+                } => {
+                    if !silent {
+                        wbuf.extend_from_slice(error.reply());
+                    }
+                    tracing::debug!(conn = info.id, "protocol error: {error}");
+                    pos += consumed;
+                    swallow = s;
+                    if c {
+                        close = true;
+                        break;
+                    }
+                }
+                Parsed::TooLarge {
+                    key,
+                    consumed,
+                    swallow: s,
+                    noreply,
+                    remove_old,
+                    key_base64,
+                } => {
+                    commands::storage::too_large(worker, key, key_base64, remove_old);
+                    if !noreply {
+                        wbuf.extend_from_slice(shoal_protocol::reply::OBJECT_TOO_LARGE);
+                    }
+                    pos += consumed;
+                    swallow = s;
+                }
+            }
+            if wbuf.len() >= WRITE_HIGH_WATER {
+                more_ready = true;
+                break;
+            }
+        }
+        if pos > 0 {
+            rbuf.drain(..pos);
+        }
+        if !wbuf.is_empty() {
+            if stream.write_all(&wbuf).await.is_err() {
+                return;
+            }
+            ThreadStats::add(&worker.stats.bytes_written, wbuf.len() as u64);
+            wbuf.clear();
+            if wbuf.capacity() > IDLE_BUFFER * 16 {
+                wbuf.shrink_to(IDLE_BUFFER);
+            }
+        }
+        if close {
+            let _ = stream.shutdown().await;
+            return;
+        }
+        if more_ready {
+            // Let other connections on this thread have a turn (memcached's -R).
+            tokio::task::yield_now().await;
+            continue;
+        }
+        if shared.stopping() {
+            return;
+        }
+        if rbuf.is_empty() && rbuf.capacity() > IDLE_BUFFER * 16 {
+            rbuf.shrink_to(READ_CHUNK);
+        }
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 2 {
+            rbuf.reserve(READ_CHUNK);
+        }
+        let read = async {
+            match idle {
+                Some(t) => tokio::time::timeout(t, stream.read_buf(&mut rbuf))
+                    .await
+                    .unwrap_or(Ok(0)),
+                None => stream.read_buf(&mut rbuf).await,
+            }
+        };
+        let n = tokio::select! {
+            r = read => r,
+            _ = shutdown.changed() => return,
+        };
+        match n {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                ThreadStats::add(&worker.stats.bytes_read, n as u64);
+                info.last_cmd
+                    .store(shared.store.clock().now(), Ordering::Relaxed);
+            }
+        }
+    }
+}

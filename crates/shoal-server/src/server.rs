@@ -1,0 +1,331 @@
+//! Listening, accepting, the worker threads and orderly shutdown.
+//!
+//! memcached's thread model: one acceptor hands each new connection to one of N worker
+//! threads, and that thread serves it for its lifetime on its own event loop (here a
+//! single-threaded tokio runtime). A worker owns its store writer and its counters, so
+//! requests never contend on anything but the key's index shard.
+
+use crate::config::Settings;
+use crate::conn::{self, ConnInfo, ConnRegistry};
+use crate::stats::{StatsRegistry, ThreadStats};
+use shoal_store::{Store, StoreConfig, Writer};
+use std::cell::RefCell;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, watch};
+
+/// State shared by every thread.
+pub struct Shared {
+    /// The validated settings.
+    pub settings: Settings,
+    /// The item store.
+    pub store: Store,
+    /// Request counters.
+    pub stats: StatsRegistry,
+    /// Open connections, for `stats conns`.
+    pub conns: ConnRegistry,
+    /// Open connections now.
+    pub curr_connections: AtomicUsize,
+    /// Connections ever accepted.
+    pub total_connections: AtomicU64,
+    /// Connections refused for the limit.
+    pub rejected_connections: AtomicU64,
+    /// Current verbosity (the `verbosity` command changes it).
+    pub verbosity: AtomicUsize,
+    /// The address clients connect to, as `stats conns` shows it.
+    pub listen_label: String,
+    shutdown_tx: watch::Sender<bool>,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    /// A receiver that changes when shutdown begins.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown_tx.subscribe()
+    }
+
+    /// Begins an orderly shutdown: stop accepting, let connections finish their replies.
+    pub fn begin_shutdown(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        let _ = self.shutdown_tx.send(true);
+    }
+
+    /// Whether shutdown has begun.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+}
+
+/// One worker thread's context, shared by the connections it serves.
+pub struct Worker {
+    /// Process-wide state.
+    pub shared: Arc<Shared>,
+    /// This thread's store writer.
+    pub writer: RefCell<Writer>,
+    /// This thread's counters.
+    pub stats: Arc<ThreadStats>,
+}
+
+enum Incoming {
+    Tcp(std::net::TcpStream, SocketAddr),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+/// A bound listener, so tests and callers can learn the port before serving.
+pub enum Listener {
+    /// TCP.
+    Tcp(std::net::TcpListener),
+    /// Unix domain socket.
+    Unix(std::os::unix::net::UnixListener),
+}
+
+impl Listener {
+    /// Binds what `settings` asks for (a unix socket replaces TCP, as in memcached).
+    pub fn bind(settings: &Settings) -> io::Result<Listener> {
+        if let Some(path) = &settings.unix_socket {
+            let _ = std::fs::remove_file(path);
+            let l = std::os::unix::net::UnixListener::bind(path)?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(
+                path,
+                std::fs::Permissions::from_mode(settings.unix_mask & 0o777),
+            )?;
+            l.set_nonblocking(true)?;
+            return Ok(Listener::Unix(l));
+        }
+        let addr = SocketAddr::new(settings.listen, settings.port);
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        socket.set_reuse_address(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(i32::try_from(settings.backlog).unwrap_or(i32::MAX))?;
+        socket.set_nonblocking(true)?;
+        let std_l: std::net::TcpListener = socket.into();
+        Ok(Listener::Tcp(std_l))
+    }
+
+    /// The bound TCP address, if TCP.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Listener::Tcp(l) => l.local_addr().ok(),
+            Listener::Unix(_) => None,
+        }
+    }
+}
+
+/// Runs the server until SIGINT/SIGTERM or the `shutdown` command, then returns once every
+/// connection has finished its in-flight replies.
+pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
+    let store = Store::new(StoreConfig {
+        memory_limit: settings.memory_limit,
+        max_item_size: settings.max_item_size,
+        evict: settings.evictions,
+        writers: settings.threads,
+    })?;
+    let listen_label = match (&listener, &settings.unix_socket) {
+        (Listener::Unix(_), Some(p)) => format!("unix:{}", p.display()),
+        _ => format!(
+            "tcp:{}",
+            listener
+                .local_addr()
+                .map_or_else(|| "?".to_string(), |a| a.to_string())
+        ),
+    };
+    let (shutdown_tx, _) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        store,
+        stats: StatsRegistry::default(),
+        conns: ConnRegistry::default(),
+        curr_connections: AtomicUsize::new(0),
+        total_connections: AtomicU64::new(0),
+        rejected_connections: AtomicU64::new(0),
+        verbosity: AtomicUsize::new(settings.verbose as usize),
+        listen_label,
+        shutdown_tx,
+        stopping: AtomicBool::new(false),
+        settings,
+    });
+
+    let maintenance = {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("shoal-maint".into())
+            .spawn(move || {
+                while !shared.stopping() {
+                    std::thread::sleep(Duration::from_millis(100));
+                    if shared.settings.lru_crawler {
+                        shared.store.maintain();
+                    } else {
+                        shared.store.clock().tick();
+                    }
+                }
+            })?
+    };
+
+    let mut senders = Vec::new();
+    let mut workers = Vec::new();
+    for i in 0..shared.settings.threads {
+        let (tx, rx) = mpsc::unbounded_channel();
+        senders.push(tx);
+        let shared = shared.clone();
+        workers.push(
+            std::thread::Builder::new()
+                .name(format!("shoal-worker-{i}"))
+                .spawn(move || worker_main(shared, rx))?,
+        );
+    }
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(accept_loop(shared.clone(), listener, senders))?;
+    for w in workers {
+        let _ = w.join();
+    }
+    let _ = maintenance.join();
+    if let Some(path) = &shared.settings.unix_socket {
+        let _ = std::fs::remove_file(path);
+    }
+    tracing::info!("shut down");
+    Ok(())
+}
+
+async fn accept_loop(
+    shared: Arc<Shared>,
+    listener: Listener,
+    senders: Vec<mpsc::UnboundedSender<Incoming>>,
+) -> io::Result<()> {
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut shutdown = shared.shutdown_signal();
+    let (tcp, unix) = match listener {
+        Listener::Tcp(l) => (Some(tokio::net::TcpListener::from_std(l)?), None),
+        Listener::Unix(l) => (None, Some(tokio::net::UnixListener::from_std(l)?)),
+    };
+    let mut next = 0usize;
+    loop {
+        let incoming = tokio::select! {
+            _ = sigterm.recv() => { shared.begin_shutdown(); break; }
+            _ = sigint.recv() => { shared.begin_shutdown(); break; }
+            _ = shutdown.changed() => break,
+            r = async { tcp.as_ref().expect("tcp listener").accept().await }, if tcp.is_some() => {
+                match r {
+                    Ok((s, addr)) => s.into_std().map(|s| Incoming::Tcp(s, addr)),
+                    Err(e) => Err(e),
+                }
+            }
+            r = async { unix.as_ref().expect("unix listener").accept().await }, if unix.is_some() => {
+                match r {
+                    Ok((s, _)) => s.into_std().map(Incoming::Unix),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        let incoming = match incoming {
+            Ok(i) => i,
+            Err(e) => {
+                // Out of descriptors and similar: back off instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let curr = shared.curr_connections.load(Ordering::Relaxed);
+        if curr >= shared.settings.conn_limit {
+            shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
+            reject(incoming).await;
+            continue;
+        }
+        shared.curr_connections.fetch_add(1, Ordering::Relaxed);
+        shared.total_connections.fetch_add(1, Ordering::Relaxed);
+        if senders[next % senders.len()].send(incoming).is_err() {
+            shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
+        }
+        next = next.wrapping_add(1);
+    }
+    // Dropping the senders lets idle workers finish once their connections are done.
+    drop(senders);
+    Ok(())
+}
+
+/// memcached's answer to a connection over the limit.
+async fn reject(incoming: Incoming) {
+    const MSG: &[u8] = b"ERROR Too many open connections\r\n";
+    match incoming {
+        Incoming::Tcp(s, _) => {
+            if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
+                let _ = s.write_all(MSG).await;
+            }
+        }
+        Incoming::Unix(s) => {
+            if let Ok(mut s) = tokio::net::UnixStream::from_std(s) {
+                let _ = s.write_all(MSG).await;
+            }
+        }
+    }
+}
+
+fn worker_main(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Incoming>) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("worker runtime: {e}");
+            return;
+        }
+    };
+    let worker = Rc::new(Worker {
+        writer: RefCell::new(shared.store.writer()),
+        stats: shared.stats.register(),
+        shared: shared.clone(),
+    });
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut shutdown = shared.shutdown_signal();
+        loop {
+            let incoming = tokio::select! {
+                i = rx.recv() => match i { Some(i) => i, None => break },
+                _ = shutdown.changed() => break,
+            };
+            let worker = worker.clone();
+            tasks.spawn_local(async move {
+                let shared = worker.shared.clone();
+                match incoming {
+                    Incoming::Tcp(s, addr) => {
+                        let _ = s.set_nodelay(true);
+                        if let Ok(s) = tokio::net::TcpStream::from_std(s) {
+                            let info = shared.conns.open(format!("tcp:{addr}"));
+                            conn::serve(s, &worker, &info).await;
+                            shared.conns.close(&info);
+                        }
+                    }
+                    Incoming::Unix(s) => {
+                        if let Ok(s) = tokio::net::UnixStream::from_std(s) {
+                            let info = shared.conns.open("unix".to_string());
+                            conn::serve(s, &worker, &info).await;
+                            shared.conns.close(&info);
+                        }
+                    }
+                }
+                shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
+            });
+            while tasks.try_join_next().is_some() {}
+        }
+        // Shutdown: connections see the signal, finish their replies and end.
+        while tasks.join_next().await.is_some() {}
+    });
+}
+
+/// The connection's own record, kept while it is open.
+pub type ConnHandle = Arc<ConnInfo>;
