@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what the tests need (idempotently),
+# then runs formatting and lint checks, every crate's tests, and the real-peer
+# compatibility suites (memccapable, pymemcache).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+log() { printf '\n==> %s\n' "$*"; }
+
+need_pkgs=()
+command -v memcached >/dev/null || need_pkgs+=(memcached)
+command -v memccapable >/dev/null || need_pkgs+=(libmemcached-tools)
+python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  log "installing Debian packages: ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+export SHOAL_VECTORS_DIR="${SHOAL_VECTORS_DIR:-$root/../shared/vectors}"
+target="${CARGO_TARGET_DIR:-$root/target}"
+export CARGO_TARGET_DIR="$target"
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets --release -- -D warnings
+
+log "cargo build --release"
+cargo build --workspace --release --bins
+
+log "cargo test --release"
+cargo test --workspace --release
+
+log "memccapable -a (libmemcached's ascii conformance suite) against shoald"
+errlog=$(mktemp)
+"$target/release/shoald" -p 0 -l 127.0.0.1 -t 2 -v 2>"$errlog" &
+pid=$!
+trap 'kill $pid 2>/dev/null || true; rm -f "$errlog"' EXIT
+port=""
+for _ in $(seq 1 100); do
+  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$errlog" | head -n1)
+  [ -n "$port" ] && break
+  sleep 0.05
+done
+[ -n "$port" ] || { echo "shoald did not start"; cat "$errlog"; exit 1; }
+out=$(timeout 120 memccapable -a -h 127.0.0.1 -p "$port" 2>&1) || true
+echo "$out" | tail -n 5
+echo "$out" | grep -q "All tests passed" || { echo "memccapable failed:"; echo "$out"; exit 1; }
+kill "$pid"; wait "$pid" 2>/dev/null || true
+trap - EXIT
+
+if [ -x scripts/test-python.sh ]; then
+  log "Python client suites (pymemcache)"
+  SHOALD_BIN="$target/release/shoald" bash scripts/test-python.sh
+fi
+
+log "all suites passed"
