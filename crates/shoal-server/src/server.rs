@@ -129,6 +129,7 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
         max_item_size: settings.max_item_size,
         evict: settings.evictions,
         writers: settings.threads,
+        index_capacity: settings.hashpower.map_or(0, |hp| 1usize << hp),
     })?;
     let listen_label = match (&listener, &settings.unix_socket) {
         (Listener::Unix(_), Some(p)) => format!("unix:{}", p.display()),

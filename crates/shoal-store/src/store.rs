@@ -42,6 +42,9 @@ pub struct StoreConfig {
     pub evict: bool,
     /// How many writers (threads) will write at once; each holds one segment open.
     pub writers: usize,
+    /// Items the index is sized for up front (memcached's `hashpower`); 0 grows on demand.
+    /// Pre-sizing avoids rehash pauses while a large cache warms up.
+    pub index_capacity: usize,
 }
 
 impl Default for StoreConfig {
@@ -51,6 +54,7 @@ impl Default for StoreConfig {
             max_item_size: 1 << 20,
             evict: true,
             writers: 4,
+            index_capacity: 0,
         }
     }
 }
@@ -102,8 +106,14 @@ impl Store {
         }
         let segments = limit / seg;
         let capacity = (segments * 4).clamp(64, MAX_SEGMENTS);
+        let per_shard = cfg.index_capacity.div_ceil(SHARDS);
         let shards = (0..SHARDS)
-            .map(|_| Padded(Mutex::new(Shard::default())))
+            .map(|_| {
+                Padded(Mutex::new(Shard {
+                    table: hashbrown::HashTable::with_capacity(per_shard),
+                    ..Shard::default()
+                }))
+            })
             .collect();
         Ok(Store {
             inner: Arc::new(Inner {

@@ -9,6 +9,7 @@ fn store(limit: usize) -> Store {
         max_item_size: 1 << 20,
         evict: true,
         writers: 2,
+        index_capacity: 0,
     })
     .expect("config")
 }
@@ -170,6 +171,7 @@ fn no_evict_mode_reports_out_of_memory() {
         max_item_size: 1 << 20,
         evict: false,
         writers: 1,
+        index_capacity: 0,
     })
     .unwrap();
     let mut w = s.writer();
@@ -265,4 +267,21 @@ fn concurrent_writers_and_readers_agree() {
         t.join().unwrap();
     }
     assert_eq!(get(&s, b"counter").as_deref(), Some(&b"80000"[..]));
+}
+
+#[test]
+fn presized_index_reports_its_capacity() {
+    let s = Store::new(StoreConfig {
+        index_capacity: 1 << 16,
+        ..StoreConfig::default()
+    })
+    .unwrap();
+    assert!(s.stats().index_bytes >= (1 << 16) * 9, "index pre-sized");
+    assert_eq!(
+        Store::new(StoreConfig::default())
+            .unwrap()
+            .stats()
+            .index_bytes,
+        0
+    );
 }
