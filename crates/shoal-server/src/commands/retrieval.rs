@@ -24,14 +24,14 @@ pub fn get(w: &Worker, keys: Keys<'_>, with_cas: bool, out: &mut Vec<u8>) {
     reply::end(out);
 }
 
-/// `gat`/`gats`: like get, also setting each found item's expiry.
+/// `gat`/`gats`: like get, also setting each found item's expiry. Counted as touches only
+/// (cmd_touch, touch_hits/misses), not gets, as memcached does.
 pub fn get_and_touch(w: &Worker, exptime: i64, keys: Keys<'_>, with_cas: bool, out: &mut Vec<u8>) {
     let store = &w.shared.store;
     let s = &w.stats;
     let expiry = store.clock().expiry(exptime);
     let mut writer = w.writer.borrow_mut();
     for key in keys.iter() {
-        ThreadStats::incr(&s.cmd_get);
         ThreadStats::incr(&s.cmd_touch);
         let hit = store.update(&mut writer, key, |e| {
             if !e.set_exptime(expiry)? {
@@ -44,13 +44,11 @@ pub fn get_and_touch(w: &Worker, exptime: i64, keys: Keys<'_>, with_cas: bool, o
             }
             Ok(true)
         });
-        if hit == Ok(true) {
-            ThreadStats::incr(&s.get_hits);
-            ThreadStats::incr(&s.touch_hits);
+        ThreadStats::incr(if hit == Ok(true) {
+            &s.touch_hits
         } else {
-            ThreadStats::incr(&s.get_misses);
-            ThreadStats::incr(&s.touch_misses);
-        }
+            &s.touch_misses
+        });
     }
     reply::end(out);
 }
