@@ -1,0 +1,264 @@
+//! Command-line options: -C, -M, eviction, -F, -A, -c, -s/-a, -I, usage errors, signals.
+
+mod common;
+
+use common::{run_to_exit, Conn, Server};
+use std::time::{Duration, Instant};
+
+/// Sets `count` keys `{prefix}{i}` with `size`-byte values, `batch` per write; returns the
+/// replies in order (stops at the first batch that holds an error if `stop_on_error`).
+fn fill(
+    c: &mut Conn,
+    prefix: &str,
+    count: usize,
+    size: usize,
+    stop_on_error: bool,
+) -> Vec<Vec<u8>> {
+    const BATCH: usize = 50;
+    let value = vec![b'v'; size];
+    let mut replies = Vec::with_capacity(count);
+    let mut i = 0;
+    while i < count {
+        let n = BATCH.min(count - i);
+        let mut req = Vec::with_capacity(n * (size + 64));
+        for j in i..i + n {
+            req.extend_from_slice(format!("set {prefix}{j} 0 0 {size}\r\n").as_bytes());
+            req.extend_from_slice(&value);
+            req.extend_from_slice(b"\r\n");
+        }
+        c.send(&req);
+        let mut error = false;
+        for _ in 0..n {
+            let line = c.read_line();
+            error |= line != b"STORED\r\n";
+            replies.push(line);
+        }
+        i += n;
+        if error && stop_on_error {
+            break;
+        }
+    }
+    replies
+}
+
+#[test]
+fn disable_cas_returns_zero() {
+    let s = Server::with_args(&["-C"]);
+    let mut c = s.conn();
+    c.set("k", b"v");
+    c.rt(b"gets k\r\n", b"VALUE k 0 1 0\r\nv\r\nEND\r\n");
+    c.rt(b"mg k c\r\n", b"HD c0\r\n");
+    assert_eq!(c.stats("settings")["cas_enabled"], "no");
+}
+
+#[test]
+fn disable_evictions_reports_out_of_memory() {
+    let s = Server::with_args(&["-M", "-m", "8"]);
+    let mut c = s.conn();
+    let replies = fill(&mut c, "key", 20_000, 1000, true);
+    let first_err = replies
+        .iter()
+        .position(|r| r != b"STORED\r\n")
+        .expect("an 8 MB cache refuses 20 MB of data with -M");
+    assert_eq!(
+        common::show(&replies[first_err]),
+        "SERVER_ERROR out of memory storing object\r\n"
+    );
+    assert!(first_err > 1000, "stored only {first_err} items in 8 MB");
+    // Nothing was evicted: the first and last stored items are there.
+    assert!(c.get("key0").is_some());
+    assert!(c.get(&format!("key{}", first_err - 1)).is_some());
+    let st = c.stats("");
+    assert_eq!(st["evictions"], "0");
+    assert_eq!(st["curr_items"], first_err.to_string());
+    assert_eq!(c.stats("settings")["evictions"], "off");
+    // Deleting frees room for new items again (bounded retries for reclamation).
+    c.rt(b"flush_all\r\n", b"OK\r\n");
+    let mut ok = false;
+    for _ in 0..50 {
+        c.send(b"set again 0 0 1\r\nx\r\n");
+        if c.read_line() == b"STORED\r\n" {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ok, "memory is reused after flush_all");
+}
+
+#[test]
+fn evicts_oldest_when_full() {
+    let s = Server::with_args(&["-m", "8"]);
+    let mut c = s.conn();
+    let replies = fill(&mut c, "key", 20_000, 1000, false);
+    assert!(
+        replies.iter().all(|r| r == b"STORED\r\n"),
+        "every set succeeds with eviction on"
+    );
+    assert_eq!(c.get("key0"), None, "oldest evicted");
+    assert_eq!(c.get("key19999").as_deref(), Some(&[b'v'; 1000][..]));
+    let st = c.stats("");
+    let evictions: u64 = st["evictions"].parse().unwrap();
+    let items: u64 = st["curr_items"].parse().unwrap();
+    let bytes: u64 = st["bytes"].parse().unwrap();
+    assert!(evictions > 0);
+    assert!(items < 20_000 && items > 3_000, "items {items}");
+    assert!(bytes <= 8 << 20, "bytes {bytes} within -m");
+}
+
+#[test]
+fn disable_flush_all() {
+    let s = Server::with_args(&["-F"]);
+    let mut c = s.conn();
+    c.set("k", b"v");
+    c.rt(b"flush_all\r\n", b"CLIENT_ERROR flush_all not allowed\r\n");
+    c.rt(
+        b"flush_all 0\r\n",
+        b"CLIENT_ERROR flush_all not allowed\r\n",
+    );
+    c.rt(b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n");
+    assert_eq!(c.stat("cmd_flush"), 0);
+}
+
+#[test]
+fn shutdown_needs_a() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.rt(b"shutdown\r\n", b"ERROR: shutdown not enabled\r\n");
+    c.assert_alive();
+
+    let mut s = Server::with_args(&["-A"]);
+    let mut c = s.conn();
+    c.set("k", b"v");
+    c.send(b"shutdown\r\n");
+    c.expect_closed();
+    let status = s.wait_exit(Duration::from_secs(5)).expect("shoald exits");
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn connection_limit() {
+    let s = Server::with_args(&["-c", "2"]);
+    let mut a = s.conn();
+    a.assert_alive();
+    let mut b = s.conn();
+    b.assert_alive();
+    let mut third = s.conn();
+    third.expect(b"ERROR Too many open connections\r\n");
+    third.expect_closed();
+    assert!(a.stat("rejected_connections") >= 1);
+    // Once one leaves, a new client gets in (the count drops asynchronously).
+    drop(b);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut c = s.conn();
+        c.send(b"version\r\n");
+        let line = c.read_line();
+        if line.starts_with(b"VERSION ") {
+            break;
+        }
+        assert_eq!(common::show(&line), "ERROR Too many open connections\r\n");
+        assert!(Instant::now() < deadline, "slot never freed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    a.assert_alive();
+}
+
+#[test]
+fn unix_socket_with_mask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("shoal-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("shoald.sock");
+    let path_s = path.to_str().unwrap().to_string();
+    {
+        let s = Server::with_args(&["-s", &path_s, "-a", "600"]);
+        assert_eq!(s.socket.as_deref(), Some(path.as_path()));
+        assert!(s.addr.is_none(), "a unix socket replaces TCP");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let mut c = s.conn();
+        c.set("k", b"unix");
+        let mut c2 = s.conn();
+        assert_eq!(c2.get("k").as_deref(), Some(&b"unix"[..]));
+        assert_eq!(c.stats("settings")["domain_socket"], path_s);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn max_item_size() {
+    // -I 2m allows a 1.5 MB value.
+    let s = Server::with_args(&["-I", "2m"]);
+    let mut c = s.conn();
+    let big: Vec<u8> = (0..1_500_000u32).map(|i| (i % 251) as u8).collect();
+    c.set("big", &big);
+    assert_eq!(c.get("big").as_deref(), Some(&big[..]));
+    drop(s);
+
+    // The default 1m refuses 2 MB: error, data swallowed, old value gone.
+    let s = Server::start();
+    let mut c = s.conn();
+    c.set("big", b"old");
+    c.set("other", b"kept");
+    let huge = vec![b'x'; 2 << 20];
+    let mut req = format!("set big 0 0 {}\r\n", huge.len()).into_bytes();
+    req.extend_from_slice(&huge);
+    req.extend_from_slice(b"\r\n");
+    c.send(&req);
+    c.expect(b"SERVER_ERROR object too large for cache\r\n");
+    c.rt(b"get big\r\n", b"END\r\n");
+    c.rt(b"get other\r\n", b"VALUE other 0 4\r\nkept\r\nEND\r\n");
+    // Just under the limit (with memcached's item overhead) still fits.
+    let ok = vec![b'y'; 1_000_000];
+    c.set("big", &ok);
+    assert_eq!(c.get("big").map(|v| v.len()), Some(1_000_000));
+    // The data of a too-large noreply set is swallowed silently.
+    let mut req = format!("set big 0 0 {} noreply\r\n", huge.len()).into_bytes();
+    req.extend_from_slice(&huge);
+    req.extend_from_slice(b"\r\n");
+    c.send(&req);
+    c.rt(b"mn\r\n", b"MN\r\n");
+    c.rt(b"get big\r\n", b"END\r\n");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        &["--no-such-option"][..],
+        &["-Z"],
+        &["-p", "notaport"],
+        &["-p", "70000"],
+        &["-m", "0"],
+        &["-I", "1x"],
+        &["-I", "100m", "-m", "64"],
+        &["-t", "0"],
+        &["-c", "0"],
+        &["-l", "not-an-address"],
+        &["-o", "bogus=1"],
+        &["-a", "999"],
+    ] {
+        let (code, err) = run_to_exit(args);
+        assert_eq!(code, Some(2), "args {args:?}: stderr {err}");
+        assert!(!err.is_empty(), "args {args:?} explain the error");
+    }
+    let (code, _) = run_to_exit(&["-V"]);
+    assert_eq!(code, Some(0));
+    let (code, _) = run_to_exit(&["-h"]);
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn sigterm_and_sigint_exit_zero() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let mut s = Server::start();
+        let mut c = s.conn();
+        c.set("k", b"v");
+        s.signal(sig);
+        let status = s
+            .wait_exit(Duration::from_secs(5))
+            .expect("exits on signal");
+        assert_eq!(status.code(), Some(0), "signal {sig}");
+        c.expect_closed();
+    }
+}
