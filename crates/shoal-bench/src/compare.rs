@@ -1,0 +1,503 @@
+//! `shoal-bench compare-memcached`: shoald and Debian's memcached side by side, started
+//! with the same flags, under the same loads, alternating, repeated; then memcaslap
+//! against each for an independent number; then the memory-efficiency benchmark.
+
+use crate::fill::{self, FillConfig};
+use crate::load::{self, LoadConfig, LoadReport};
+use crate::server::{self, ServerProcess};
+use crate::BenchError;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// What to compare and how hard.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareConfig {
+    /// The shoald binary.
+    pub shoald: PathBuf,
+    /// The memcached binary.
+    pub memcached: PathBuf,
+    /// memcaslap, if it is to be run.
+    pub memcaslap: Option<PathBuf>,
+    /// Flags given to both servers for the throughput runs.
+    pub server_args: Vec<String>,
+    /// Runs per scenario and server.
+    pub repeats: usize,
+    /// Client threads.
+    pub threads: usize,
+    /// Connections.
+    pub conns: usize,
+    /// Pipeline depths, one scenario each.
+    pub depths: Vec<usize>,
+    /// Keys.
+    pub keys: u64,
+    /// Value size in bytes.
+    pub value_size: usize,
+    /// Fraction of sets.
+    pub set_ratio: f64,
+    /// Measured window per run, seconds.
+    pub duration_secs: f64,
+    /// Warm-up per run, seconds.
+    pub warmup_secs: f64,
+    /// memcaslap run length, seconds.
+    pub memcaslap_secs: u64,
+    /// Run the memory benchmark.
+    pub memory: bool,
+    /// Flags for the memory benchmark's servers.
+    pub memory_args: Vec<String>,
+    /// Keys set by the memory benchmark.
+    pub memory_keys: u64,
+}
+
+impl CompareConfig {
+    /// The defaults: `-t 2 -m 256`, 50 connections, depths 1 and 16, 90% gets, 100-byte
+    /// values, 10k keys, 3 repeats of 5 s; memory at `-m 64 -t 2` with 1M keys.
+    pub fn new(shoald: PathBuf, memcached: PathBuf) -> Self {
+        CompareConfig {
+            shoald,
+            memcached,
+            memcaslap: None,
+            server_args: ["-t", "2", "-m", "256"].map(String::from).to_vec(),
+            repeats: 3,
+            threads: 2,
+            conns: 50,
+            depths: vec![1, 16],
+            keys: 10_000,
+            value_size: 100,
+            set_ratio: 0.1,
+            duration_secs: 5.0,
+            warmup_secs: 1.0,
+            memcaslap_secs: 10,
+            memory: true,
+            memory_args: ["-t", "2", "-m", "64"].map(String::from).to_vec(),
+            memory_keys: 1_000_000,
+        }
+    }
+}
+
+/// One server's runs of one scenario.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerRuns {
+    /// `shoald` or `memcached`.
+    pub server: String,
+    /// ops/s of each run.
+    pub ops_per_sec: Vec<f64>,
+    /// p99 (us) of each run.
+    pub p99_us: Vec<f64>,
+    /// Median ops/s.
+    pub median_ops_per_sec: f64,
+    /// Median p99 (us).
+    pub median_p99_us: f64,
+    /// Median p50 (us).
+    pub median_p50_us: f64,
+    /// Median p99.9 (us).
+    pub median_p999_us: f64,
+    /// Every run's full report.
+    pub runs: Vec<LoadReport>,
+}
+
+/// One scenario: both servers.
+#[derive(Clone, Debug, Serialize)]
+pub struct Scenario {
+    /// A label, e.g. `depth 1`.
+    pub name: String,
+    /// memcached's runs.
+    pub memcached: ServerRuns,
+    /// shoald's runs.
+    pub shoald: ServerRuns,
+    /// shoald's median ops/s over memcached's.
+    pub ratio: f64,
+}
+
+/// memcaslap's TPS for both servers.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemcaslapResult {
+    /// The command line, with `ADDR` for the server.
+    pub command: String,
+    /// memcached's TPS per run.
+    pub memcached_tps: Vec<f64>,
+    /// shoald's TPS per run.
+    pub shoald_tps: Vec<f64>,
+    /// Median memcached TPS.
+    pub memcached_median: f64,
+    /// Median shoald TPS.
+    pub shoald_median: f64,
+    /// shoald over memcached.
+    pub ratio: f64,
+}
+
+/// The memory benchmark for one server.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemoryResult {
+    /// `shoald` or `memcached`.
+    pub server: String,
+    /// Sets sent.
+    pub sets: u64,
+    /// Sets answered `STORED`.
+    pub stored: u64,
+    /// Keys still returned by multi-get afterwards.
+    pub retrievable: u64,
+    /// `curr_items` from `stats`.
+    pub curr_items: u64,
+    /// `evictions` from `stats`.
+    pub evictions: u64,
+    /// VmRSS after the fill, KiB.
+    pub rss_kib: u64,
+    /// Seconds the fill took.
+    pub fill_secs: f64,
+}
+
+/// Everything `compare-memcached` measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareReport {
+    /// What was run.
+    pub config: CompareConfig,
+    /// The machine.
+    pub machine: Machine,
+    /// One entry per pipeline depth.
+    pub scenarios: Vec<Scenario>,
+    /// memcaslap, per depth-1 scenario, if run.
+    pub memcaslap: Option<MemcaslapResult>,
+    /// memcached then shoald.
+    pub memory: Vec<MemoryResult>,
+}
+
+/// The machine the numbers come from.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    /// Online CPUs.
+    pub cpus: usize,
+    /// `model name` from /proc/cpuinfo.
+    pub cpu_model: String,
+    /// `memcached -V`.
+    pub memcached_version: String,
+}
+
+impl Machine {
+    /// Describes this machine.
+    pub fn detect(memcached: &Path) -> Self {
+        let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("model name"))
+                    .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let memcached_version = Command::new(memcached)
+            .arg("-V")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        Machine {
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_model,
+            memcached_version,
+        }
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+fn runs(server: &str, reports: Vec<LoadReport>) -> ServerRuns {
+    let ops: Vec<f64> = reports.iter().map(|r| r.ops_per_sec).collect();
+    let p99: Vec<f64> = reports.iter().map(|r| r.latency.p99_us).collect();
+    let p50: Vec<f64> = reports.iter().map(|r| r.latency.p50_us).collect();
+    let p999: Vec<f64> = reports.iter().map(|r| r.latency.p999_us).collect();
+    ServerRuns {
+        server: server.into(),
+        median_ops_per_sec: median(&ops),
+        median_p99_us: median(&p99),
+        median_p50_us: median(&p50),
+        median_p999_us: median(&p999),
+        ops_per_sec: ops,
+        p99_us: p99,
+        runs: reports,
+    }
+}
+
+fn progress(msg: &str) {
+    eprintln!("[compare] {msg}");
+}
+
+/// Runs the whole comparison.
+pub fn run(cfg: &CompareConfig) -> Result<CompareReport, BenchError> {
+    let machine = Machine::detect(&cfg.memcached);
+    let mut scenarios = Vec::new();
+    {
+        let mc = ServerProcess::start_memcached(&cfg.memcached, &cfg.server_args)?;
+        let sh = ServerProcess::start_shoald(&cfg.shoald, &cfg.server_args)?;
+        for &depth in &cfg.depths {
+            let mut per: [Vec<LoadReport>; 2] = [Vec::new(), Vec::new()];
+            for rep in 0..cfg.repeats {
+                // Alternate which server goes first.
+                let order: [usize; 2] = if rep % 2 == 0 { [0, 1] } else { [1, 0] };
+                for i in order {
+                    let srv = if i == 0 { &mc } else { &sh };
+                    let mut l = LoadConfig::new(srv.addr);
+                    l.threads = cfg.threads;
+                    l.conns = cfg.conns;
+                    l.depth = depth;
+                    l.keys = cfg.keys;
+                    l.value_size = cfg.value_size;
+                    l.set_ratio = cfg.set_ratio;
+                    l.duration = Duration::from_secs_f64(cfg.duration_secs);
+                    l.warmup = Duration::from_secs_f64(cfg.warmup_secs);
+                    l.prefill = rep == 0;
+                    let r = load::run(&l)?;
+                    progress(&format!(
+                        "depth {depth} run {} {}: {:.0} ops/s p99 {:.0} us",
+                        rep + 1,
+                        srv.name,
+                        r.ops_per_sec,
+                        r.latency.p99_us
+                    ));
+                    per[i].push(r);
+                }
+            }
+            let [m, s] = per;
+            let memcached = runs("memcached", m);
+            let shoald = runs("shoald", s);
+            scenarios.push(Scenario {
+                name: format!("{} conns, depth {depth}", cfg.conns),
+                ratio: shoald.median_ops_per_sec / memcached.median_ops_per_sec.max(1e-9),
+                memcached,
+                shoald,
+            });
+        }
+    }
+    let memcaslap = match &cfg.memcaslap {
+        Some(bin) => Some(run_memcaslap(cfg, bin)?),
+        None => None,
+    };
+    let mut memory = Vec::new();
+    if cfg.memory {
+        for name in ["memcached", "shoald"] {
+            let p = if name == "memcached" {
+                ServerProcess::start_memcached(&cfg.memcached, &cfg.memory_args)?
+            } else {
+                ServerProcess::start_shoald(&cfg.shoald, &cfg.memory_args)?
+            };
+            let m = memory_one(&p, cfg.memory_keys)?;
+            progress(&format!(
+                "memory {name}: {} of {} retrievable, RSS {} KiB",
+                m.retrievable, m.sets, m.rss_kib
+            ));
+            memory.push(m);
+        }
+    }
+    Ok(CompareReport {
+        config: cfg.clone(),
+        machine,
+        scenarios,
+        memcaslap,
+        memory,
+    })
+}
+
+/// Fills `p` with `keys` 12-byte keys (`key:%08d`) and 100-byte values, then counts.
+pub fn memory_one(p: &ServerProcess, keys: u64) -> Result<MemoryResult, BenchError> {
+    let f = fill::fill(&FillConfig {
+        server: p.addr,
+        keys,
+        key_prefix: "key:".into(),
+        key_width: 8,
+        value_size: 100,
+        conns: 2,
+        depth: 100,
+    })?;
+    // Let a background maintenance pass settle before measuring.
+    std::thread::sleep(Duration::from_millis(500));
+    let rss_kib = p.rss_kib()?;
+    let st = server::stats(p.addr)?;
+    let retrievable = fill::count_present(p.addr, keys, "key:", 8, 100)?;
+    Ok(MemoryResult {
+        server: p.name.clone(),
+        sets: f.sets,
+        stored: f.stored,
+        retrievable,
+        curr_items: server::stat_u64(&st, "curr_items")?,
+        evictions: server::stat_u64(&st, "evictions").unwrap_or(0),
+        rss_kib,
+        fill_secs: f.secs,
+    })
+}
+
+/// memcaslap's config: 12-byte keys, fixed-size values, the set:get mix.
+fn memcaslap_config(cfg: &CompareConfig) -> String {
+    format!(
+        "key\n12 12 1\nvalue\n{v} {v} 1\ncmd\n0 {s}\n1 {g}\n",
+        v = cfg.value_size,
+        s = cfg.set_ratio,
+        g = 1.0 - cfg.set_ratio
+    )
+}
+
+/// The `TPS: N` figure from memcaslap's final summary.
+pub fn parse_memcaslap_tps(out: &str) -> Option<f64> {
+    out.lines()
+        .rev()
+        .filter(|l| l.starts_with("Run time:"))
+        .filter_map(|l| {
+            let rest = &l[l.find("TPS:")? + 4..];
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .next()
+}
+
+fn run_memcaslap(cfg: &CompareConfig, bin: &Path) -> Result<MemcaslapResult, BenchError> {
+    let cfg_path =
+        std::env::temp_dir().join(format!("shoal-bench-memcaslap-{}.cfg", std::process::id()));
+    std::fs::write(&cfg_path, memcaslap_config(cfg))
+        .map_err(|e| BenchError::io(cfg_path.display().to_string(), e))?;
+    let args = |addr: &str| -> Vec<String> {
+        vec![
+            "-s".into(),
+            addr.into(),
+            "-t".into(),
+            format!("{}s", cfg.memcaslap_secs),
+            "-c".into(),
+            cfg.conns.to_string(),
+            "-T".into(),
+            cfg.threads.to_string(),
+            "-F".into(),
+            cfg_path.display().to_string(),
+        ]
+    };
+    let command = format!("{} {}", bin.display(), args("ADDR").join(" "));
+    let mut tps: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mc = ServerProcess::start_memcached(&cfg.memcached, &cfg.server_args)?;
+    let sh = ServerProcess::start_shoald(&cfg.shoald, &cfg.server_args)?;
+    for rep in 0..cfg.repeats {
+        let order: [usize; 2] = if rep % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let srv = if i == 0 { &mc } else { &sh };
+            let out = Command::new(bin)
+                .args(args(&srv.addr.to_string()))
+                .output()
+                .map_err(|e| spawn_err_io(bin, e))?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let t = parse_memcaslap_tps(&text).ok_or_else(|| {
+                BenchError::Protocol(format!(
+                    "no TPS in memcaslap output: {}",
+                    text.lines().last().unwrap_or("")
+                ))
+            })?;
+            progress(&format!(
+                "memcaslap run {} {}: {t:.0} TPS",
+                rep + 1,
+                srv.name
+            ));
+            tps[i].push(t);
+        }
+    }
+    let _ = std::fs::remove_file(&cfg_path);
+    let [m, s] = tps;
+    let (mm, sm) = (median(&m), median(&s));
+    Ok(MemcaslapResult {
+        command,
+        memcached_tps: m,
+        shoald_tps: s,
+        memcached_median: mm,
+        shoald_median: sm,
+        ratio: sm / mm.max(1e-9),
+    })
+}
+
+fn spawn_err_io(bin: &Path, e: std::io::Error) -> BenchError {
+    BenchError::Spawn {
+        name: bin.display().to_string(),
+        reason: e.to_string(),
+    }
+}
+
+impl CompareReport {
+    /// Markdown tables for a person (and the README).
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let m = &self.machine;
+        let _ = writeln!(
+            s,
+            "Machine: {} CPUs, {}; {}.\n",
+            m.cpus, m.cpu_model, m.memcached_version
+        );
+        let _ = writeln!(
+            s,
+            "| scenario | memcached ops/s | shoald ops/s | ratio | memcached p50 / p99 / p99.9 (us) | shoald p50 / p99 / p99.9 (us) |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+        for sc in &self.scenarios {
+            let (a, b) = (&sc.memcached, &sc.shoald);
+            let _ = writeln!(
+                s,
+                "| {} | {:.0} | {:.0} | {:.2} | {:.0} / {:.0} / {:.0} | {:.0} / {:.0} / {:.0} |",
+                sc.name,
+                a.median_ops_per_sec,
+                b.median_ops_per_sec,
+                sc.ratio,
+                a.median_p50_us,
+                a.median_p99_us,
+                a.median_p999_us,
+                b.median_p50_us,
+                b.median_p99_us,
+                b.median_p999_us
+            );
+        }
+        if let Some(c) = &self.memcaslap {
+            let _ = writeln!(
+                s,
+                "| memcaslap, {} conns | {:.0} | {:.0} | {:.2} | - | - |",
+                self.config.conns, c.memcached_median, c.shoald_median, c.ratio
+            );
+        }
+        if !self.memory.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n| memory (-m 64, 1M x 12-byte keys, 100-byte values) | stored | retrievable | curr_items | evictions | VmRSS (MiB) |"
+            );
+            let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+            for r in &self.memory {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} | {:.1} |",
+                    r.server,
+                    r.stored,
+                    r.retrievable,
+                    r.curr_items,
+                    r.evictions,
+                    r.rss_kib as f64 / 1024.0
+                );
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+
+    #[test]
+    fn reads_memcaslap_tps() {
+        let out = "servers : 127.0.0.1:1\n...\nRun time: 10.0s Ops: 1234567 TPS: 123456 Net_rate: 15.3M/s\n";
+        assert_eq!(parse_memcaslap_tps(out), Some(123456.0));
+        assert_eq!(parse_memcaslap_tps("nothing"), None);
+    }
+}

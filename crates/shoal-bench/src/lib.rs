@@ -1,0 +1,93 @@
+//! shoal-bench: the project's load generator and benchmarks.
+//!
+//! - [`load`]: the closed-loop generator (connections, pipeline depth, key space, value
+//!   size, set:get mix, warm-up, HdrHistogram latencies).
+//! - [`fill`]: bulk sets and multi-get counting (prefill, memory efficiency).
+//! - [`compare`]: shoald against memcached, same flags, same load.
+//! - [`text`]: memcached text protocol encoding and reply parsing.
+//! - [`server`]: starting servers under test and reading their `stats`.
+
+pub mod compare;
+pub mod fill;
+pub mod load;
+pub mod rng;
+pub mod server;
+pub mod text;
+
+/// Everything that can go wrong in a benchmark.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A socket or file operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The server closed a connection with requests outstanding.
+    #[error("{0} closed the connection with requests outstanding")]
+    Closed(String),
+    /// The server sent something that is not a reply to what was asked.
+    #[error("unexpected reply from server: {0:?}")]
+    Protocol(String),
+    /// An invalid option or combination of options.
+    #[error("{0}")]
+    Config(String),
+    /// A server under test could not be started.
+    #[error("cannot start {name}: {reason}")]
+    Spawn {
+        /// Which server.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl BenchError {
+    /// An I/O error with what was being done.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        BenchError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Parses a duration: `5`, `5s`, `1.5s`, `500ms` or `2m`.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, BenchError> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| BenchError::Config(format!("bad duration {s:?} (try 5s, 500ms, 2m)")))?;
+    if !v.is_finite() || v < 0.0 || v * scale > 1e9 {
+        return Err(BenchError::Config(format!("bad duration {s:?}")));
+    }
+    Ok(std::time::Duration::from_secs_f64(v * scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("x").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("inf").is_err());
+    }
+}

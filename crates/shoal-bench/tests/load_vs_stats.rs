@@ -1,0 +1,68 @@
+//! Runs `load` for about a second against a shoald it starts and checks that the
+//! generator counts exactly what the server counts.
+
+use shoal_bench::load::{self, LoadConfig, Refill};
+use shoal_bench::server::{self, ServerProcess};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+/// shoald from `SHOALD_BIN`, or beside this test's target directory, built if missing.
+fn shoald() -> PathBuf {
+    if let Some(p) = std::env::var_os("SHOALD_BIN") {
+        return PathBuf::from(p);
+    }
+    // target/<profile>/deps/this-test -> target/<profile>/shoald
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile> directory")
+        .to_path_buf();
+    let bin = profile_dir.join("shoald");
+    if !bin.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "shoal-server", "--bin", "shoald"]);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("cargo build runs");
+        assert!(status.success(), "building shoald failed");
+    }
+    bin
+}
+
+fn cmd_total(addr: std::net::SocketAddr) -> u64 {
+    let st = server::stats(addr).expect("stats");
+    server::stat_u64(&st, "cmd_get").expect("cmd_get")
+        + server::stat_u64(&st, "cmd_set").expect("cmd_set")
+}
+
+#[test]
+fn load_counts_what_shoald_counts() {
+    let srv = ServerProcess::start_shoald(
+        &shoald(),
+        &["-t".into(), "2".into(), "-m".into(), "64".into()],
+    )
+    .expect("shoald starts");
+    for (depth, refill) in [(1, Refill::Batch), (8, Refill::Window)] {
+        let before = cmd_total(srv.addr);
+        let mut cfg = LoadConfig::new(srv.addr);
+        cfg.conns = 8;
+        cfg.depth = depth;
+        cfg.refill = refill;
+        cfg.keys = 1000;
+        cfg.set_ratio = 0.2;
+        cfg.duration = Duration::from_millis(400);
+        cfg.warmup = Duration::from_millis(100);
+        let r = load::run(&cfg).expect("load runs");
+        let after = cmd_total(srv.addr);
+        assert!(r.measured.ops() > 100, "{r:?}");
+        assert_eq!(r.total_ops(), after - before, "{}", r.summary());
+        assert_eq!(r.measured.errors, 0);
+        // Every key was prefilled, so every get hits.
+        assert_eq!(r.measured.misses, 0, "{}", r.summary());
+        assert!(r.latency.p50_us > 0.0 && r.latency.p99_us >= r.latency.p50_us);
+    }
+}
