@@ -227,7 +227,8 @@ pub(crate) fn preparse<'a>(
                     error = Some(errstr);
                 }
             }
-            b'C' => {
+            // E (explicit new CAS, memcached 1.6.21+) takes a u64 like C.
+            b'C' | b'E' => {
                 if num::parse_u64(val).is_none() {
                     errstr = ProtocolError::BadTokenFormat;
                     error = Some(errstr);

@@ -23,11 +23,11 @@ pub fn meta_delete(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut V
     let mut writer = w.writer.borrow_mut();
     let result = store.update(&mut writer, key, |e| {
         let Some(item) = e.item() else {
-            return Ok(meta::NF);
+            return Ok((meta::NF, false));
         };
         let cur_cas = if cas_enabled { item.cas() } else { 0 };
         if compare.is_some_and(|c| c != cur_cas) {
-            return Ok(meta::EX);
+            return Ok((meta::EX, false));
         }
         if invalidate || clear_value {
             // Keep the item but mark it stale (I) and/or drop its value (x); the next
@@ -46,12 +46,12 @@ pub fn meta_delete(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut V
             let value: &[u8] = if clear_value { &[] } else { item.value() };
             let copy = value.to_vec();
             e.store(&[&copy], opts)?;
-            return Ok(meta::HD);
+            return Ok((meta::HD, false));
         }
         e.remove();
-        Ok(meta::HD)
+        Ok((meta::HD, true))
     });
-    let code = match result {
+    let (code, removed) = match result {
         Ok(c) => c,
         Err(_) => {
             out.extend_from_slice(reply::OUT_OF_MEMORY_STORING);
@@ -59,11 +59,13 @@ pub fn meta_delete(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut V
         }
     };
     let s = &w.stats;
-    ThreadStats::incr(if code == meta::HD {
-        &s.delete_hits
-    } else {
-        &s.delete_misses
-    });
+    // As memcached: only a removal is a delete hit; misses, CAS mismatches and a stale
+    // mark (I) are not.
+    if removed {
+        ThreadStats::incr(&s.delete_hits);
+    } else if code != meta::HD {
+        ThreadStats::incr(&s.delete_misses);
+    }
     if flags.quiet() && (code == meta::HD || code == meta::NF) {
         return;
     }

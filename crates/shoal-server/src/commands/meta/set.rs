@@ -128,11 +128,8 @@ pub fn meta_set(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, data: &[u8], o
         match f {
             b'O' => reply::meta_opaque(out, tok),
             b'k' => reply::meta_key(out, key, flags.base64()),
-            b'c' => {
-                if let Some(c) = new {
-                    reply::meta_flag_u64(out, b'c', cas(w, c));
-                }
-            }
+            // memcached reports the stored item's CAS, and 0 when nothing was stored.
+            b'c' => reply::meta_flag_u64(out, b'c', new.map_or(0, |c| cas(w, c))),
             _ => {}
         }
     }
