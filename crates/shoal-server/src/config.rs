@@ -16,7 +16,9 @@ pub const VERSION: &str = concat!("1.6.21-shoal-", env!("CARGO_PKG_VERSION"));
     name = "shoald",
     version = VERSION,
     about = "shoald: a drop-in memcached server (text and meta protocols)",
-    disable_version_flag = true
+    disable_version_flag = true,
+    // getopt semantics, as memcached: a repeated option's last value wins.
+    args_override_self = true
 )]
 pub struct Args {
     /// TCP port to listen on.
@@ -315,6 +317,15 @@ mod tests {
         assert_eq!(s.hashpower, Some(20));
         assert!(settings(&["-o", "bogus=1"]).is_err());
         assert!(settings(&["-o", "idle_timeout=x"]).is_err());
+    }
+
+    #[test]
+    fn repeated_options_last_wins() {
+        let s = settings(&["-t", "2", "-m", "32", "-t", "3", "-v", "-v"]).unwrap();
+        assert_eq!((s.threads, s.memory_limit, s.verbose), (3, 32 << 20, 2));
+        let s = settings(&["-o", "idle_timeout=5", "-o", "no_lru_crawler"]).unwrap();
+        assert_eq!(s.idle_timeout, 5);
+        assert!(!s.lru_crawler);
     }
 
     #[test]

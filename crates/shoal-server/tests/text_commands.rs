@@ -68,7 +68,7 @@ fn cas_command() {
     let cas2 = gets_cas(&mut c, "k");
     assert_ne!(cas1, cas2, "every modification gets a new unique");
     c.rt(
-        format!("gets k\r\n").as_bytes(),
+        b"gets k\r\n",
         format!("VALUE k 7 2 {cas2}\r\nv2\r\nEND\r\n").as_bytes(),
     );
     // The old unique no longer matches.

@@ -325,6 +325,39 @@ impl Conn {
         );
     }
 
+    /// Reads whatever arrives within `wait`, returning it and whether the server closed
+    /// the connection.
+    pub fn drain_for(&mut self, wait: Duration) -> (Vec<u8>, bool) {
+        let deadline = Instant::now() + wait;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 16 * 1024];
+        let closed = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break false;
+            }
+            self.set_read_timeout(left.max(Duration::from_millis(1)));
+            match self.stream.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(k) => got.extend_from_slice(&buf[..k]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    break false
+                }
+                Err(_) => break true,
+            }
+            assert!(got.len() < 64 << 20, "too much output");
+        };
+        self.set_read_timeout(IO_TIMEOUT);
+        (got, closed)
+    }
+
+    fn set_read_timeout(&self, t: Duration) {
+        if let Some(tcp) = &self.tcp {
+            let _ = tcp.set_read_timeout(Some(t));
+        }
+    }
+
     /// Closes the connection with a TCP reset (SO_LINGER 0), as a crashed client would.
     pub fn reset(self) {
         if let Some(t) = &self.tcp {
