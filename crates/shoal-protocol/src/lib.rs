@@ -7,6 +7,7 @@
 //! for more bytes, or reports the exact error reply memcached would send and what to do
 //! with the connection.
 
+pub mod binary;
 pub mod limits;
 pub mod meta;
 mod num;
@@ -14,6 +15,7 @@ pub mod parse;
 pub mod reply;
 pub mod request;
 
+pub use binary::{parse_binary, BinaryParsed, BinaryRequest};
 pub use limits::Limits;
 pub use meta::{decode_key, encode_key_base64, MetaFlags, MetaMode, MetaNumber};
 pub use parse::{parse, Parsed, ProtocolError};
