@@ -95,5 +95,41 @@ fn bench_lookups(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_hashes, bench_lookups);
+/// Whole lookups with a fast key hash instead of each library's default (md5 for ketama).
+fn bench_fast_hash_lookups(c: &mut Criterion) {
+    let ks = keys(20, 4096);
+    let mut group = c.benchmark_group("locate_fast_hash");
+    group.throughput(Throughput::Elements(1));
+    for (d, h) in [
+        (
+            Distribution::LibmemcachedKetama { weighted: true },
+            HashAlgorithm::Murmur,
+        ),
+        (
+            Distribution::LibmemcachedKetama { weighted: true },
+            HashAlgorithm::Fnv1a_64,
+        ),
+        (Distribution::Maglev, HashAlgorithm::Murmur3),
+    ] {
+        let Ok(ring) = Ring::new(RingConfig::new(d).with_hash(h), servers(1000)) else {
+            continue;
+        };
+        let id = format!("{}+{}", d.name(), h.name());
+        group.bench_with_input(BenchmarkId::new(id, 1000), &ring, |b, ring| {
+            let mut i = 0usize;
+            b.iter(|| {
+                i = (i + 1) & 4095;
+                black_box(ring.locate(black_box(&ks[i])))
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_hashes,
+    bench_lookups,
+    bench_fast_hash_lookups
+);
 criterion_main!(benches);

@@ -20,6 +20,8 @@
 //! assert!(index < 2);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod dist;
 mod error;
 pub mod hash;

@@ -215,3 +215,46 @@ fn server_lists_parse() {
     assert_eq!(list[1].weight, 2);
     assert!(parse_server_list("10.0.0.1").is_err());
 }
+
+/// libmemcached's weighted ketama and twemproxy's ketama build the same continuum for the
+/// same names, so C clients of either kind agree (md5 key hash on both sides).
+#[test]
+fn libmemcached_weighted_and_twemproxy_agree() {
+    for n in [3, 10, 100] {
+        let mut list = servers(n);
+        list[0].port = 22122; // a non-default port is named host:port by both
+        let a = Ring::new(
+            RingConfig::new(Distribution::LibmemcachedKetama { weighted: true })
+                .with_hash(HashAlgorithm::Md5),
+            list.clone(),
+        )
+        .unwrap();
+        let b = Ring::new(
+            RingConfig::new(Distribution::TwemproxyKetama).with_hash(HashAlgorithm::Md5),
+            list,
+        )
+        .unwrap();
+        for i in 0..5000 {
+            let k = format!("key:{i}");
+            assert_eq!(a.locate(k.as_bytes()), b.locate(k.as_bytes()), "n={n} {k}");
+        }
+    }
+}
+
+/// XMemcached's libmemcached locator equals libmemcached's unweighted ketama with
+/// one_at_a_time for ASCII keys when the host names agree.
+#[test]
+fn xmemcached_libmemcached_locator_matches_libmemcached() {
+    let list = servers(10);
+    let a = Ring::new(
+        RingConfig::new(Distribution::LibmemcachedKetama { weighted: false })
+            .with_hash(HashAlgorithm::OneAtATime),
+        list.clone(),
+    )
+    .unwrap();
+    let b = Ring::new(RingConfig::new(Distribution::XmemcachedLibmemcached), list).unwrap();
+    for i in 0..5000 {
+        let k = format!("key:{i}");
+        assert_eq!(a.locate(k.as_bytes()), b.locate(k.as_bytes()), "{k}");
+    }
+}

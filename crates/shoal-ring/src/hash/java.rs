@@ -32,15 +32,6 @@ fn utf8_bytes(key: &[u8]) -> Cow<'_, [u8]> {
     }
 }
 
-/// Number of UTF-16 code units (`String.length()`).
-fn java_len(key: &[u8]) -> usize {
-    if key.is_ascii() {
-        key.len()
-    } else {
-        String::from_utf8_lossy(key).encode_utf16().count()
-    }
-}
-
 /// `String.hashCode()`: `s[0]*31^(n-1) + ... + s[n-1]` over UTF-16 units, wrapping `int`.
 pub fn string_hash_code(key: &[u8]) -> i32 {
     let mut h: i32 = 0;
@@ -172,10 +163,14 @@ pub fn one_at_a_time(key: &[u8]) -> u32 {
     hash.wrapping_add(hash << 15)
 }
 
-/// Number of UTF-16 code units of the decoded key, exposed for callers that mirror Java
-/// string arithmetic.
+/// `String.length()` of the decoded key: its number of UTF-16 code units (a character
+/// outside the Basic Multilingual Plane counts twice).
 pub fn utf16_len(key: &[u8]) -> usize {
-    java_len(key)
+    if key.is_ascii() {
+        key.len()
+    } else {
+        String::from_utf8_lossy(key).encode_utf16().count()
+    }
 }
 
 #[cfg(test)]

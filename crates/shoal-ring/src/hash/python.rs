@@ -25,6 +25,10 @@ pub fn murmur3_32_seeded(key: &[u8], seed: u32) -> u32 {
 
 /// python-memcached's `cmemcache_hash`: `((crc32(key) >> 16) & 0x7fff) or 1`, i.e.
 /// libhashkit's `crc` except that 0 becomes 1.
+///
+/// python-memcached 1.62 hashes `key.encode('ascii')` and so raises on non-ASCII `str`
+/// keys; this function hashes whatever bytes it is given, which is what the client
+/// computes for every key it accepts.
 pub fn cmemcache_hash(key: &[u8]) -> u32 {
     match (crc32_ieee(key) >> 16) & 0x7fff {
         0 => 1,
