@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Python client compatibility suite: pymemcache against a real shoald.
+#
+# Creates (or updates) the venv at .venv, builds shoald in release mode with the caller's
+# CARGO_TARGET_DIR (default ./target), then runs pytest over tests/python. The tests start
+# their own shoald instances on ephemeral loopback ports (binary: $SHOALD_BIN, default
+# <target>/release/shoald).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+target="${CARGO_TARGET_DIR:-$root/target}"
+export CARGO_TARGET_DIR="$target"
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/pip install -q --disable-pip-version-check pymemcache pytest
+
+cargo build --release -p shoal-server
+export SHOALD_BIN="${SHOALD_BIN:-$target/release/shoald}"
+
+exec .venv/bin/pytest -q tests/python "$@"
