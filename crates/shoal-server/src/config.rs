@@ -82,6 +82,37 @@ pub struct Args {
     /// Print the version and exit.
     #[arg(short = 'V', long = "version")]
     pub version: bool,
+    /// Require SASL authentication (binary protocol only; text connections are refused).
+    #[arg(short = 'S', long = "enable-sasl")]
+    pub sasl: bool,
+    /// SASL password database (`user:password` lines); defaults to $MEMCACHED_SASL_PWDB.
+    #[arg(long = "sasl-pwdb")]
+    pub sasl_pwdb: Option<PathBuf>,
+    /// Require ASCII authentication against this `user:password` file (memcached's -Y).
+    #[arg(short = 'Y', long = "auth-file")]
+    pub auth_file: Option<PathBuf>,
+    /// Serve TLS on the TCP port (needs a certificate and key).
+    #[arg(short = 'Z', long = "enable-ssl")]
+    pub tls: bool,
+    /// TLS certificate chain (PEM); same as -o ssl_chain_cert=FILE.
+    #[arg(long = "tls-cert")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM); same as -o ssl_key=FILE.
+    #[arg(long = "tls-key")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// TLS settings (memcached's -Z with the ssl_* options).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// Certificate chain, PEM.
+    pub cert: PathBuf,
+    /// Private key, PEM.
+    pub key: PathBuf,
+    /// CA certificates for verifying client certificates, PEM.
+    pub ca: Option<PathBuf>,
+    /// memcached's ssl_verify_mode: 0 none, 1 request, 2 require, 3 once (as 2).
+    pub verify_mode: u8,
 }
 
 /// Validated settings the server runs with.
@@ -125,6 +156,22 @@ pub struct Settings {
     pub hashpower: Option<u8>,
     /// The -U port given (only 0 is served).
     pub udp_port: u16,
+    /// SASL password database, when SASL is required.
+    pub sasl_pwdb: Option<PathBuf>,
+    /// ASCII authentication file, when required.
+    pub auth_file: Option<PathBuf>,
+    /// TLS, when enabled.
+    pub tls: Option<TlsSettings>,
+    /// TLS options collected from -o before validation.
+    tls_opts: TlsOpts,
+}
+
+#[derive(Debug, Clone, Default)]
+struct TlsOpts {
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    ca: Option<PathBuf>,
+    verify_mode: u8,
 }
 
 impl Settings {
@@ -229,9 +276,44 @@ impl Args {
             lru_crawler: true,
             hashpower: None,
             udp_port: self.udp_port,
+            sasl_pwdb: None,
+            auth_file: self.auth_file.clone(),
+            tls: None,
+            tls_opts: TlsOpts {
+                cert: self.tls_cert.clone(),
+                key: self.tls_key.clone(),
+                ..TlsOpts::default()
+            },
         };
         for opt in &self.extended {
             apply_extended(&mut s, opt)?;
+        }
+        if self.sasl {
+            let pwdb = self
+                .sasl_pwdb
+                .clone()
+                .or_else(|| std::env::var_os("MEMCACHED_SASL_PWDB").map(PathBuf::from))
+                .ok_or_else(|| {
+                    ConfigError::Range(
+                        "-S needs a password database: --sasl-pwdb FILE or MEMCACHED_SASL_PWDB"
+                            .into(),
+                    )
+                })?;
+            s.sasl_pwdb = Some(pwdb);
+        }
+        if self.tls {
+            let t = s.tls_opts.clone();
+            let (Some(cert), Some(key)) = (t.cert, t.key) else {
+                return Err(ConfigError::Range(
+                    "-Z needs ssl_chain_cert and ssl_key (or --tls-cert and --tls-key)".into(),
+                ));
+            };
+            s.tls = Some(TlsSettings {
+                cert,
+                key,
+                ca: t.ca,
+                verify_mode: t.verify_mode,
+            });
         }
         Ok(s)
     }
@@ -266,6 +348,16 @@ fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigError> {
             s.max_item_size = value.and_then(|v| parse_size(v).ok()).ok_or_else(bad)?
         }
         "maxconns_fast" | "modern" if value.is_none() => {}
+        "ssl_chain_cert" => s.tls_opts.cert = Some(value.ok_or_else(bad)?.into()),
+        "ssl_key" => s.tls_opts.key = Some(value.ok_or_else(bad)?.into()),
+        "ssl_ca_cert" => s.tls_opts.ca = Some(value.ok_or_else(bad)?.into()),
+        "ssl_verify_mode" => {
+            let m = number(value)?;
+            if m > 3 {
+                return Err(bad());
+            }
+            s.tls_opts.verify_mode = m as u8;
+        }
         _ => return Err(bad()),
     }
     Ok(())

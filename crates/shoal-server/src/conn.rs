@@ -9,7 +9,9 @@ use crate::commands::{self, Flow};
 use crate::server::Worker;
 use crate::stats::ThreadStats;
 use parking_lot::Mutex;
-use shoal_protocol::{parse, Limits, Parsed};
+use crate::auth::Session;
+use shoal_protocol::binary::{self, Status, REQUEST_MAGIC};
+use shoal_protocol::{parse, parse_binary, BinaryParsed, Limits, Parsed};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -84,6 +86,7 @@ where
     let mut wbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     // Bytes of a rejected data block still to discard (they may not have arrived yet).
     let mut swallow = 0usize;
+    let mut session = Session::new(shared.sasl.is_some() || shared.ascii_auth.is_some());
     loop {
         let mut pos = 0usize;
         let mut close = false;
@@ -105,58 +108,41 @@ where
                 more_ready = true;
                 break;
             }
-            match parse(&rbuf[pos..], &limits) {
-                Parsed::Request { request, consumed } => {
-                    pos += consumed;
-                    served += 1;
-                    match commands::execute(worker, request, &mut wbuf) {
-                        Flow::Continue => {}
-                        Flow::Close => {
-                            close = true;
-                            break;
-                        }
-                    }
+            let input = &rbuf[pos..];
+            let step = if input[0] == REQUEST_MAGIC {
+                binary_step(worker, &mut session, input, &limits, &mut wbuf)
+            } else if shared.sasl.is_some() {
+                // With SASL on, only the binary protocol can authenticate (memcached).
+                wbuf.extend_from_slice(SASL_ONLY);
+                Step::Done {
+                    consumed: input.len(),
+                    swallow: 0,
+                    close: true,
                 }
-                Parsed::Incomplete { needed } => {
-                    // Make room for the whole request at once rather than growing by
-                    // doubling through a large value.
-                    if needed > rbuf.len() - pos {
-                        rbuf.reserve(needed - (rbuf.len() - pos));
-                    }
-                    break;
-                }
-                Parsed::Error {
-                    error,
+            } else {
+                text_step(worker, &mut session, info, input, &limits, &mut wbuf)
+            };
+            match step {
+                Step::Done {
                     consumed,
                     swallow: s,
                     close: c,
-                    silent,
                 } => {
-                    if !silent {
-                        wbuf.extend_from_slice(error.reply());
-                    }
-                    tracing::debug!(conn = info.id, "protocol error: {error}");
                     pos += consumed;
                     swallow = s;
+                    served += 1;
                     if c {
                         close = true;
                         break;
                     }
                 }
-                Parsed::TooLarge {
-                    key,
-                    consumed,
-                    swallow: s,
-                    noreply,
-                    remove_old,
-                    key_base64,
-                } => {
-                    commands::storage::too_large(worker, key, key_base64, remove_old);
-                    if !noreply {
-                        wbuf.extend_from_slice(shoal_protocol::reply::OBJECT_TOO_LARGE);
+                Step::Incomplete { needed } => {
+                    // Make room for the whole request at once rather than growing by
+                    // doubling through a large value.
+                    if needed > input.len() {
+                        rbuf.reserve(needed - input.len());
                     }
-                    pos += consumed;
-                    swallow = s;
+                    break;
                 }
             }
             if wbuf.len() >= WRITE_HIGH_WATER {
@@ -180,6 +166,9 @@ where
         if close {
             let _ = stream.shutdown().await;
             return;
+        }
+        if let Some(delay) = session.penalty.take() {
+            tokio::time::sleep(delay).await;
         }
         if more_ready {
             // Let other connections on this thread have a turn (memcached's -R).
@@ -213,6 +202,126 @@ where
                 ThreadStats::add(&worker.stats.bytes_read, n as u64);
                 info.last_cmd
                     .store(shared.store.clock().now(), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// What one parse-and-execute step did.
+enum Step {
+    /// A request (or error) used `consumed` bytes; discard `swallow` more; maybe close.
+    Done {
+        consumed: usize,
+        swallow: usize,
+        close: bool,
+    },
+    /// The request is not complete; the buffer needs `needed` bytes in all (0: unknown).
+    Incomplete { needed: usize },
+}
+
+/// The reply to a text request on a SASL-only server.
+const SASL_ONLY: &[u8] = b"CLIENT_ERROR authentication required (binary SASL only)\r\n";
+
+fn text_step(
+    worker: &Worker,
+    session: &mut Session,
+    info: &ConnInfo,
+    input: &[u8],
+    limits: &Limits,
+    wbuf: &mut Vec<u8>,
+) -> Step {
+    match parse(input, limits) {
+        Parsed::Request { request, consumed } => {
+            let close = commands::execute(worker, session, request, wbuf) == Flow::Close;
+            Step::Done {
+                consumed,
+                swallow: 0,
+                close,
+            }
+        }
+        Parsed::Incomplete { needed } => Step::Incomplete { needed },
+        Parsed::Error {
+            error,
+            consumed,
+            swallow,
+            close,
+            silent,
+        } => {
+            if !silent {
+                wbuf.extend_from_slice(error.reply());
+            }
+            tracing::debug!(conn = info.id, "protocol error: {error}");
+            Step::Done {
+                consumed,
+                swallow,
+                close,
+            }
+        }
+        Parsed::TooLarge {
+            key,
+            consumed,
+            swallow,
+            noreply,
+            remove_old,
+            key_base64,
+        } => {
+            if session.authenticated {
+                commands::storage::too_large(worker, key, key_base64, remove_old);
+            }
+            if !noreply {
+                wbuf.extend_from_slice(shoal_protocol::reply::OBJECT_TOO_LARGE);
+            }
+            Step::Done {
+                consumed,
+                swallow,
+                close: false,
+            }
+        }
+    }
+}
+
+fn binary_step(
+    worker: &Worker,
+    session: &mut Session,
+    input: &[u8],
+    limits: &Limits,
+    wbuf: &mut Vec<u8>,
+) -> Step {
+    match parse_binary(input, limits) {
+        BinaryParsed::Request { request, consumed } => {
+            let close =
+                commands::binary::execute(worker, session, request, wbuf) == Flow::Close;
+            Step::Done {
+                consumed,
+                swallow: 0,
+                close,
+            }
+        }
+        BinaryParsed::Incomplete { needed } => Step::Incomplete { needed },
+        BinaryParsed::TooLarge {
+            opcode,
+            opaque,
+            key,
+            consumed,
+            swallow,
+        } => {
+            if session.authenticated {
+                let is_set = matches!(opcode, binary::opcode::SET | binary::opcode::SETQ);
+                commands::storage::too_large(worker, key, false, is_set);
+            }
+            binary::error(wbuf, opcode, Status::TooLarge, opaque);
+            Step::Done {
+                consumed,
+                swallow,
+                close: false,
+            }
+        }
+        BinaryParsed::Invalid { opcode, opaque } => {
+            binary::error(wbuf, opcode, Status::InvalidArguments, opaque);
+            Step::Done {
+                consumed: input.len(),
+                swallow: 0,
+                close: true,
             }
         }
     }

@@ -4,11 +4,13 @@
 //! (memory, no protocol): configuration, the thread model, connections and the command
 //! implementations. The `shoald` binary is a thin wrapper around [`run`].
 
+pub mod auth;
 pub mod commands;
 pub mod config;
 pub mod conn;
 pub mod server;
 pub mod stats;
+pub mod tls;
 
 pub use config::{Args, Settings, VERSION};
 pub use server::{run, Listener};

@@ -5,6 +5,7 @@
 //! single-threaded tokio runtime). A worker owns its store writer and its counters, so
 //! requests never contend on anything but the key's index shard.
 
+use crate::auth::PasswordDb;
 use crate::config::Settings;
 use crate::conn::{self, ConnInfo, ConnRegistry};
 use crate::stats::{StatsRegistry, ThreadStats};
@@ -39,6 +40,12 @@ pub struct Shared {
     pub verbosity: AtomicUsize,
     /// The address clients connect to, as `stats conns` shows it.
     pub listen_label: String,
+    /// SASL users, when `-S` is on.
+    pub sasl: Option<PasswordDb>,
+    /// ASCII-auth users, when `-Y` is on.
+    pub ascii_auth: Option<PasswordDb>,
+    /// TLS acceptor, when `-Z` is on.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown_tx: watch::Sender<bool>,
     stopping: AtomicBool,
 }
@@ -140,6 +147,17 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
                 .map_or_else(|| "?".to_string(), |a| a.to_string())
         ),
     };
+    let sasl = settings
+        .sasl_pwdb
+        .as_deref()
+        .map(PasswordDb::load)
+        .transpose()?;
+    let ascii_auth = settings
+        .auth_file
+        .as_deref()
+        .map(PasswordDb::load)
+        .transpose()?;
+    let tls = settings.tls.as_ref().map(crate::tls::acceptor).transpose()?;
     let (shutdown_tx, _) = watch::channel(false);
     let shared = Arc::new(Shared {
         store,
@@ -150,6 +168,9 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
         rejected_connections: AtomicU64::new(0),
         verbosity: AtomicUsize::new(settings.verbose as usize),
         listen_label,
+        sasl,
+        ascii_auth,
+        tls,
         shutdown_tx,
         stopping: AtomicBool::new(false),
         settings,
@@ -307,7 +328,23 @@ fn worker_main(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Incoming>) {
                         let _ = s.set_nodelay(true);
                         if let Ok(s) = tokio::net::TcpStream::from_std(s) {
                             let info = shared.conns.open(format!("tcp:{addr}"));
-                            conn::serve(s, &worker, &info).await;
+                            match &shared.tls {
+                                None => conn::serve(s, &worker, &info).await,
+                                Some(acceptor) => {
+                                    // A plain-text client or a stalled handshake is dropped.
+                                    let handshake = tokio::time::timeout(
+                                        Duration::from_secs(10),
+                                        acceptor.accept(s),
+                                    );
+                                    match handshake.await {
+                                        Ok(Ok(tls)) => conn::serve(tls, &worker, &info).await,
+                                        Ok(Err(e)) => {
+                                            tracing::info!("TLS handshake from {addr} failed: {e}")
+                                        }
+                                        Err(_) => tracing::info!("TLS handshake from {addr} timed out"),
+                                    }
+                                }
+                            }
                             shared.conns.close(&info);
                         }
                     }

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod arithmetic;
+pub mod binary;
 pub mod delete;
 pub mod meta;
 pub mod retrieval;
@@ -10,6 +11,7 @@ pub mod stats;
 pub mod storage;
 pub mod touch;
 
+use crate::auth::Session;
 use crate::server::Worker;
 use shoal_protocol::Request;
 
@@ -22,8 +24,13 @@ pub enum Flow {
     Close,
 }
 
-/// Executes one request, appending its reply (if any) to `out`.
-pub fn execute(w: &Worker, req: Request<'_>, out: &mut Vec<u8>) -> Flow {
+/// Executes one request, appending its reply (if any) to `out`. Until an ASCII-auth
+/// (`-Y`) client has authenticated, the only command served is the `set` that carries
+/// `user password`.
+pub fn execute(w: &Worker, session: &mut Session, req: Request<'_>, out: &mut Vec<u8>) -> Flow {
+    if !session.authenticated {
+        return ascii_auth(w, session, req, out);
+    }
     if w.shared
         .verbosity
         .load(std::sync::atomic::Ordering::Relaxed)
@@ -108,4 +115,37 @@ pub(crate) fn visible_cas(w: &Worker, cas: u64) -> u64 {
     } else {
         0
     }
+}
+
+/// memcached's ASCII authentication: `set <any> <flags> <exptime> <len>` with data
+/// `user password`.
+fn ascii_auth(w: &Worker, session: &mut Session, req: Request<'_>, out: &mut Vec<u8>) -> Flow {
+    let Some(db) = w.shared.ascii_auth.as_ref() else {
+        out.extend_from_slice(b"CLIENT_ERROR unauthenticated\r\n");
+        return Flow::Continue;
+    };
+    match req {
+        Request::Store {
+            kind: shoal_protocol::StoreKind::Set,
+            data,
+            ..
+        } => {
+            let mut parts = data.splitn(2, |&b| b == b' ');
+            match (parts.next(), parts.next()) {
+                (Some(user), Some(pass)) if !user.is_empty() => {
+                    if db.check(user, pass) {
+                        session.authenticated = true;
+                        out.extend_from_slice(shoal_protocol::reply::STORED);
+                    } else {
+                        session.failed("an ASCII client");
+                        out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
+                    }
+                }
+                _ => out.extend_from_slice(b"CLIENT_ERROR bad authentication token format\r\n"),
+            }
+        }
+        Request::Quit => return Flow::Close,
+        _ => out.extend_from_slice(b"CLIENT_ERROR unauthenticated\r\n"),
+    }
+    Flow::Continue
 }
