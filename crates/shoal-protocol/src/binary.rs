@@ -256,7 +256,16 @@ pub fn response(
     key: &[u8],
     value: &[u8],
 ) {
-    response_header(out, opcode, status, opaque, cas, extras.len(), key.len(), value.len());
+    response_header(
+        out,
+        opcode,
+        status,
+        opaque,
+        cas,
+        extras.len(),
+        key.len(),
+        value.len(),
+    );
     out.extend_from_slice(extras);
     out.extend_from_slice(key);
     out.extend_from_slice(value);
@@ -319,7 +328,10 @@ mod tests {
             panic!("not a request");
         };
         assert_eq!(consumed, buf.len());
-        assert_eq!((request.key, request.value, request.opaque, request.cas), (&b"key"[..], &b"value"[..], 42, 9));
+        assert_eq!(
+            (request.key, request.value, request.opaque, request.cas),
+            (&b"key"[..], &b"value"[..], 42, 9)
+        );
         assert_eq!(request.extra_u32(0), Some(7));
         assert_eq!(request.extra_u32(4), Some(0));
         assert_eq!(request.extra_u32(6), None);
@@ -329,7 +341,10 @@ mod tests {
     fn incomplete_until_whole() {
         let buf = request(opcode::GET, &[], b"k", &[], 0, 0);
         for cut in 0..buf.len() {
-            assert!(matches!(parse_binary(&buf[..cut], &Limits::default()), BinaryParsed::Incomplete { .. }));
+            assert!(matches!(
+                parse_binary(&buf[..cut], &Limits::default()),
+                BinaryParsed::Incomplete { .. }
+            ));
         }
     }
 
@@ -337,13 +352,25 @@ mod tests {
     fn inconsistent_lengths_are_invalid() {
         let mut buf = request(opcode::GET, &[], b"key", &[], 5, 0);
         buf[11] = 1; // body length 1 < key length 3
-        assert_eq!(parse_binary(&buf, &Limits::default()), BinaryParsed::Invalid { opcode: 0, opaque: 5 });
+        assert_eq!(
+            parse_binary(&buf, &Limits::default()),
+            BinaryParsed::Invalid {
+                opcode: 0,
+                opaque: 5
+            }
+        );
         let long_key = vec![b'k'; 251];
         let buf = request(opcode::GET, &[], &long_key, &[], 0, 0);
-        assert!(matches!(parse_binary(&buf, &Limits::default()), BinaryParsed::Invalid { .. }));
+        assert!(matches!(
+            parse_binary(&buf, &Limits::default()),
+            BinaryParsed::Invalid { .. }
+        ));
         let mut huge_get = request(opcode::GET, &[], b"k", &[], 0, 0);
         huge_get[8..12].copy_from_slice(&(1u32 << 30).to_be_bytes());
-        assert!(matches!(parse_binary(&huge_get, &Limits::default()), BinaryParsed::Invalid { .. }));
+        assert!(matches!(
+            parse_binary(&huge_get, &Limits::default()),
+            BinaryParsed::Invalid { .. }
+        ));
     }
 
     #[test]
@@ -354,7 +381,13 @@ mod tests {
         buf.truncate(HEADER_LEN + 8 + 3);
         assert_eq!(
             parse_binary(&buf, &limits),
-            BinaryParsed::TooLarge { opcode: opcode::SET, opaque: 1, key: b"key", consumed: 35, swallow: 11 }
+            BinaryParsed::TooLarge {
+                opcode: opcode::SET,
+                opaque: 1,
+                key: b"key",
+                consumed: 35,
+                swallow: 11
+            }
         );
     }
 
