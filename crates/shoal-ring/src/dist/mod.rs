@@ -332,6 +332,24 @@ impl Ring {
         ejected: Vec<bool>,
     ) -> Result<Ring, RingError> {
         validate(&servers)?;
+        let (kind, live_count, single) = Ring::place(&config, &servers, &ejected)?;
+        Ok(Ring {
+            config,
+            servers,
+            ejected,
+            live_count,
+            single,
+            kind,
+        })
+    }
+
+    /// Builds the placement for the live servers: (structure, live count, the only live
+    /// server when there is exactly one).
+    fn place(
+        config: &RingConfig,
+        servers: &[Server],
+        ejected: &[bool],
+    ) -> Result<(Kind, usize, Option<usize>), RingError> {
         let live: Vec<(u32, &Server)> = servers
             .iter()
             .enumerate()
@@ -432,14 +450,7 @@ impl Ring {
             (_, [(i, _)]) => Some(*i as usize),
             _ => None,
         };
-        Ok(Ring {
-            config,
-            servers: servers.clone(),
-            ejected,
-            live_count,
-            single,
-            kind,
-        })
+        Ok((kind, live_count, single))
     }
 
     /// The ring's configuration.

@@ -18,10 +18,16 @@ struct Candidate {
     server: u32,
 }
 
-fn score(c: &Candidate, hash: HashAlgorithm, key: &[u8], buf: &mut Vec<u8>) -> u32 {
+fn score(
+    c: &Candidate,
+    hash: HashAlgorithm,
+    key: &[u8],
+    key_is_utf8: bool,
+    buf: &mut Vec<u8>,
+) -> u32 {
     // MD5 of UTF-8 concatenation equals MD5 of the byte concatenation when the key is
     // valid UTF-8; other keys take the generic path, which decodes like Java does.
-    if let (Some(state), true) = (&c.md5, std::str::from_utf8(key).is_ok()) {
+    if let (Some(state), true) = (&c.md5, key_is_utf8) {
         let mut h = state.clone();
         h.update(key);
         let digest: [u8; 16] = h.finalize().into();
@@ -72,10 +78,11 @@ impl Election {
     /// The winning server, or `None` when every score is 0 (XMemcached returns `null`).
     pub fn lookup(&self, key: &[u8]) -> Option<u32> {
         let mut buf = Vec::new();
+        let utf8 = std::str::from_utf8(key).is_ok();
         let mut best: Option<u32> = None;
         let mut high: u32 = 0;
         for c in &self.candidates {
-            let s = score(c, self.hash, key, &mut buf);
+            let s = score(c, self.hash, key, utf8, &mut buf);
             if s > high {
                 high = s;
                 best = Some(c.server);
@@ -106,9 +113,10 @@ impl Pymemcache {
     /// The winning server; `None` only with no candidates.
     pub fn lookup(&self, key: &[u8]) -> Option<u32> {
         let mut buf = Vec::new();
+        let utf8 = std::str::from_utf8(key).is_ok();
         let mut best: Option<(u32, &Candidate)> = None;
         for c in &self.candidates {
-            let s = score(c, self.hash, key, &mut buf);
+            let s = score(c, self.hash, key, utf8, &mut buf);
             best = match best {
                 None => Some((s, c)),
                 Some((hs, _)) if s > hs => Some((s, c)),
