@@ -173,34 +173,33 @@ pub fn murmur(key: &[u8]) -> u32 {
 
 /// MurmurHash3_x86_32 of `key` with `seed`, the reference algorithm.
 pub fn murmur3_x86_32(key: &[u8], seed: u32) -> u32 {
-    murmur3_x86_32_iter(key.iter().copied(), key.len(), seed)
+    let mut h = seed;
+    let mut chunks = key.chunks_exact(4);
+    for c in &mut chunks {
+        let k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        h ^= murmur3_mix_k(k);
+        h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    }
+    let tail = chunks.remainder();
+    if !tail.is_empty() {
+        let mut k = 0u32;
+        for (i, &b) in tail.iter().enumerate() {
+            k |= u32::from(b) << (8 * i);
+        }
+        h ^= murmur3_mix_k(k);
+    }
+    murmur3_finish(h, key.len())
 }
 
-/// MurmurHash3_x86_32 over a byte stream of known length; lets pymemcache's variant feed
-/// code points without building a buffer.
-#[inline]
-pub(crate) fn murmur3_x86_32_iter(bytes: impl Iterator<Item = u8>, len: usize, seed: u32) -> u32 {
-    const C1: u32 = 0xcc9e_2d51;
-    const C2: u32 = 0x1b87_3593;
-    #[inline(always)]
-    fn mix_k(k: u32) -> u32 {
-        k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2)
-    }
-    let mut h = seed;
-    let mut word: u32 = 0;
-    let mut n = 0usize;
-    for b in bytes {
-        word |= u32::from(b) << (8 * (n & 3));
-        n += 1;
-        if n & 3 == 0 {
-            h ^= mix_k(word);
-            h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
-            word = 0;
-        }
-    }
-    if n & 3 != 0 {
-        h ^= mix_k(word);
-    }
+#[inline(always)]
+fn murmur3_mix_k(k: u32) -> u32 {
+    k.wrapping_mul(0xcc9e_2d51)
+        .rotate_left(15)
+        .wrapping_mul(0x1b87_3593)
+}
+
+#[inline(always)]
+fn murmur3_finish(mut h: u32, len: usize) -> u32 {
     // The reference code XORs the length as a C `int`; keys are far below 2^31 bytes.
     h ^= len as u32;
     h ^= h >> 16;
@@ -208,6 +207,28 @@ pub(crate) fn murmur3_x86_32_iter(bytes: impl Iterator<Item = u8>, len: usize, s
     h ^= h >> 13;
     h = h.wrapping_mul(0xc2b2_ae35);
     h ^ (h >> 16)
+}
+
+/// MurmurHash3_x86_32 over a byte stream of known length; lets pymemcache's variant feed
+/// code points without building a buffer.
+#[inline]
+pub(crate) fn murmur3_x86_32_iter(bytes: impl Iterator<Item = u8>, len: usize, seed: u32) -> u32 {
+    let mut h = seed;
+    let mut word: u32 = 0;
+    let mut n = 0usize;
+    for b in bytes {
+        word |= u32::from(b) << (8 * (n & 3));
+        n += 1;
+        if n & 3 == 0 {
+            h ^= murmur3_mix_k(word);
+            h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+            word = 0;
+        }
+    }
+    if n & 3 != 0 {
+        h ^= murmur3_mix_k(word);
+    }
+    murmur3_finish(h, len)
 }
 
 /// `hashkit_murmur3`: MurmurHash3_x86_32 seeded with `0xdeadbeef * length` (libhashkit's
@@ -307,6 +328,17 @@ mod tests {
         unsigned = unsigned.wrapping_add(unsigned << 15);
         assert_ne!(one_at_a_time(b"\x80"), unsigned);
         assert_eq!(hsieh(b""), 0);
+    }
+
+    #[test]
+    fn murmur3_slice_and_stream_agree() {
+        for len in 0..40 {
+            let key: Vec<u8> = (0..len as u8).map(|i| i.wrapping_mul(37)).collect();
+            assert_eq!(
+                murmur3_x86_32(&key, 7),
+                murmur3_x86_32_iter(key.iter().copied(), key.len(), 7)
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Hashes of the Python clients: pymemcache's pure-Python `murmur3_32` and
 //! python-memcached's `cmemcache_hash`.
 
-use super::libhashkit::{crc32_ieee, murmur3_x86_32_iter};
+use super::libhashkit::{crc32_ieee, murmur3_x86_32, murmur3_x86_32_iter};
 
 /// pymemcache's `murmur3_32(data, seed=0)`.
 ///
@@ -16,7 +16,7 @@ pub fn murmur3_32(key: &[u8]) -> u32 {
 /// [`murmur3_32`] with an explicit seed (pymemcache's `RendezvousHash(seed=...)`).
 pub fn murmur3_32_seeded(key: &[u8], seed: u32) -> u32 {
     if key.is_ascii() {
-        return murmur3_x86_32_iter(key.iter().copied(), key.len(), seed);
+        return murmur3_x86_32(key, seed);
     }
     let text = String::from_utf8_lossy(key);
     let len = text.chars().count();
