@@ -1,0 +1,313 @@
+//! The set of queues in one data directory, and the thread that fsyncs them.
+//!
+//! Layout: `<data_dir>/LOCK` (held with `flock` so two processes never share a
+//! directory) and `<data_dir>/queues/<name>/<id>.seg`.
+
+use crate::config::{EngineConfig, FsyncPolicy};
+use crate::error::{EngineError, QueueError};
+use crate::name::validate_name;
+use crate::queue::{Ctx, Queue, RecoveryReport};
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Seconds since the unix epoch, as the engine stores times.
+pub fn unix_now() -> u32 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
+}
+
+#[derive(Default)]
+struct SyncRequests {
+    wanted: Mutex<Vec<Arc<Queue>>>,
+    cv: Condvar,
+    stop: AtomicBool,
+}
+
+struct Inner {
+    cfg: EngineConfig,
+    ctx: Arc<Ctx>,
+    queues_dir: PathBuf,
+    queues: RwLock<HashMap<String, Arc<Queue>>>,
+    quarantined: parking_lot::Mutex<Vec<PathBuf>>,
+    sync: SyncRequests,
+    _lock: File,
+}
+
+/// All queues of one data directory. Dropping it stops the sync thread after a final
+/// fsync of every queue (unless the policy is `never`).
+pub struct Engine {
+    inner: Arc<Inner>,
+    syncer: Option<JoinHandle<()>>,
+}
+
+fn dir_err(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
+    move |source| EngineError::DataDir {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Engine {
+    /// Opens (creating if needed) a data directory and recovers every queue in it. A
+    /// queue directory with an invalid name is ignored; a corrupt segment is quarantined
+    /// and reported in the log and by [`Engine::quarantined`], and the others serve.
+    pub fn open(cfg: EngineConfig) -> Result<Engine, EngineError> {
+        let queues_dir = cfg.data_dir.join("queues");
+        fs::create_dir_all(&queues_dir).map_err(dir_err(&cfg.data_dir))?;
+        let lock_path = cfg.data_dir.join("LOCK");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(dir_err(&cfg.data_dir))?;
+        // SAFETY: flock on a descriptor we own; no memory is involved.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(EngineError::Locked(cfg.data_dir.clone()));
+        }
+        let ctx = Arc::new(Ctx {
+            fsync: cfg.fsync,
+            segment_size: cfg.segment_size.max(4096),
+            max_item_size: cfg.max_item_size,
+            memory_per_queue: cfg.memory_per_queue,
+            fault: cfg.fault.clone(),
+        });
+        let mut queues = HashMap::new();
+        let mut quarantined = Vec::new();
+        for ent in fs::read_dir(&queues_dir).map_err(dir_err(&queues_dir))? {
+            let ent = ent.map_err(dir_err(&queues_dir))?;
+            let Some(name) = ent.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if !validate_name(name.as_bytes()) || !ent.path().is_dir() {
+                tracing::warn!("ignoring {} in the data directory", ent.path().display());
+                continue;
+            }
+            let (q, report) = Queue::recover(&name, ent.path(), ctx.clone(), cfg.limits_for(&name))
+                .map_err(|source| EngineError::Recover {
+                    queue: name.clone(),
+                    source,
+                })?;
+            log_report(&name, &report);
+            quarantined.extend(report.quarantined.into_iter().map(|(p, _)| p));
+            queues.insert(name, Arc::new(q));
+        }
+        let inner = Arc::new(Inner {
+            ctx,
+            queues_dir,
+            queues: RwLock::new(queues),
+            quarantined: parking_lot::Mutex::new(quarantined),
+            sync: SyncRequests::default(),
+            _lock: lock,
+            cfg,
+        });
+        let syncer = match inner.cfg.fsync {
+            FsyncPolicy::Never => None,
+            _ => {
+                let inner = inner.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name("shoal-queue-sync".into())
+                        .spawn(move || sync_main(&inner))
+                        .map_err(EngineError::Thread)?,
+                )
+            }
+        };
+        Ok(Engine { inner, syncer })
+    }
+
+    /// The engine's configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.cfg
+    }
+
+    /// The queue `name`, if it exists.
+    pub fn queue(&self, name: &str) -> Option<Arc<Queue>> {
+        self.inner.queues.read().get(name).cloned()
+    }
+
+    /// The queue `name`, created (in memory; its directory appears with its first
+    /// write) if it does not exist. Fails only for an invalid name.
+    pub fn queue_or_create(&self, name: &str) -> Result<Arc<Queue>, QueueError> {
+        if let Some(q) = self.queue(name) {
+            return Ok(q);
+        }
+        if !validate_name(name.as_bytes()) {
+            return Err(QueueError::BadName);
+        }
+        let mut map = self.inner.queues.write();
+        let q = map.entry(name.to_string()).or_insert_with(|| {
+            Arc::new(Queue::new(
+                name,
+                self.inner.queues_dir.join(name),
+                self.inner.ctx.clone(),
+                self.inner.cfg.limits_for(name),
+            ))
+        });
+        Ok(q.clone())
+    }
+
+    /// Deletes a queue and its files. False if it did not exist.
+    pub fn delete(&self, name: &str) -> bool {
+        let Some(q) = self.inner.queues.write().remove(name) else {
+            return false;
+        };
+        q.mark_deleted();
+        let dir = self.inner.queues_dir.join(name);
+        if let Err(e) = fs::remove_dir_all(&dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!("removing {}: {e}", dir.display());
+            }
+        }
+        true
+    }
+
+    /// Every queue, sorted by name.
+    pub fn queues(&self) -> Vec<Arc<Queue>> {
+        let mut v: Vec<_> = self.inner.queues.read().values().cloned().collect();
+        v.sort_by(|a, b| a.name().cmp(b.name()));
+        v
+    }
+
+    /// Empties every queue.
+    pub fn flush_all(&self) -> Result<(), QueueError> {
+        for q in self.queues() {
+            q.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Drops expired messages at the head of every queue; call about once a second.
+    pub fn tick(&self) {
+        let now = unix_now();
+        for q in self.queues() {
+            q.expire(now);
+        }
+    }
+
+    /// Segments quarantined as corrupt during recovery.
+    pub fn quarantined(&self) -> Vec<PathBuf> {
+        self.inner.quarantined.lock().clone()
+    }
+
+    /// Waits until the write that returned `lsn` on `q` is as durable as the fsync policy
+    /// promises: immediately for `never` and interval policies (the write already reached
+    /// the kernel), after an fsync shared with every concurrent writer for `always`.
+    pub async fn durable(&self, q: &Arc<Queue>, lsn: u64) -> Result<(), QueueError> {
+        if self.inner.ctx.fsync != FsyncPolicy::Always {
+            return Ok(());
+        }
+        let mut rx = q.synced.subscribe();
+        {
+            let s = *rx.borrow();
+            if s.lsn >= lsn {
+                return Ok(());
+            }
+            if s.failed {
+                return Err(QueueError::SyncFailed);
+            }
+        }
+        if !q.sync_queued.swap(true, Ordering::AcqRel) {
+            let mut w = self
+                .inner
+                .sync
+                .wanted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            w.push(q.clone());
+            self.inner.sync.cv.notify_one();
+        }
+        let s = match rx.wait_for(|s| s.lsn >= lsn || s.failed).await {
+            Ok(s) => *s,
+            Err(_) => return Err(QueueError::SyncFailed),
+        };
+        if s.lsn >= lsn {
+            Ok(())
+        } else {
+            Err(QueueError::SyncFailed)
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.inner.sync.stop.store(true, Ordering::SeqCst);
+        self.inner.sync.cv.notify_all();
+        if let Some(h) = self.syncer.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn log_report(name: &str, r: &RecoveryReport) {
+    for (p, n) in &r.torn {
+        tracing::warn!(
+            queue = name,
+            "cut a torn tail of {n} bytes off {}",
+            p.display()
+        );
+    }
+    for (p, n) in &r.quarantined {
+        tracing::error!(
+            queue = name,
+            "corrupt segment quarantined as {} ({n} messages before the damage are kept there, not served)",
+            p.display()
+        );
+    }
+    if r.messages > 0 {
+        tracing::info!(queue = name, "recovered {} messages", r.messages);
+    }
+}
+
+/// The sync thread: for `always`, fsyncs each queue that has waiters, sharing one fsync
+/// among every write that arrived before it started (group commit); for an interval,
+/// fsyncs every queue with unsynced writes once per interval.
+fn sync_main(inner: &Inner) {
+    let interval = match inner.cfg.fsync {
+        FsyncPolicy::Every(d) => Some(d),
+        _ => None,
+    };
+    loop {
+        let stop = inner.sync.stop.load(Ordering::SeqCst);
+        let batch: Vec<Arc<Queue>> = match interval {
+            Some(d) => {
+                let g = inner.sync.wanted.lock().unwrap_or_else(|e| e.into_inner());
+                if !stop {
+                    let _ = inner.sync.cv.wait_timeout(g, d);
+                }
+                inner.queues.read().values().cloned().collect()
+            }
+            None => {
+                let mut g = inner.sync.wanted.lock().unwrap_or_else(|e| e.into_inner());
+                while g.is_empty() && !inner.sync.stop.load(Ordering::SeqCst) {
+                    g = inner.sync.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+                }
+                if g.is_empty() {
+                    inner.queues.read().values().cloned().collect()
+                } else {
+                    std::mem::take(&mut *g)
+                }
+            }
+        };
+        for q in batch {
+            // Cleared before the fsync, so a write landing during it queues another.
+            q.sync_queued.store(false, Ordering::Release);
+            q.sync_now();
+        }
+        if stop || inner.sync.stop.load(Ordering::SeqCst) {
+            // One last pass so everything written before shutdown is durable.
+            for q in inner.queues.read().values() {
+                q.sync_now();
+            }
+            return;
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! Segment files: naming, and scanning one for recovery.
+//!
+//! A queue's log is a sequence of segment files named by a hex id that only grows. The
+//! scan decides, at the first bytes that are not a valid record, whether they are a torn
+//! tail (an interrupted append: safe to cut) or corruption (valid records follow, so
+//! cutting would silently drop data: quarantine instead).
+
+use crate::record::{self, Decoded, Header, HEADER_LEN};
+use std::path::{Path, PathBuf};
+
+/// Suffix of live segment files.
+pub const SEGMENT_SUFFIX: &str = ".seg";
+/// Suffix added to a quarantined segment.
+pub const QUARANTINE_SUFFIX: &str = ".corrupt";
+
+/// Path of segment `id` in `dir`.
+pub fn segment_path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("{id:016x}{SEGMENT_SUFFIX}"))
+}
+
+/// The id of a segment file name, or of a quarantined one (`*.seg.corrupt`), and whether it
+/// is quarantined.
+pub fn parse_segment_name(name: &str) -> Option<(u64, bool)> {
+    let (stem, quarantined) = match name.strip_suffix(QUARANTINE_SUFFIX) {
+        Some(s) => (s, true),
+        None => (name, false),
+    };
+    let hex = stem.strip_suffix(SEGMENT_SUFFIX)?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16)
+        .ok()
+        .map(|id| (id, quarantined))
+}
+
+/// How a scan ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanEnd {
+    /// Every byte belongs to a valid record.
+    Clean,
+    /// Bytes from `at` on are an interrupted append with no valid record after them.
+    Torn {
+        /// Offset to cut the file at.
+        at: usize,
+    },
+    /// The record at `at` is invalid but a valid record follows it.
+    Corrupt {
+        /// Offset of the first invalid byte.
+        at: usize,
+    },
+}
+
+/// The records of one segment, in order, up to the first invalid byte.
+#[derive(Debug)]
+pub struct Scan {
+    /// `(offset, header)` of each valid record.
+    pub records: Vec<(usize, Header)>,
+    /// How the scan ended.
+    pub end: ScanEnd,
+}
+
+/// Scans a whole segment's bytes.
+pub fn scan(buf: &[u8]) -> Scan {
+    let mut records = Vec::new();
+    let mut pos = 0usize;
+    while pos < buf.len() {
+        match record::decode(&buf[pos..]) {
+            Decoded::Record(h) => {
+                records.push((pos, h));
+                pos += h.total();
+            }
+            Decoded::Truncated | Decoded::Invalid => {
+                let end = if valid_record_after(buf, pos + 1) {
+                    ScanEnd::Corrupt { at: pos }
+                } else {
+                    ScanEnd::Torn { at: pos }
+                };
+                return Scan { records, end };
+            }
+        }
+    }
+    Scan {
+        records,
+        end: ScanEnd::Clean,
+    }
+}
+
+/// Whether any offset at or after `from` starts a record with a valid checksum. Only
+/// run on the damaged region; a cheap header plausibility check gates the CRC.
+fn valid_record_after(buf: &[u8], from: usize) -> bool {
+    let mut p = from;
+    while p + HEADER_LEN <= buf.len() {
+        let h = &buf[p..];
+        if (1..=3).contains(&h[8]) && h[9..12] == [0, 0, 0] {
+            if let Decoded::Record(_) = record::decode(h) {
+                return true;
+            }
+        }
+        p += 1;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{encode, Kind};
+
+    fn log(n: u64) -> Vec<u8> {
+        let mut v = Vec::new();
+        encode(&mut v, Kind::SegmentStart, 0, 0, 0, b"");
+        for i in 0..n {
+            encode(&mut v, Kind::Message, 0, i, 0, &[b'x'; 100]);
+        }
+        v
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(
+            parse_segment_name("00000000000000ff.seg"),
+            Some((255, false))
+        );
+        assert_eq!(
+            parse_segment_name("00000000000000ff.seg.corrupt"),
+            Some((255, true))
+        );
+        assert_eq!(parse_segment_name("ff.seg"), None);
+        assert_eq!(parse_segment_name("LOCK"), None);
+    }
+
+    #[test]
+    fn clean_torn_and_corrupt() {
+        let v = log(5);
+        let s = scan(&v);
+        assert_eq!(s.end, ScanEnd::Clean);
+        assert_eq!(s.records.len(), 6);
+
+        // A partial last record is a torn tail.
+        let cut = &v[..v.len() - 40];
+        let s = scan(cut);
+        assert_eq!(s.records.len(), 5);
+        assert!(matches!(s.end, ScanEnd::Torn { .. }));
+
+        // Zeros after the last record (a file extended but never written) are torn too.
+        let mut z = v.clone();
+        z.extend_from_slice(&[0u8; 500]);
+        assert_eq!(scan(&z).end, ScanEnd::Torn { at: v.len() });
+
+        // A flipped byte in the middle, with valid records after it, is corruption.
+        let mut c = v.clone();
+        c[HEADER_LEN + HEADER_LEN + 10] ^= 0xFF;
+        let s = scan(&c);
+        assert_eq!(s.end, ScanEnd::Corrupt { at: HEADER_LEN });
+        assert_eq!(s.records.len(), 1);
+    }
+}

@@ -1,0 +1,369 @@
+//! Engine behaviour through its public API: durability across reopen, torn tails,
+//! quarantine, disk reclamation, limits, expiry, open reads and write errors.
+
+use shoal_queue::{
+    unix_now, Engine, EngineConfig, FsyncPolicy, FullPolicy, QueueError, QueueLimits, Take,
+    WriteFault,
+};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+fn cfg(dir: &Path) -> EngineConfig {
+    let mut c = EngineConfig::new(dir);
+    c.fsync = FsyncPolicy::Never;
+    c
+}
+
+fn segs(dir: &Path, q: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir.join("queues").join(q))
+        .map(|rd| rd.map(|e| e.expect("entry").path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn put(e: &Engine, q: &str, s: &str) {
+    e.queue_or_create(q)
+        .expect("queue")
+        .enqueue(0, 0, s.as_bytes(), unix_now())
+        .expect("enqueue");
+}
+
+fn take(e: &Engine, q: &str) -> Option<String> {
+    let q = e.queue(q)?;
+    let d = q.dequeue(Take::Remove, unix_now()).expect("dequeue");
+    q.commit().expect("commit");
+    d.map(|d| String::from_utf8(d.data.to_vec()).expect("utf8"))
+}
+
+#[test]
+fn recovery_keeps_order_and_consumption() {
+    let t = tempfile::tempdir().expect("tempdir");
+    {
+        let e = Engine::open(cfg(t.path())).expect("open");
+        for i in 0..100 {
+            put(&e, "q", &format!("m{i}"));
+        }
+        for i in 0..30 {
+            assert_eq!(take(&e, "q"), Some(format!("m{i}")));
+        }
+    }
+    let e = Engine::open(cfg(t.path())).expect("reopen");
+    for i in 30..100 {
+        assert_eq!(take(&e, "q"), Some(format!("m{i}")));
+    }
+    assert_eq!(take(&e, "q"), None);
+}
+
+#[test]
+fn flags_and_memory_budget_spill_to_disk() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let mut c = cfg(t.path());
+    c.memory_per_queue = 1000;
+    let e = Engine::open(c).expect("open");
+    let q = e.queue_or_create("q").expect("q");
+    for i in 0..50u32 {
+        q.enqueue(i, 0, &[i as u8; 100], unix_now()).expect("enq");
+    }
+    assert!(q.stats(unix_now()).mem_bytes <= 1000);
+    for i in 0..50u32 {
+        let d = q
+            .dequeue(Take::Remove, unix_now())
+            .expect("deq")
+            .expect("some");
+        assert_eq!((d.flags, d.data.to_vec()), (i, vec![i as u8; 100]));
+    }
+}
+
+#[test]
+fn torn_tail_is_cut_and_appends_continue() {
+    let t = tempfile::tempdir().expect("tempdir");
+    {
+        let e = Engine::open(cfg(t.path())).expect("open");
+        for i in 0..10 {
+            put(&e, "q", &format!("m{i}"));
+        }
+    }
+    let seg = segs(t.path(), "q").pop().expect("a segment");
+    let len = fs::metadata(&seg).expect("meta").len();
+    // Tear the last record (as a crash mid-write would) and add garbage zeros.
+    let f = fs::OpenOptions::new().write(true).open(&seg).expect("open");
+    f.set_len(len - 3).expect("truncate");
+    drop(f);
+    {
+        let e = Engine::open(cfg(t.path())).expect("reopen");
+        assert!(e.quarantined().is_empty());
+        assert_eq!(e.queue("q").expect("q").stats(unix_now()).items, 9);
+        put(&e, "q", "after");
+    }
+    let e = Engine::open(cfg(t.path())).expect("reopen twice");
+    for i in 0..9 {
+        assert_eq!(take(&e, "q"), Some(format!("m{i}")));
+    }
+    assert_eq!(take(&e, "q"), Some("after".into()));
+    assert_eq!(take(&e, "q"), None);
+}
+
+#[test]
+fn crc_mismatch_quarantines_segment_and_other_queues_serve() {
+    let t = tempfile::tempdir().expect("tempdir");
+    {
+        let e = Engine::open(cfg(t.path())).expect("open");
+        for i in 0..10 {
+            put(&e, "bad", &format!("payload-{i:04}"));
+            put(&e, "good", &format!("g{i}"));
+        }
+    }
+    let seg = segs(t.path(), "bad").pop().expect("segment");
+    let mut bytes = fs::read(&seg).expect("read");
+    // Flip a payload byte of the third message: its CRC no longer matches, and valid
+    // records follow, so this is corruption, not a torn tail.
+    let at = 32 + 2 * (32 + 12) + 32 + 3;
+    bytes[at] ^= 0x55;
+    fs::write(&seg, &bytes).expect("write");
+    let e = Engine::open(cfg(t.path())).expect("reopen despite corruption");
+    let quarantined = e.quarantined();
+    assert_eq!(quarantined.len(), 1);
+    assert!(quarantined[0].to_string_lossy().ends_with(".seg.corrupt"));
+    assert!(quarantined[0].exists());
+    for i in 0..10 {
+        assert_eq!(take(&e, "good"), Some(format!("g{i}")));
+    }
+    // The damaged queue still accepts and serves new messages.
+    put(&e, "bad", "fresh");
+    assert_eq!(take(&e, "bad"), Some("fresh".into()));
+}
+
+#[test]
+fn drained_queue_gives_disk_back() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let mut c = cfg(t.path());
+    c.segment_size = 64 * 1024;
+    let e = Engine::open(c).expect("open");
+    let payload = vec![b'x'; 256];
+    let q = e.queue_or_create("q").expect("q");
+    for _ in 0..2000 {
+        q.enqueue(0, 0, &payload, unix_now()).expect("enq");
+    }
+    let s = q.stats(unix_now());
+    assert!(s.segments > 5, "{s:?}");
+    // Disk cost per message is payload + 32 bytes of header (plus segment headers).
+    let per_msg = s.disk_bytes as f64 / 2000.0;
+    assert!(per_msg <= 256.0 + 64.0, "{per_msg}");
+    let on_disk: u64 = segs(t.path(), "q")
+        .iter()
+        .map(|p| fs::metadata(p).expect("meta").len())
+        .sum();
+    assert_eq!(on_disk, s.disk_bytes);
+    // Consuming half deletes the segments holding only consumed messages.
+    for _ in 0..1000 {
+        q.dequeue(Take::Remove, unix_now())
+            .expect("deq")
+            .expect("msg");
+        q.commit().expect("commit");
+    }
+    let half = q.stats(unix_now());
+    assert!(half.segments < s.segments, "{half:?} vs {s:?}");
+    for _ in 0..1000 {
+        q.dequeue(Take::Remove, unix_now())
+            .expect("deq")
+            .expect("msg");
+        q.commit().expect("commit");
+    }
+    let s = q.stats(unix_now());
+    assert_eq!(s.items, 0);
+    assert_eq!(s.segments, 1, "{s:?}");
+    assert_eq!(segs(t.path(), "q").len(), 1);
+    // Consumed per message, including its ack: payload + at most 64 bytes.
+    assert!(s.disk_bytes <= 32 * 1024 + 1024, "{s:?}");
+}
+
+#[test]
+fn limits_reject_or_discard_oldest() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let mut c = cfg(t.path());
+    c.default_limits = QueueLimits {
+        max_items: 3,
+        ..QueueLimits::default()
+    };
+    c.queue_limits.insert(
+        "ring".into(),
+        QueueLimits {
+            max_bytes: 10,
+            full: FullPolicy::DiscardOldest,
+            ..QueueLimits::default()
+        },
+    );
+    let e = Engine::open(c).expect("open");
+    let q = e.queue_or_create("q").expect("q");
+    for i in 0..3 {
+        q.enqueue(0, 0, format!("{i}").as_bytes(), unix_now())
+            .expect("enq");
+    }
+    assert!(matches!(
+        q.enqueue(0, 0, b"x", unix_now()),
+        Err(QueueError::Full)
+    ));
+    let r = e.queue_or_create("ring").expect("ring");
+    for i in 0..5 {
+        r.enqueue(0, 0, format!("{i}{i}{i}{i}").as_bytes(), unix_now())
+            .expect("enq");
+    }
+    assert_eq!(take(&e, "ring"), Some("3333".into()));
+    assert_eq!(r.stats(unix_now()).discarded, 3);
+}
+
+#[test]
+fn expired_messages_are_never_delivered() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(cfg(t.path())).expect("open");
+    let q = e.queue_or_create("q").expect("q");
+    let now = unix_now();
+    q.enqueue(0, now + 1, b"soon", now).expect("enq");
+    q.enqueue(0, now.saturating_sub(5), b"past", now)
+        .expect("enq");
+    q.enqueue(0, 0, b"forever", now).expect("enq");
+    let later = now + 2;
+    let d = q.dequeue(Take::Remove, later).expect("deq").expect("msg");
+    assert_eq!(&d.data[..], b"forever");
+    assert_eq!(q.stats(later).expired, 2);
+}
+
+#[test]
+fn open_close_abort() {
+    let t = tempfile::tempdir().expect("tempdir");
+    {
+        let e = Engine::open(cfg(t.path())).expect("open");
+        for m in ["a", "b", "c"] {
+            put(&e, "q", m);
+        }
+        let q = e.queue("q").expect("q");
+        let a = q.dequeue(Take::Open, unix_now()).expect("deq").expect("a");
+        let b = q.dequeue(Take::Open, unix_now()).expect("deq").expect("b");
+        assert_eq!(q.stats(unix_now()).open_reads, 2);
+        assert!(q.abort(a.seq));
+        assert!(q.close(b.seq));
+        assert!(!q.close(b.seq));
+        let p = q.dequeue(Take::Peek, unix_now()).expect("peek").expect("a");
+        assert_eq!(&p.data[..], b"a");
+        q.commit().expect("commit");
+        // "c" stays open across the restart: an open read never closed is redelivered.
+        let a2 = q.dequeue(Take::Open, unix_now()).expect("deq").expect("a");
+        assert_eq!(&a2.data[..], b"a");
+        assert!(q.close(a2.seq));
+        let c = q.dequeue(Take::Open, unix_now()).expect("deq").expect("c");
+        assert_eq!(&c.data[..], b"c");
+        q.commit().expect("commit");
+    }
+    let e = Engine::open(cfg(t.path())).expect("reopen");
+    assert_eq!(take(&e, "q"), Some("c".into()));
+    assert_eq!(take(&e, "q"), None);
+}
+
+#[test]
+fn write_error_stores_nothing_and_service_resumes() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let fault = Arc::new(WriteFault::default());
+    let mut c = cfg(t.path());
+    c.fault = Some(fault.clone());
+    {
+        let e = Engine::open(c.clone()).expect("open");
+        put(&e, "q", "before");
+        put(&e, "q", "before2");
+        fault.set(true);
+        let q = e.queue("q").expect("q");
+        assert!(matches!(
+            q.enqueue(0, 0, b"lost", unix_now()),
+            Err(QueueError::Write(_))
+        ));
+        // A dequeue still delivers; its ack waits for space and is not lost.
+        let d = q
+            .dequeue(Take::Remove, unix_now())
+            .expect("deq")
+            .expect("m");
+        assert_eq!(&d.data[..], b"before");
+        assert!(q.commit().is_err());
+        fault.set(false);
+        put(&e, "q", "after");
+        assert_eq!(q.stats(unix_now()).items, 2);
+    }
+    let e = Engine::open(c).expect("reopen");
+    assert_eq!(take(&e, "q"), Some("before2".into()));
+    assert_eq!(take(&e, "q"), Some("after".into()));
+    assert_eq!(take(&e, "q"), None);
+}
+
+#[test]
+fn bad_names_and_sizes_are_refused() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let mut c = cfg(t.path());
+    c.max_item_size = 10;
+    let e = Engine::open(c).expect("open");
+    for bad in ["", "..", "a/b", "../x", ".x", "a b"] {
+        assert!(matches!(e.queue_or_create(bad), Err(QueueError::BadName)));
+    }
+    let q = e.queue_or_create("q").expect("q");
+    assert!(matches!(
+        q.enqueue(0, 0, &[0u8; 11], unix_now()),
+        Err(QueueError::TooLarge)
+    ));
+    assert!(e.delete("q"));
+    assert!(!e.delete("q"));
+    assert!(e.queue("q").is_none());
+}
+
+#[test]
+fn data_dir_is_locked() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let _e = Engine::open(cfg(t.path())).expect("open");
+    assert!(Engine::open(cfg(t.path())).is_err());
+}
+
+#[test]
+fn always_group_commit_makes_writes_durable() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let mut c = cfg(t.path());
+    c.fsync = FsyncPolicy::Always;
+    let e = Arc::new(Engine::open(c).expect("open"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for p in 0..8 {
+            let e = e.clone();
+            tasks.push(tokio::spawn(async move {
+                let q = e.queue_or_create("q").expect("q");
+                for i in 0..20 {
+                    let lsn = q
+                        .enqueue(0, 0, format!("{p}-{i}").as_bytes(), unix_now())
+                        .expect("enq");
+                    e.durable(&q, lsn).await.expect("durable");
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+    });
+    assert_eq!(e.queue("q").expect("q").stats(unix_now()).items, 160);
+}
+
+#[test]
+fn flush_and_delete_remove_files() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(cfg(t.path())).expect("open");
+    for i in 0..10 {
+        put(&e, "q", &format!("{i}"));
+    }
+    assert_eq!(e.queue("q").expect("q").flush().expect("flush"), 10);
+    assert_eq!(take(&e, "q"), None);
+    put(&e, "q", "x");
+    drop(e);
+    let e = Engine::open(cfg(t.path())).expect("reopen");
+    assert_eq!(take(&e, "q"), Some("x".into()));
+    assert!(e.delete("q"));
+    assert!(!t.path().join("queues/q").exists());
+}
