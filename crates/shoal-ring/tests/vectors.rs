@@ -6,7 +6,7 @@
 //! is not checked is not claimed.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use shoal_ring::{Distribution, HashAlgorithm, Ring, RingConfig, Server};
@@ -246,17 +246,17 @@ fn check_line(line: &Value, keys: &[String]) -> Result<(String, usize), String> 
     }
 }
 
-#[test]
-fn every_vector_line_is_reproduced() {
-    let dir = vectors_dir();
+/// Checks every line of every `.jsonl` file in `dir` against `dir/keys.json`; returns
+/// (lines, key checks, failures).
+fn check_dir(dir: &Path) -> (usize, usize, Vec<String>) {
     assert!(
         dir.is_dir(),
         "vector directory {} is missing (set SHOAL_VECTORS_DIR)",
         dir.display()
     );
-    let keys = keys(&dir);
+    let keys = keys(dir);
     assert!(!keys.is_empty(), "keys.json has no keys");
-    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
         .expect("vector dir is readable")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
@@ -284,6 +284,12 @@ fn every_vector_line_is_reproduced() {
             }
         }
     }
+    (lines, checks, failures)
+}
+
+#[test]
+fn every_vector_line_is_reproduced() {
+    let (lines, checks, failures) = check_dir(&vectors_dir());
     assert!(
         failures.is_empty(),
         "{} of {lines} vector lines differ:\n{}",
@@ -291,4 +297,19 @@ fn every_vector_line_is_reproduced() {
         failures.join("\n")
     );
     eprintln!("{lines} vector lines, {checks} key checks, all reproduced");
+}
+
+/// Non-ASCII keys from the real libhashkit, XMemcached 2.4.9 and pymemcache 4.0.0
+/// (`tests/data/non_ascii/generate.py`): signed `char`, UTF-16 units and code points.
+#[test]
+fn non_ascii_vectors_are_reproduced() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/non_ascii");
+    let (lines, checks, failures) = check_dir(&dir);
+    assert!(
+        failures.is_empty(),
+        "{} of {lines} non-ASCII vector lines differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    eprintln!("{lines} non-ASCII vector lines, {checks} key checks, all reproduced");
 }
