@@ -120,7 +120,7 @@ fn ejection_moves_only_the_ejected_servers_keys_on_consistent_rings() {
     for d in [
         Distribution::LibmemcachedKetama { weighted: true },
         Distribution::TwemproxyKetama,
-        Distribution::XmemcachedElection,
+        Distribution::XmemcachedElection { weighted: true },
         Distribution::PymemcacheRendezvous,
     ] {
         let ring = Ring::new(RingConfig::new(d), servers(10)).unwrap();

@@ -125,9 +125,12 @@ fn config_for_line(line: &Value) -> Result<RingConfig, String> {
     }
     if src.starts_with("xmemcached") {
         let locator = str_field(line, "locator")?;
+        // A real client's sessions are MemcachedTCPSessions, which take XMemcached's
+        // weighted branches; the shared vectors were computed through the other branch.
+        let tcp = line.get("sessions").and_then(Value::as_str) == Some("tcp");
         let (dist, hash) = match locator {
             "election" => (
-                Distribution::XmemcachedElection,
+                Distribution::XmemcachedElection { weighted: tcp },
                 HashAlgorithm::JavaElection,
             ),
             "libmemcached" => (
@@ -137,8 +140,12 @@ fn config_for_line(line: &Value) -> Result<RingConfig, String> {
             "ketama" => (Distribution::XmemcachedKetama, HashAlgorithm::JavaKetama),
             l => {
                 if let Some(h) = l.strip_prefix("array_").and_then(java_hash) {
-                    // XMemcached 2.4.9's array locator ignores weights.
-                    (Distribution::Modula, h)
+                    let d = if tcp {
+                        Distribution::WeightedModula
+                    } else {
+                        Distribution::Modula
+                    };
+                    (d, h)
                 } else if let Some(h) = l.strip_prefix("ketama_").and_then(java_hash) {
                     (Distribution::XmemcachedKetama, h)
                 } else {
@@ -299,17 +306,29 @@ fn every_vector_line_is_reproduced() {
     eprintln!("{lines} vector lines, {checks} key checks, all reproduced");
 }
 
-/// Non-ASCII keys from the real libhashkit, XMemcached 2.4.9 and pymemcache 4.0.0
-/// (`tests/data/non_ascii/generate.py`): signed `char`, UTF-16 units and code points.
+/// The crate's own vectors, each directory produced by a generator script next to it
+/// from the real libraries: `non_ascii` (libhashkit, XMemcached 2.4.9 and pymemcache 4.0.0
+/// on non-ASCII keys: signed `char`, UTF-16 units, code points) and `xmemcached_tcp` (a
+/// live XMemcached 2.4.9 client with weighted TCP sessions).
 #[test]
-fn non_ascii_vectors_are_reproduced() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/non_ascii");
-    let (lines, checks, failures) = check_dir(&dir);
+fn crate_vectors_are_reproduced() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut dirs: Vec<PathBuf> = fs::read_dir(&root)
+        .expect("tests/data is readable")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
     assert!(
-        failures.is_empty(),
-        "{} of {lines} non-ASCII vector lines differ:\n{}",
-        failures.len(),
-        failures.join("\n")
+        dirs.len() >= 2,
+        "expected vector directories in {}",
+        root.display()
     );
-    eprintln!("{lines} non-ASCII vector lines, {checks} key checks, all reproduced");
+    let mut failures = Vec::new();
+    for dir in &dirs {
+        let (lines, checks, f) = check_dir(dir);
+        eprintln!("{}: {lines} lines, {checks} key checks", dir.display());
+        failures.extend(f.into_iter().map(|e| format!("{}: {e}", dir.display())));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

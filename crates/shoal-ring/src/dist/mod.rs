@@ -21,8 +21,9 @@ pub enum Distribution {
     /// libmemcached `MODULA`: `hash % live servers`, weights ignored.
     Modula,
     /// Servers repeated by weight, `hash % buckets`: twemproxy `modula`,
-    /// python-memcached. (XMemcached 2.4.9's `ArrayMemcachedSessionLocator` ignores
-    /// weights as measured: use [`Distribution::Modula`] with a Java hash.)
+    /// python-memcached, and XMemcached's `ArrayMemcachedSessionLocator` in a real
+    /// (TCP) client. XMemcached ignores weights for sessions that are not
+    /// `MemcachedTCPSession`s, as in the shared vectors: that is [`Distribution::Modula`].
     WeightedModula,
     /// libmemcached `CONSISTENT_KETAMA`; `weighted` builds the libketama continuum (160
     /// points scaled by weight, 4 per MD5 digest), otherwise 100 points per server hashed
@@ -48,8 +49,15 @@ pub enum Distribution {
         /// Use spymemcached's weighted mode (a non-empty weights map).
         weighted: bool,
     },
-    /// XMemcached `ElectionMemcachedSessionLocator` (rendezvous).
-    XmemcachedElection,
+    /// XMemcached `ElectionMemcachedSessionLocator` (rendezvous). `weighted` is what a
+    /// real client does: its TCP sessions take the branch that scores each server once
+    /// per unit of weight. `weighted: false` is XMemcached's branch for sessions that are
+    /// not `MemcachedTCPSession`s (how the shared vectors were computed).
+    XmemcachedElection {
+        /// Score `address-i+key` per unit of weight (real TCP clients) rather than
+        /// `address+key` once.
+        weighted: bool,
+    },
     /// pymemcache `HashClient` (`RendezvousHash`).
     PymemcacheRendezvous,
     /// Jump consistent hash over weight-repeated buckets.
@@ -113,8 +121,13 @@ const NAMES: &[(&str, Distribution, &[&str])] = &[
     ),
     (
         "election",
-        Distribution::XmemcachedElection,
+        Distribution::XmemcachedElection { weighted: true },
         &["xmemcached_election"],
+    ),
+    (
+        "election_unweighted",
+        Distribution::XmemcachedElection { weighted: false },
+        &["xmemcached_election_unweighted"],
     ),
     (
         "rendezvous",
@@ -168,7 +181,7 @@ impl Distribution {
                 HashAlgorithm::JavaKetama
             }
             Distribution::XmemcachedLibmemcached => HashAlgorithm::JavaOneAtATime,
-            Distribution::XmemcachedElection => HashAlgorithm::JavaElection,
+            Distribution::XmemcachedElection { .. } => HashAlgorithm::JavaElection,
             Distribution::PymemcacheRendezvous => HashAlgorithm::PyMurmur3_32,
         }
     }
@@ -178,7 +191,7 @@ impl Distribution {
     pub fn is_hash_based(self) -> bool {
         !matches!(
             self,
-            Distribution::XmemcachedElection | Distribution::PymemcacheRendezvous
+            Distribution::XmemcachedElection { .. } | Distribution::PymemcacheRendezvous
         )
     }
 }
@@ -364,6 +377,7 @@ impl Ring {
                 | Distribution::LibmemcachedKetamaSpy { weighted: false }
                 | Distribution::XmemcachedLibmemcached
                 | Distribution::PymemcacheRendezvous
+                | Distribution::XmemcachedElection { weighted: false }
                 | Distribution::SpymemcachedKetama { weighted: false }
         );
         if weighted_kind && !live.is_empty() && live.iter().all(|(_, s)| s.weight == 0) {
@@ -416,10 +430,12 @@ impl Ring {
                         j.iter().map(|(i, s, a)| (*i, s, a.clone())).collect();
                     Kind::Continuum(ketama::spymemcached(&refs, hash, weighted))
                 }
-                Distribution::XmemcachedElection => {
-                    let c: Vec<(u32, String)> =
-                        java(&live)?.into_iter().map(|(i, _, a)| (i, a)).collect();
-                    Kind::Election(rendezvous::Election::new(&c, hash))
+                Distribution::XmemcachedElection { weighted } => {
+                    let c: Vec<(u32, String, u32)> = java(&live)?
+                        .into_iter()
+                        .map(|(i, s, a)| (i, a, s.weight))
+                        .collect();
+                    Kind::Election(rendezvous::Election::new(&c, hash, weighted))
                 }
                 Distribution::PymemcacheRendezvous => {
                     let c: Vec<(u32, String)> =

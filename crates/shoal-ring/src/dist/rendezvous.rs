@@ -54,12 +54,14 @@ fn candidate(prefix: String, label: &str, hash: HashAlgorithm, server: u32) -> C
     }
 }
 
-/// XMemcached `ElectionMemcachedSessionLocator` as 2.4.9 behaves: each server scores
-/// `hash(address + key)` (Java's `InetSocketAddress.toString()` then the key, no
-/// separator); the first strictly highest score above 0 wins; weights play no part.
+/// XMemcached `ElectionMemcachedSessionLocator` (2.4.9): the first strictly highest score
+/// above 0 wins.
 ///
-/// XMemcached's source has a weighted branch (`address + "-" + i + key` per unit of
-/// weight) for `MemcachedTCPSession`s, but the client as measured never takes it.
+/// XMemcached has two branches. For `MemcachedTCPSession`s, which is every session of a
+/// real client, a server scores `hash(address + "-" + i + key)` for each `i < weight`
+/// (`weighted`). Other sessions score `hash(address + key)` once, weights ignored; the
+/// shared vectors were computed that way. A live-client check is in
+/// `tests/data/xmemcached_tcp`.
 #[derive(Debug, Clone)]
 pub struct Election {
     candidates: Vec<Candidate>,
@@ -67,11 +69,21 @@ pub struct Election {
 }
 
 impl Election {
-    pub(crate) fn new(live: &[(u32, String)], hash: HashAlgorithm) -> Election {
-        let candidates = live
-            .iter()
-            .map(|(idx, address)| candidate(address.clone(), address, hash, *idx))
-            .collect();
+    pub(crate) fn new(
+        live: &[(u32, String, u32)],
+        hash: HashAlgorithm,
+        weighted: bool,
+    ) -> Election {
+        let mut candidates = Vec::new();
+        for (idx, address, weight) in live {
+            if weighted {
+                for i in 0..*weight {
+                    candidates.push(candidate(format!("{address}-{i}"), address, hash, *idx));
+                }
+            } else {
+                candidates.push(candidate(address.clone(), address, hash, *idx));
+            }
+        }
         Election { candidates, hash }
     }
 
