@@ -24,8 +24,9 @@ enum Command {
 
 const DIST_HELP: &str = "Distribution: ketama (libmemcached; weighted when any weight > 1, \
 as libmemcached decides), ketama-weighted, ketama-unweighted, ketama-spy, twemproxy-ketama, \
-xmemcached-ketama, xmemcached-libmemcached, spymemcached-ketama, election (XMemcached), \
-rendezvous (pymemcache), modula, weighted-modula, jump, maglev";
+xmemcached-ketama, xmemcached-libmemcached, spymemcached-ketama, election (XMemcached, as a \
+real TCP client), election-unweighted, rendezvous (pymemcache), modula, weighted-modula \
+(twemproxy, python-memcached, XMemcached array), jump, maglev";
 
 const HASH_HELP: &str = "Key hash (default: the distribution's usual one): one_at_a_time, md5, \
 crc, fnv1_32, fnv1a_32, fnv1_64, fnv1a_64, hsieh, murmur, murmur3, jenkins, crc16, crc32a, \
