@@ -1,1 +1,56 @@
-fn main() {}
+//! The `shoal-queued` binary: parse the command line, set up logging, open the data
+//! directory, serve.
+
+use clap::Parser;
+use shoal_queued::{bind, run, Args};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    // clap exits 2 on a usage error (unknown option) and 0 for --help/--version.
+    let args = Args::try_parse().unwrap_or_else(|e| e.exit());
+    let settings = match args.settings() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("shoal-queued: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let level = match settings.verbose {
+        0 => tracing::Level::WARN,
+        1 => tracing::Level::INFO,
+        _ => tracing::Level::DEBUG,
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .init();
+    let engine = match shoal_queue::Engine::open(settings.engine.clone()) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("shoal-queued: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let listener = match bind(&settings) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("shoal-queued: failed to listen: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match listener.local_addr() {
+        Ok(addr) => tracing::info!(
+            "listening on {addr} (data {}, fsync {})",
+            settings.engine.data_dir.display(),
+            settings.engine.fsync
+        ),
+        Err(e) => tracing::warn!("local address unknown: {e}"),
+    }
+    match run(settings, engine, listener) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shoal-queued: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! shoal-queued's command line and per-queue limits file.
+
+use clap::Parser;
+use shoal_queue::{EngineConfig, FsyncPolicy, FullPolicy, QueueLimits};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// The version `version` and `stats` report.
+pub const VERSION: &str = concat!("shoal-queued-", env!("CARGO_PKG_VERSION"));
+
+/// Command-line options. `-p`, `-H` (data directory) and `-N` (no fsync) follow MemcacheQ.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "shoal-queued",
+    version = VERSION,
+    about = "shoal-queued: a durable message queue over the memcached text protocol (MemcacheQ/Kestrel compatible)",
+    args_override_self = true
+)]
+pub struct Args {
+    /// TCP port to listen on (MemcacheQ's default).
+    #[arg(short = 'p', long = "port", default_value_t = 22201)]
+    pub port: u16,
+    /// Interface to listen on.
+    #[arg(short = 'l', long = "listen", default_value = "127.0.0.1")]
+    pub listen: String,
+    /// Data directory (MemcacheQ's -H also works).
+    #[arg(
+        short = 'd',
+        long = "data-dir",
+        short_alias = 'H',
+        default_value = "shoal-queued-data"
+    )]
+    pub data_dir: PathBuf,
+    /// When to fsync: `always` (before every acknowledgement, shared by concurrent
+    /// writers), `never`, or an interval in milliseconds.
+    #[arg(long = "fsync", default_value = "5")]
+    pub fsync: FsyncPolicy,
+    /// Never fsync (MemcacheQ's -N); same as --fsync never.
+    #[arg(short = 'N')]
+    pub no_sync: bool,
+    /// Largest message, with k/m suffixes.
+    #[arg(long = "max-item-size", default_value = "1m", value_parser = parse_size)]
+    pub max_item_size: u64,
+    /// Segment file size, with k/m suffixes.
+    #[arg(long = "segment-size", default_value = "64m", value_parser = parse_size)]
+    pub segment_size: u64,
+    /// Payload bytes each queue keeps in memory; more is read back from disk.
+    #[arg(long = "queue-memory", default_value = "64m", value_parser = parse_size)]
+    pub queue_memory: u64,
+    /// Most simultaneous connections.
+    #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
+    pub conn_limit: usize,
+    /// Worker threads (default: number of cores).
+    #[arg(short = 't', long = "threads")]
+    pub threads: Option<usize>,
+    /// Verbose logging (-vv for debug).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Default limit on messages per queue (0 = none).
+    #[arg(long = "max-items", default_value_t = 0)]
+    pub max_items: u64,
+    /// Default limit on payload bytes per queue, with k/m/g suffixes (0 = none).
+    #[arg(long = "max-bytes", default_value = "0", value_parser = parse_size)]
+    pub max_bytes: u64,
+    /// Default maximum message age in seconds (0 = none).
+    #[arg(long = "max-age", default_value_t = 0)]
+    pub max_age: u32,
+    /// When a queue is full, discard its oldest messages instead of answering NOT_STORED.
+    #[arg(long = "discard-old")]
+    pub discard_old: bool,
+    /// Per-queue limits file: lines `<queue> [max_items=N] [max_bytes=SIZE]
+    /// [max_age=SECS] [policy=reject|discard]`; `#` starts a comment.
+    #[arg(long = "queue-config")]
+    pub queue_config: Option<PathBuf>,
+}
+
+/// Validated settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Address to listen on.
+    pub listen: IpAddr,
+    /// Port (0 = ephemeral).
+    pub port: u16,
+    /// Most simultaneous connections.
+    pub conn_limit: usize,
+    /// Runtime worker threads.
+    pub threads: usize,
+    /// Log level: 0 warn, 1 info, 2+ debug.
+    pub verbose: u8,
+    /// The engine's configuration.
+    pub engine: EngineConfig,
+}
+
+/// A size with an optional k/m/g suffix (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.as_bytes().last() {
+        Some(b'k' | b'K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some(b'm' | b'M') => (&s[..s.len() - 1], 1 << 20),
+        Some(b'g' | b'G') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("invalid size {s:?}"))
+}
+
+/// Parses a limits file (see [`Args::queue_config`]) on top of `defaults`.
+pub fn parse_queue_config(
+    text: &str,
+    defaults: QueueLimits,
+) -> Result<HashMap<String, QueueLimits>, String> {
+    let mut out = HashMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        let mut words = line.split_whitespace();
+        let Some(name) = words.next() else { continue };
+        if !shoal_queue::validate_name(name.as_bytes()) {
+            return Err(format!("line {}: invalid queue name {name:?}", n + 1));
+        }
+        let mut l = defaults;
+        for w in words {
+            let (k, v) = w
+                .split_once('=')
+                .ok_or_else(|| format!("line {}: expected key=value, got {w:?}", n + 1))?;
+            let bad = |e: String| format!("line {}: {k}: {e}", n + 1);
+            match k {
+                "max_items" => l.max_items = v.parse().map_err(|_| bad(format!("{v:?}")))?,
+                "max_bytes" => l.max_bytes = parse_size(v).map_err(bad)?,
+                "max_age" => l.max_age_secs = v.parse().map_err(|_| bad(format!("{v:?}")))?,
+                "policy" => {
+                    l.full = match v {
+                        "reject" => FullPolicy::Reject,
+                        "discard" | "discard_old" => FullPolicy::DiscardOldest,
+                        _ => return Err(bad(format!("{v:?} (reject or discard)"))),
+                    }
+                }
+                _ => return Err(format!("line {}: unknown key {k:?}", n + 1)),
+            }
+        }
+        out.insert(name.to_string(), l);
+    }
+    Ok(out)
+}
+
+impl Args {
+    /// Validates the options into [`Settings`]; the error is a usage error (exit 2).
+    pub fn settings(&self) -> Result<Settings, String> {
+        let listen: IpAddr = self
+            .listen
+            .parse()
+            .map_err(|_| format!("invalid listen address {:?}", self.listen))?;
+        let max_item_size = usize::try_from(self.max_item_size)
+            .ok()
+            .filter(|&n| n > 0 && n <= 128 << 20)
+            .ok_or("--max-item-size must be between 1 byte and 128m")?;
+        if self.segment_size < 4096 || self.segment_size > 1 << 30 {
+            return Err("--segment-size must be between 4k and 1g".into());
+        }
+        if self.conn_limit == 0 {
+            return Err("-c must be at least 1".into());
+        }
+        let threads = match self.threads {
+            Some(0) => return Err("-t must be at least 1".into()),
+            Some(t) => t,
+            None => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        };
+        let defaults = QueueLimits {
+            max_items: self.max_items,
+            max_bytes: self.max_bytes,
+            max_age_secs: self.max_age,
+            full: if self.discard_old {
+                FullPolicy::DiscardOldest
+            } else {
+                FullPolicy::Reject
+            },
+        };
+        let queue_limits = match &self.queue_config {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| format!("--queue-config {}: {e}", p.display()))?;
+                parse_queue_config(&text, defaults)
+                    .map_err(|e| format!("--queue-config {}: {e}", p.display()))?
+            }
+            None => HashMap::new(),
+        };
+        let mut engine = EngineConfig::new(&self.data_dir);
+        engine.fsync = if self.no_sync {
+            FsyncPolicy::Never
+        } else {
+            self.fsync
+        };
+        engine.segment_size = self.segment_size;
+        engine.max_item_size = max_item_size;
+        engine.memory_per_queue = self.queue_memory;
+        engine.default_limits = defaults;
+        engine.queue_limits = queue_limits;
+        Ok(Settings {
+            listen,
+            port: self.port,
+            conn_limit: self.conn_limit,
+            threads,
+            verbose: self.verbose,
+            engine,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64m"), Ok(64 << 20));
+        assert_eq!(parse_size("1k"), Ok(1024));
+        assert_eq!(parse_size("17"), Ok(17));
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("99999999999g").is_err());
+    }
+
+    #[test]
+    fn queue_config() {
+        let text =
+            "# limits\njobs max_items=10 policy=discard\nlogs max_bytes=1m max_age=60 # x\n\n";
+        let m = parse_queue_config(text, QueueLimits::default()).expect("parses");
+        assert_eq!(m["jobs"].max_items, 10);
+        assert_eq!(m["jobs"].full, FullPolicy::DiscardOldest);
+        assert_eq!(m["logs"].max_bytes, 1 << 20);
+        assert_eq!(m["logs"].max_age_secs, 60);
+        assert!(parse_queue_config("a/b max_items=1", QueueLimits::default()).is_err());
+        assert!(parse_queue_config("q color=red", QueueLimits::default()).is_err());
+        assert!(parse_queue_config("q max_items", QueueLimits::default()).is_err());
+    }
+}

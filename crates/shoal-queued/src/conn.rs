@@ -1,0 +1,455 @@
+//! One client connection: read, parse in place with shoal-protocol, execute, and send
+//! the replies of everything pipelined in one write, once they are durable.
+//!
+//! Replies are held back until the writes they acknowledge are as durable as the fsync
+//! policy promises; under `--fsync always` all connections waiting at the same moment
+//! share one fsync. If durability cannot be confirmed the connection is closed without
+//! the replies, so nothing unconfirmed is ever acknowledged.
+
+use crate::options::{parse_key, ReadOptions};
+use crate::server::Shared;
+use crate::stats::bump;
+use shoal_protocol::reply;
+use shoal_protocol::{parse, Limits, Parsed, ProtocolError, Request, StatsGroup, StoreKind};
+use shoal_queue::{expiry_from_exptime, unix_now, validate_name, Queue, QueueError, Take};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+const READ_CHUNK: usize = 16 * 1024;
+/// Replies are sent early once this much is pending, bounding memory for huge pipelines.
+const WRITE_HIGH_WATER: usize = 256 * 1024;
+
+const BAD_NAME: &[u8] = b"CLIENT_ERROR bad queue name\r\n";
+const READ_ALREADY_OPEN: &[u8] = b"CLIENT_ERROR read already open on this queue\r\n";
+const DISK_FULL: &[u8] = b"SERVER_ERROR out of disk space storing message\r\n";
+const WRITE_FAILED: &[u8] = b"SERVER_ERROR write error storing message\r\n";
+const READ_FAILED: &[u8] = b"SERVER_ERROR read error fetching message\r\n";
+const FLUSH_FAILED: &[u8] = b"SERVER_ERROR write error flushing queue\r\n";
+
+/// What to do after a request.
+enum Flow {
+    Continue,
+    Close,
+}
+
+/// A connection's state between requests.
+struct Conn<W> {
+    shared: Arc<Shared>,
+    writer: W,
+    out: Vec<u8>,
+    /// Queues with consumption to write before replying.
+    to_commit: Vec<Arc<Queue>>,
+    /// Highest log position per queue to wait on before replying.
+    to_sync: Vec<(Arc<Queue>, u64)>,
+    /// This connection's open reads, by queue name.
+    open: HashMap<String, (Arc<Queue>, u64)>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// Serves one connection until the client quits, an error closes it, or shutdown. Open
+/// reads still held when it ends go back to the head of their queues.
+pub async fn serve<R, W>(mut reader: R, writer: W, shared: Arc<Shared>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let limits = Limits {
+        max_value_len: shared.settings.engine.max_item_size,
+    };
+    let mut conn = Conn {
+        shutdown: shared.shutdown_signal(),
+        shared,
+        writer,
+        out: Vec::with_capacity(READ_CHUNK),
+        to_commit: Vec::new(),
+        to_sync: Vec::new(),
+        open: HashMap::new(),
+    };
+    let mut rbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut swallow = 0usize;
+    'conn: loop {
+        let mut pos = 0usize;
+        let mut close = false;
+        loop {
+            if swallow > 0 {
+                let n = swallow.min(rbuf.len() - pos);
+                pos += n;
+                swallow -= n;
+                if swallow > 0 {
+                    break;
+                }
+            }
+            if pos == rbuf.len() {
+                break;
+            }
+            match parse(&rbuf[pos..], &limits) {
+                Parsed::Request { request, consumed } => {
+                    pos += consumed;
+                    if let Flow::Close = conn.execute(request).await {
+                        close = true;
+                        break;
+                    }
+                }
+                Parsed::Incomplete { needed } => {
+                    if needed > rbuf.len() - pos {
+                        rbuf.reserve(needed - (rbuf.len() - pos));
+                    }
+                    break;
+                }
+                Parsed::Error {
+                    error,
+                    consumed,
+                    swallow: s,
+                    close: c,
+                    silent,
+                } => {
+                    let line = &rbuf[pos..pos + consumed];
+                    if error == ProtocolError::UnknownCommand && conn.queue_command(line) {
+                        pos += consumed;
+                        continue;
+                    }
+                    if !silent {
+                        conn.out.extend_from_slice(error.reply());
+                    }
+                    pos += consumed;
+                    swallow = s;
+                    if c {
+                        close = true;
+                        break;
+                    }
+                }
+                Parsed::TooLarge {
+                    consumed,
+                    swallow: s,
+                    noreply,
+                    ..
+                } => {
+                    if !noreply {
+                        conn.out.extend_from_slice(reply::OBJECT_TOO_LARGE);
+                    }
+                    pos += consumed;
+                    swallow = s;
+                }
+            }
+            if conn.out.len() >= WRITE_HIGH_WATER && conn.flush_out().await.is_err() {
+                break 'conn;
+            }
+        }
+        if pos > 0 {
+            rbuf.drain(..pos);
+        }
+        if conn.flush_out().await.is_err() || close {
+            break;
+        }
+        if conn.shared.stopping() {
+            break;
+        }
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 2 {
+            rbuf.reserve(READ_CHUNK);
+        }
+        let n = tokio::select! {
+            r = reader.read_buf(&mut rbuf) => r,
+            _ = conn.shutdown.changed() => break,
+        };
+        match n {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    let _ = conn.writer.shutdown().await;
+    for (_, (q, seq)) in conn.open.drain() {
+        q.abort(seq);
+    }
+}
+
+fn push_unique(v: &mut Vec<Arc<Queue>>, q: &Arc<Queue>) {
+    if !v.iter().any(|x| Arc::ptr_eq(x, q)) {
+        v.push(q.clone());
+    }
+}
+
+impl<W: AsyncWrite + Unpin> Conn<W> {
+    /// Commits consumption, waits for durability, then sends the pending replies. An
+    /// error means the replies could not be confirmed and the connection must close.
+    async fn flush_out(&mut self) -> Result<(), ()> {
+        for q in std::mem::take(&mut self.to_commit) {
+            match q.commit() {
+                Ok(lsn) => self.note_sync(&q, lsn),
+                // The message was delivered; its ack stays pending and is retried with
+                // the next write, so a crash meanwhile redelivers rather than loses it.
+                Err(e) => tracing::warn!(queue = q.name(), "writing acks: {e}"),
+            }
+        }
+        for (q, lsn) in std::mem::take(&mut self.to_sync) {
+            if let Err(e) = self.shared.engine.durable(&q, lsn).await {
+                tracing::error!(queue = q.name(), "not acknowledging: {e}");
+                return Err(());
+            }
+        }
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let r = self.writer.write_all(&self.out).await;
+        self.out.clear();
+        if self.out.capacity() > WRITE_HIGH_WATER * 4 {
+            self.out.shrink_to(READ_CHUNK);
+        }
+        r.map_err(|_| ())
+    }
+
+    fn note_sync(&mut self, q: &Arc<Queue>, lsn: u64) {
+        match self.to_sync.iter_mut().find(|(x, _)| Arc::ptr_eq(x, q)) {
+            Some((_, l)) => *l = (*l).max(lsn),
+            None => self.to_sync.push((q.clone(), lsn)),
+        }
+    }
+
+    async fn execute(&mut self, req: Request<'_>) -> Flow {
+        match req {
+            Request::Get { keys, .. } => {
+                for key in keys.iter() {
+                    match self.get_one(key).await {
+                        Step::Next => {}
+                        Step::Stop => return Flow::Continue,
+                        Step::Close => return Flow::Close,
+                    }
+                }
+                reply::end(&mut self.out);
+            }
+            Request::Store {
+                kind: StoreKind::Set,
+                key,
+                flags,
+                exptime,
+                data,
+                noreply,
+                ..
+            } => self.set(key, flags, exptime, data, noreply),
+            Request::Delete { key, noreply } => {
+                let r = match std::str::from_utf8(key) {
+                    Ok(name) if validate_name(key) => {
+                        self.open.remove(name);
+                        if self.shared.engine.delete(name) {
+                            reply::DELETED
+                        } else {
+                            reply::NOT_FOUND
+                        }
+                    }
+                    _ => BAD_NAME,
+                };
+                if !noreply {
+                    self.out.extend_from_slice(r);
+                }
+            }
+            Request::FlushAll { noreply, .. } => {
+                let r = match self.shared.engine.flush_all() {
+                    Ok(()) => reply::OK,
+                    Err(_) => FLUSH_FAILED,
+                };
+                if !noreply {
+                    self.out.extend_from_slice(r);
+                }
+            }
+            Request::Stats(StatsGroup::General) => crate::stats::general(
+                &mut self.out,
+                &self.shared.counters,
+                &self.shared.engine,
+                self.shared.settings.threads,
+            ),
+            Request::Stats(StatsGroup::Other(b"queue")) => {
+                crate::stats::memcacheq_queues(&mut self.out, &self.shared.engine)
+            }
+            Request::Version => reply::version(&mut self.out, crate::config::VERSION.as_bytes()),
+            Request::Verbosity { noreply, .. } => {
+                if !noreply {
+                    self.out.extend_from_slice(reply::OK);
+                }
+            }
+            Request::Quit => return Flow::Close,
+            // add/replace/append/prepend/cas, arithmetic, touch, meta commands and the
+            // other stats groups mean nothing for a queue.
+            _ => self.out.extend_from_slice(reply::ERROR),
+        }
+        Flow::Continue
+    }
+
+    fn set(&mut self, key: &[u8], flags: u32, exptime: i64, data: &[u8], noreply: bool) {
+        bump(&self.shared.counters.cmd_set);
+        let now = unix_now();
+        let r: &[u8] = match std::str::from_utf8(key) {
+            Ok(name) if validate_name(key) => match self.shared.engine.queue_or_create(name) {
+                Ok(q) => match q.enqueue(flags, expiry_from_exptime(exptime, now), data, now) {
+                    Ok(lsn) => {
+                        self.note_sync(&q, lsn);
+                        reply::STORED
+                    }
+                    Err(QueueError::Full) => reply::NOT_STORED,
+                    Err(QueueError::TooLarge) => reply::OBJECT_TOO_LARGE,
+                    Err(e) => {
+                        bump(&self.shared.counters.write_errors);
+                        tracing::warn!(queue = name, "enqueue failed: {e}");
+                        match e {
+                            QueueError::Write(io) if io.raw_os_error() == Some(libc::ENOSPC) => {
+                                DISK_FULL
+                            }
+                            _ => WRITE_FAILED,
+                        }
+                    }
+                },
+                Err(_) => BAD_NAME,
+            },
+            _ => BAD_NAME,
+        };
+        if !noreply {
+            self.out.extend_from_slice(r);
+        }
+    }
+
+    /// One key of a `get`: dequeue (or open, peek, close, abort) per its options.
+    async fn get_one(&mut self, key: &[u8]) -> Step {
+        bump(&self.shared.counters.cmd_get);
+        let o: ReadOptions<'_> = match parse_key(key) {
+            Ok(o) => o,
+            Err(e) => {
+                self.out
+                    .extend_from_slice(format!("CLIENT_ERROR {e}\r\n").as_bytes());
+                return Step::Stop;
+            }
+        };
+        let name = match std::str::from_utf8(o.queue) {
+            Ok(n) if validate_name(o.queue) => n,
+            _ => {
+                self.out.extend_from_slice(BAD_NAME);
+                return Step::Stop;
+            }
+        };
+        if o.close || o.abort {
+            if let Some((q, seq)) = self.open.remove(name) {
+                if o.close {
+                    if q.close(seq) {
+                        push_unique(&mut self.to_commit, &q);
+                    }
+                } else {
+                    q.abort(seq);
+                }
+            }
+            if !o.open {
+                return Step::Next;
+            }
+        }
+        if o.open && self.open.contains_key(name) {
+            self.out.extend_from_slice(READ_ALREADY_OPEN);
+            return Step::Stop;
+        }
+        let take = if o.peek {
+            Take::Peek
+        } else if o.open {
+            Take::Open
+        } else {
+            Take::Remove
+        };
+        let deadline = o.timeout.map(|t| Instant::now() + t);
+        let got = loop {
+            // A blocking read looks the queue up again after each wake-up, so a queue
+            // deleted and recreated meanwhile is still seen.
+            let q = match deadline {
+                Some(_) => match self.shared.engine.queue_or_create(name) {
+                    Ok(q) => q,
+                    Err(_) => break None,
+                },
+                None => match self.shared.engine.queue(name) {
+                    Some(q) => q,
+                    None => break None,
+                },
+            };
+            let notified = q.arrivals().notified();
+            tokio::pin!(notified);
+            // Registered before looking, so an arrival between the look and the wait
+            // still wakes us.
+            notified.as_mut().enable();
+            match q.dequeue(take, unix_now()) {
+                Ok(Some(d)) => break Some((q.clone(), d)),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(queue = name, "dequeue failed: {e}");
+                    self.out.extend_from_slice(READ_FAILED);
+                    return Step::Stop;
+                }
+            }
+            let Some(dl) = deadline else { break None };
+            if Instant::now() >= dl || self.shared.stopping() {
+                break None;
+            }
+            // Send what earlier requests produced before blocking.
+            if self.flush_out().await.is_err() {
+                return Step::Close;
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(dl) => {}
+                _ = self.shutdown.changed() => {}
+            }
+        };
+        match got {
+            Some((q, d)) => {
+                bump(&self.shared.counters.get_hits);
+                reply::value(&mut self.out, key, d.flags, &d.data, None);
+                match take {
+                    Take::Remove => push_unique(&mut self.to_commit, &q),
+                    Take::Open => {
+                        self.open.insert(name.to_string(), (q, d.seq));
+                    }
+                    Take::Peek => {}
+                }
+            }
+            None => bump(&self.shared.counters.get_misses),
+        }
+        Step::Next
+    }
+
+    /// Commands memcached's parser does not know: `flush <queue> [noreply]`. True if the
+    /// line was one (and has been answered).
+    fn queue_command(&mut self, line: &[u8]) -> bool {
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let toks: Vec<&[u8]> = line
+            .split(|&b| b == b' ')
+            .filter(|t| !t.is_empty())
+            .collect();
+        let (name, noreply) = match toks.as_slice() {
+            [b"flush", name] => (*name, false),
+            [b"flush", name, b"noreply"] => (*name, true),
+            _ => return false,
+        };
+        let r: &[u8] = match std::str::from_utf8(name) {
+            Ok(n) if validate_name(name) => match self.shared.engine.queue(n) {
+                Some(q) => {
+                    self.open.remove(n);
+                    match q.flush() {
+                        Ok(_) => reply::END,
+                        Err(_) => FLUSH_FAILED,
+                    }
+                }
+                None => reply::END,
+            },
+            _ => BAD_NAME,
+        };
+        if !noreply {
+            self.out.extend_from_slice(r);
+        }
+        true
+    }
+}
+
+/// The outcome of one key of a `get`.
+enum Step {
+    /// Go on with the next key.
+    Next,
+    /// An error reply was written; skip the remaining keys and the `END`.
+    Stop,
+    /// Close the connection.
+    Close,
+}

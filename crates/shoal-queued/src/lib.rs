@@ -1,0 +1,14 @@
+//! shoal-queued: a durable message queue over the memcached text protocol.
+//!
+//! MemcacheQ's protocol (`set` enqueues, `get` dequeues) with Kestrel's reliable and
+//! blocking reads (`get q/t=500/open`, `/close`, `/abort`, `/peek`). Parsing is
+//! shoal-protocol's; storage is shoal-queue's.
+
+pub mod config;
+pub mod conn;
+pub mod options;
+pub mod server;
+pub mod stats;
+
+pub use config::{Args, Settings, VERSION};
+pub use server::{bind, run};

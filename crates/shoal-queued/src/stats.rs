@@ -1,0 +1,116 @@
+//! Server-wide counters and the `stats` replies.
+
+use crate::config::VERSION;
+use shoal_protocol::reply;
+use shoal_queue::{unix_now, Engine};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Counters shared by every connection. Relaxed atomics: they are statistics, not
+/// synchronisation.
+#[derive(Debug)]
+pub struct Counters {
+    /// When the server started.
+    pub started: Instant,
+    /// Open connections.
+    pub curr_connections: AtomicU64,
+    /// Connections accepted since start.
+    pub total_connections: AtomicU64,
+    /// `get` keys processed.
+    pub cmd_get: AtomicU64,
+    /// `set` commands processed.
+    pub cmd_set: AtomicU64,
+    /// Gets that returned a message.
+    pub get_hits: AtomicU64,
+    /// Gets that found the queue empty.
+    pub get_misses: AtomicU64,
+    /// Enqueues refused with a write error (e.g. a full disk).
+    pub write_errors: AtomicU64,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            started: Instant::now(),
+            curr_connections: AtomicU64::new(0),
+            total_connections: AtomicU64::new(0),
+            cmd_get: AtomicU64::new(0),
+            cmd_set: AtomicU64::new(0),
+            get_hits: AtomicU64::new(0),
+            get_misses: AtomicU64::new(0),
+            write_errors: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Increments a counter.
+pub fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+fn get(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
+
+/// Plain `stats`: server counters, then per queue `queue_<name>_<stat>` lines.
+pub fn general(out: &mut Vec<u8>, c: &Counters, engine: &Engine, threads: usize) {
+    let now = unix_now();
+    reply::stat_u64(out, "pid", u64::from(std::process::id()));
+    reply::stat_u64(out, "uptime", c.started.elapsed().as_secs());
+    reply::stat_u64(out, "time", u64::from(now));
+    reply::stat_str(out, "version", VERSION);
+    reply::stat_u64(out, "pointer_size", 64);
+    reply::stat_u64(out, "curr_connections", get(&c.curr_connections));
+    reply::stat_u64(out, "total_connections", get(&c.total_connections));
+    reply::stat_u64(out, "cmd_get", get(&c.cmd_get));
+    reply::stat_u64(out, "cmd_set", get(&c.cmd_set));
+    reply::stat_u64(out, "get_hits", get(&c.get_hits));
+    reply::stat_u64(out, "get_misses", get(&c.get_misses));
+    reply::stat_u64(out, "write_errors", get(&c.write_errors));
+    reply::stat_u64(out, "threads", threads as u64);
+    reply::stat_str(out, "fsync", &engine.config().fsync.to_string());
+    reply::stat_u64(
+        out,
+        "quarantined_segments",
+        engine.quarantined().len() as u64,
+    );
+    let queues = engine.queues();
+    reply::stat_u64(out, "queues", queues.len() as u64);
+    let mut total_items = 0;
+    let mut disk = 0;
+    for q in &queues {
+        let s = q.stats(now);
+        total_items += s.items;
+        disk += s.disk_bytes;
+        let name = q.name();
+        let mut stat = |k: &str, v: u64| reply::stat_u64(out, &format!("queue_{name}_{k}"), v);
+        stat("items", s.items);
+        stat("bytes", s.bytes);
+        stat("age", s.oldest_age_secs);
+        stat("enqueued", s.enqueued);
+        stat("dequeued", s.dequeued);
+        stat("expired", s.expired);
+        stat("discarded", s.discarded);
+        stat("open_reads", s.open_reads);
+        stat("disk_bytes", s.disk_bytes);
+        stat("segments", s.segments);
+        stat("mem_bytes", s.mem_bytes);
+    }
+    reply::stat_u64(out, "total_items", total_items);
+    reply::stat_u64(out, "disk_bytes", disk);
+    reply::end(out);
+}
+
+/// MemcacheQ's `stats queue`: `STAT <name> <enqueued>/<dequeued>` per queue.
+pub fn memcacheq_queues(out: &mut Vec<u8>, engine: &Engine) {
+    let now = unix_now();
+    for q in engine.queues() {
+        let s = q.stats(now);
+        reply::stat(
+            out,
+            q.name().as_bytes(),
+            format!("{}/{}", s.enqueued, s.dequeued).as_bytes(),
+        );
+    }
+    reply::end(out);
+}

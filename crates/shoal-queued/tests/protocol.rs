@@ -1,0 +1,269 @@
+//! The protocol end to end against the real binary: MemcacheQ commands, Kestrel read
+//! options, bad input, limits, restart and signals.
+
+mod common;
+
+use common::{bin, Client, Server};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+#[test]
+fn memcacheq_basics() {
+    let d = dir();
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    assert_eq!(c.get("jobs"), None);
+    assert_eq!(c.try_set("jobs", 42, 0, b"one").expect("set"), "STORED");
+    assert_eq!(c.set("jobs", b"two"), "STORED");
+    assert_eq!(c.get("jobs"), Some((42, b"one".to_vec())));
+    // gets is an alias.
+    c.send(b"gets jobs\r\n");
+    assert_eq!(c.line(), "VALUE jobs 0 3");
+    assert_eq!(c.line(), "two");
+    assert_eq!(c.line(), "END");
+    assert_eq!(c.get("jobs"), None);
+    assert!(c.cmd("version").starts_with("VERSION shoal-queued"));
+    assert_eq!(c.cmd("verbosity 1"), "OK");
+    assert_eq!(c.set("jobs", b"three"), "STORED");
+    let q: Vec<_> = c.stats(" queue");
+    assert_eq!(q, vec![("jobs".to_string(), "3/2".to_string())]);
+    assert_eq!(c.stat("queue_jobs_items").as_deref(), Some("1"));
+    assert_eq!(c.stat("queue_jobs_enqueued").as_deref(), Some("3"));
+    assert_eq!(c.stat("queue_jobs_dequeued").as_deref(), Some("2"));
+    assert!(c.stat("queue_jobs_disk_bytes").is_some());
+    assert_eq!(c.cmd("delete jobs"), "DELETED");
+    assert_eq!(c.cmd("delete jobs"), "NOT_FOUND");
+    assert_eq!(c.get("jobs"), None);
+    assert!(!d.path().join("queues/jobs").exists());
+    // Pipelined: several commands in one write, replies in order.
+    c.send(b"set p 0 0 1\r\na\r\nset p 0 0 1\r\nb\r\nget p\r\nget p\r\nget p\r\n");
+    for want in [
+        "STORED",
+        "STORED",
+        "VALUE p 0 1",
+        "a",
+        "END",
+        "VALUE p 0 1",
+        "b",
+        "END",
+        "END",
+    ] {
+        assert_eq!(c.line(), want);
+    }
+    assert_eq!(c.cmd("incr p 1"), "ERROR");
+    assert_eq!(c.cmd("add p 0 0 1\r\nx"), "ERROR");
+    c.send(b"quit\r\n");
+    assert!(c.try_line().is_err());
+}
+
+#[test]
+fn bad_input() {
+    let d = dir();
+    let s = Server::start(d.path(), &["--max-item-size", "1k"]);
+    let mut c = s.client();
+    for bad in ["a/b", "..", ".hidden", "x\x01y"] {
+        assert_eq!(
+            c.try_set(bad, 0, 0, b"x").expect("set"),
+            "CLIENT_ERROR bad queue name",
+            "{bad:?}"
+        );
+    }
+    assert_eq!(c.cmd("get .."), "CLIENT_ERROR bad queue name");
+    assert_eq!(c.cmd("get q/bogus"), "CLIENT_ERROR unknown option");
+    assert_eq!(c.cmd("get q/t=abc"), "CLIENT_ERROR bad timeout");
+    assert_eq!(c.cmd("get q/peek/open"), "CLIENT_ERROR conflicting options");
+    let long = "q".repeat(129);
+    assert_eq!(
+        c.try_set(&long, 0, 0, b"x").expect("set"),
+        "CLIENT_ERROR bad queue name"
+    );
+    // Too large: refused, and its data is swallowed, not read as commands.
+    let big = vec![b'g'; 2000];
+    assert_eq!(
+        c.try_set("q", 0, 0, &big).expect("set"),
+        "SERVER_ERROR object too large for cache"
+    );
+    assert_eq!(c.set("q", b"ok"), "STORED");
+    assert_eq!(c.get_str("q").as_deref(), Some("ok"));
+    assert_eq!(c.cmd("bogus command"), "ERROR");
+    // Nothing was created outside the data directory.
+    let entries: Vec<_> = std::fs::read_dir(d.path().join("queues"))
+        .expect("queues dir")
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf8"))
+        .collect();
+    assert_eq!(entries, vec!["q".to_string()]);
+}
+
+#[test]
+fn kestrel_reliable_reads() {
+    let d = dir();
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    for m in ["a", "b", "c"] {
+        assert_eq!(c.set("k", m.as_bytes()), "STORED");
+    }
+    assert_eq!(c.get_str("k/peek").as_deref(), Some("a"));
+    assert_eq!(c.get_str("k/open").as_deref(), Some("a"));
+    assert_eq!(
+        c.cmd("get k/open"),
+        "CLIENT_ERROR read already open on this queue"
+    );
+    assert_eq!(c.stat("queue_k_open_reads").as_deref(), Some("1"));
+    assert_eq!(c.get("k/abort"), None);
+    assert_eq!(c.get_str("k/open").as_deref(), Some("a"));
+    assert_eq!(c.get_str("k/close/open").as_deref(), Some("b"));
+    // Another client sees only what is not open.
+    let mut other = s.client();
+    assert_eq!(other.get_str("k/peek").as_deref(), Some("c"));
+    // Disconnecting with an open read returns it to the head of the queue.
+    drop(c);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if other.get_str("k/peek").as_deref() == Some("b") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "open read was not returned");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(other.get_str("k/open").as_deref(), Some("b"));
+    assert_eq!(other.get("k/close"), None);
+    assert_eq!(other.get_str("k").as_deref(), Some("c"));
+    assert_eq!(other.get("k"), None);
+}
+
+#[test]
+fn blocking_get_waits_and_wakes() {
+    let d = dir();
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    let t = Instant::now();
+    assert_eq!(c.get("w/t=200"), None);
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_millis(190) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    let addr = s.addr;
+    let producer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(150));
+        let mut p = Client::connect(addr);
+        assert_eq!(p.set("w", b"late"), "STORED");
+    });
+    let t = Instant::now();
+    assert_eq!(c.get_str("w/t=5000").as_deref(), Some("late"));
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    producer.join().expect("producer");
+}
+
+#[test]
+fn flush_flush_all_and_expiry() {
+    let d = dir();
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    for i in 0..5 {
+        assert_eq!(c.set("f", format!("{i}").as_bytes()), "STORED");
+        assert_eq!(c.set("g", format!("{i}").as_bytes()), "STORED");
+    }
+    assert_eq!(c.cmd("flush f"), "END");
+    assert_eq!(c.get("f"), None);
+    assert_eq!(c.get_str("g").as_deref(), Some("0"));
+    assert_eq!(c.cmd("flush_all"), "OK");
+    assert_eq!(c.get("g"), None);
+    // Expired on arrival: stored, never delivered.
+    assert_eq!(c.try_set("e", 0, -1, b"old").expect("set"), "STORED");
+    assert_eq!(c.try_set("e", 0, 1, b"soon").expect("set"), "STORED");
+    assert_eq!(c.try_set("e", 0, 0, b"keep").expect("set"), "STORED");
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(c.get_str("e").as_deref(), Some("keep"));
+    assert_eq!(c.stat("queue_e_expired").as_deref(), Some("2"));
+}
+
+#[test]
+fn limits_from_flags_and_file() {
+    let d = dir();
+    let cfgfile = d.path().join("queues.conf");
+    std::fs::write(&cfgfile, "# per-queue\nring max_items=2 policy=discard\n").expect("write");
+    let data = d.path().join("data");
+    let s = Server::start(
+        &data,
+        &[
+            "--max-items",
+            "3",
+            "--queue-config",
+            cfgfile.to_str().expect("utf8"),
+        ],
+    );
+    let mut c = s.client();
+    for i in 0..3 {
+        assert_eq!(c.set("q", format!("{i}").as_bytes()), "STORED");
+    }
+    assert_eq!(c.set("q", b"x"), "NOT_STORED");
+    for i in 0..4 {
+        assert_eq!(c.set("ring", format!("{i}").as_bytes()), "STORED");
+    }
+    assert_eq!(c.get_str("ring").as_deref(), Some("2"));
+    assert_eq!(c.stat("queue_ring_discarded").as_deref(), Some("2"));
+}
+
+#[test]
+fn restart_keeps_messages_and_consumption() {
+    let d = dir();
+    {
+        let s = Server::start(d.path(), &["--fsync", "always"]);
+        let mut c = s.client();
+        for i in 0..20 {
+            assert_eq!(c.set("r", format!("m{i}").as_bytes()), "STORED");
+        }
+        for i in 0..5 {
+            assert_eq!(c.get_str("r"), Some(format!("m{i}")));
+        }
+        let st = s.signal_and_wait(libc::SIGTERM);
+        assert_eq!(st.code(), Some(0), "graceful exit");
+    }
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    for i in 5..20 {
+        assert_eq!(c.get_str("r"), Some(format!("m{i}")));
+    }
+    assert_eq!(c.get("r"), None);
+    let st = s.signal_and_wait(libc::SIGINT);
+    assert_eq!(st.code(), Some(0), "SIGINT exits 0");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let d = dir();
+    for args in [
+        &["--bogus"][..],
+        &["--fsync", "sometimes"],
+        &["--segment-size", "12"],
+        &["-p", "notaport"],
+    ] {
+        let out = Command::new(bin())
+            .args(args)
+            .arg("-d")
+            .arg(d.path())
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    let out = Command::new(bin()).arg("--help").output().expect("run");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn second_server_on_same_dir_refuses() {
+    let d = dir();
+    let _s = Server::start(d.path(), &[]);
+    let out = Command::new(bin())
+        .args(["-p", "0", "-d"])
+        .arg(d.path())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use"));
+}
