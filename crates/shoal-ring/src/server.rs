@@ -69,15 +69,30 @@ impl Server {
         }
     }
 
-    /// Java's `InetSocketAddress.toString()`: the explicit `address`, or
-    /// `"ip/ip:port"` for an IPv4 literal host. Host names (which Java would resolve) and
-    /// IPv6 literals (which Java prints in its own expanded form) need it given explicitly.
+    /// The address string XMemcached hashes: the explicit `address`, or `"ip/ip:port"`
+    /// for an IPv4 literal host (what XMemcached reports for servers given as IPs). Host
+    /// names (which Java would resolve) and IPv6 literals (which Java prints in its own
+    /// expanded form) need it given explicitly.
     pub fn java_address(&self) -> Result<String, RingError> {
         if let Some(a) = &self.address {
             return Ok(a.clone());
         }
         match self.host.parse::<IpAddr>() {
             Ok(IpAddr::V4(ip)) => Ok(format!("{ip}/{ip}:{}", self.port)),
+            _ => Err(RingError::AddressStringRequired(self.host_port())),
+        }
+    }
+
+    /// The address string spymemcached hashes: the explicit `address`, or `"/ip:port"`
+    /// for an IPv4 literal host, which is what `InetSocketAddress.toString()` prints for
+    /// an address built from an IP literal on current JDKs (checked on JDK 17 with
+    /// spymemcached 2.12.3).
+    pub fn spymemcached_address(&self) -> Result<String, RingError> {
+        if let Some(a) = &self.address {
+            return Ok(a.clone());
+        }
+        match self.host.parse::<IpAddr>() {
+            Ok(IpAddr::V4(ip)) => Ok(format!("/{ip}:{}", self.port)),
             _ => Err(RingError::AddressStringRequired(self.host_port())),
         }
     }

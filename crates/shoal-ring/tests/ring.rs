@@ -258,3 +258,24 @@ fn xmemcached_libmemcached_locator_matches_libmemcached() {
         assert_eq!(a.locate(k.as_bytes()), b.locate(k.as_bytes()), "{k}");
     }
 }
+
+/// Without explicit address strings, spymemcached's ring uses what JDK 17 prints for an
+/// IP-literal address ("/ip:port"), as recorded in tests/data/spymemcached.
+#[test]
+fn spymemcached_default_address_matches_explicit_jdk17_form() {
+    let plain = vec![
+        Server::new("10.0.1.1", 11211),
+        Server::new("10.0.1.3", 11212),
+    ];
+    let explicit: Vec<Server> = plain
+        .iter()
+        .map(|s| s.clone().with_address(format!("/{}:{}", s.host, s.port)))
+        .collect();
+    let d = RingConfig::new(Distribution::SpymemcachedKetama { weighted: false });
+    let a = Ring::new(d, plain).unwrap();
+    let b = Ring::new(d, explicit).unwrap();
+    for i in 0..2000 {
+        let k = format!("key:{i}");
+        assert_eq!(a.locate(k.as_bytes()), b.locate(k.as_bytes()));
+    }
+}

@@ -155,6 +155,16 @@ fn config_for_line(line: &Value) -> Result<RingConfig, String> {
         };
         return Ok(RingConfig::new(dist).with_hash(hash));
     }
+    if src.starts_with("spymemcached") {
+        let (weighted, hash) = match str_field(line, "locator")? {
+            "weighted" => (true, HashAlgorithm::JavaKetama),
+            l => (
+                false,
+                java_hash(l).ok_or_else(|| format!("unknown spymemcached locator {l}"))?,
+            ),
+        };
+        return Ok(RingConfig::new(Distribution::SpymemcachedKetama { weighted }).with_hash(hash));
+    }
     if src.starts_with("pymemcache") {
         return match str_field(line, "locator")? {
             "rendezvous" => Ok(RingConfig::new(Distribution::PymemcacheRendezvous)
@@ -308,8 +318,9 @@ fn every_vector_line_is_reproduced() {
 
 /// The crate's own vectors, each directory produced by a generator script next to it
 /// from the real libraries: `non_ascii` (libhashkit, XMemcached 2.4.9 and pymemcache 4.0.0
-/// on non-ASCII keys: signed `char`, UTF-16 units, code points) and `xmemcached_tcp` (a
-/// live XMemcached 2.4.9 client with weighted TCP sessions).
+/// on non-ASCII keys: signed `char`, UTF-16 units, code points), `xmemcached_tcp` (a
+/// live XMemcached 2.4.9 client with weighted TCP sessions) and `spymemcached`
+/// (spymemcached 2.12.3's `KetamaNodeLocator`).
 #[test]
 fn crate_vectors_are_reproduced() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");

@@ -217,7 +217,9 @@ pub(crate) fn xmemcached_libmemcached(live: &[(u32, &Server)], hash: HashAlgorit
 
 /// spymemcached `KetamaNodeLocator` with the default (SPYMEMCACHED) key format: names are
 /// the address string without a leading `/`, `-i` appended; 160 points; MD5 four per
-/// digest for `KETAMA_HASH` or when weighted; a later node overwrites a shared point.
+/// digest for `KETAMA_HASH` or when weighted (the float formula over all nodes); a later
+/// node overwrites a shared point. Checked against spymemcached 2.12.3
+/// (`tests/data/spymemcached`).
 pub(crate) fn spymemcached(
     live: &[(u32, &Server, String)],
     hash: HashAlgorithm,

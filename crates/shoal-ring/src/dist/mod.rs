@@ -425,7 +425,10 @@ impl Ring {
                     Kind::Continuum(ketama::xmemcached_libmemcached(&live, hash))
                 }
                 Distribution::SpymemcachedKetama { weighted } => {
-                    let j = java(&live)?;
+                    let j: Vec<(u32, Server, String)> = live
+                        .iter()
+                        .map(|(i, s)| Ok((*i, (*s).clone(), s.spymemcached_address()?)))
+                        .collect::<Result<_, RingError>>()?;
                     let refs: Vec<(u32, &Server, String)> =
                         j.iter().map(|(i, s, a)| (*i, s, a.clone())).collect();
                     Kind::Continuum(ketama::spymemcached(&refs, hash, weighted))
