@@ -9,10 +9,10 @@ use crate::RingError;
 /// One memcached server: what each library feeds into its placement.
 ///
 /// `host` is kept verbatim (libmemcached and twemproxy hash the name as configured, not a
-/// resolved address). `address` is Java's `InetSocketAddress.toString()`
-/// (`"hostname/ip:port"`), which XMemcached and spymemcached hash; when absent it is
-/// derived for IP-literal hosts (`"10.0.0.1/10.0.0.1:11211"`, what Java prints for an
-/// address created from an IP string). `name` is twemproxy's optional server name.
+/// resolved address). `address` is the Java address string (`"hostname/ip:port"`) that
+/// XMemcached and spymemcached hash; when absent it is derived for IPv4-literal hosts in
+/// each client's form (see [`Server::java_address`], [`Server::spymemcached_address`]).
+/// `name` is twemproxy's optional server name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Server {
     /// Host name or IP literal, as configured.
