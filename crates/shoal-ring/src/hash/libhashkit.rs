@@ -2,7 +2,7 @@
 //!
 //! libhashkit reads keys through `const char *`, and `char` is signed on x86-64 Linux,
 //! so several functions see a byte `>= 0x80` as a sign-extended 32-bit (or 64-bit) value.
-//! [`c_char`] reproduces that; functions that cast to `unsigned char` / `uint8_t` in the C
+//! The `c_char` helper reproduces that; functions that cast to `unsigned char` / `uint8_t` in the C
 //! source read plain bytes. Every function here is total: the empty key hashes to the
 //! value the C code returns for length 0.
 
