@@ -41,7 +41,7 @@ struct RingArgs {
     #[arg(long = "hash", short = 'H', help = HASH_HELP)]
     hash: Option<String>,
 
-    /// Servers as host:port[:weight][@java_address], comma separated.
+    /// Servers as `host:port[:weight][@java_address]`, comma separated.
     #[arg(long, short = 's', required = true)]
     servers: String,
 
