@@ -1,0 +1,78 @@
+//! A full disk, for real: the data directory on a tiny tmpfs. Enqueues fail with a clear
+//! SERVER_ERROR, nothing stored is lost, and service resumes once space returns. Skipped
+//! (with a note) where mounting a tmpfs is not permitted.
+
+mod common;
+
+use common::Server;
+use std::path::Path;
+use std::process::Command;
+
+struct Mount(std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+fn mount_tmpfs(dir: &Path, size: &str) -> Option<Mount> {
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+        .arg(dir)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    ok.then(|| Mount(dir.to_path_buf()))
+}
+
+#[test]
+fn full_disk_refuses_then_recovers() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let Some(_mount) = mount_tmpfs(d.path(), "256k") else {
+        eprintln!("skipping: cannot mount a tmpfs here");
+        return;
+    };
+    let data = d.path().join("data");
+    let server = Server::start(&data, &["--segment-size", "64k", "--fsync", "always"]);
+    let mut c = server.client();
+    let body = vec![b'm'; 1000];
+    let mut stored = 0u32;
+    let mut refused = None;
+    for i in 0..1000u32 {
+        let r = c.try_set("full", i, 0, &body).expect("set");
+        if r == "STORED" {
+            stored += 1;
+        } else {
+            refused = Some(r);
+            break;
+        }
+    }
+    assert_eq!(
+        refused.as_deref(),
+        Some("SERVER_ERROR out of disk space storing message"),
+        "after {stored} messages"
+    );
+    assert!(stored > 50, "{stored}");
+    assert!(c.stat("write_errors").is_some_and(|v| v != "0"));
+    // Consuming frees whole segments, after which enqueues work again.
+    let mut got = 0u32;
+    for i in 0..stored / 2 {
+        let (flags, data) = c.get("full").expect("stored message");
+        assert_eq!((flags, data.len()), (i, body.len()));
+        got += 1;
+    }
+    assert_eq!(c.try_set("full", 7777, 0, &body).expect("set"), "STORED");
+    // Restart: every stored, unconsumed message is still there, in order.
+    let st = server.signal_and_wait(libc::SIGTERM);
+    assert_eq!(st.code(), Some(0));
+    let server = Server::start(&data, &[]);
+    let mut c = server.client();
+    for i in got..stored {
+        let (flags, _) = c.get("full").expect("message kept across the full disk");
+        assert_eq!(flags, i);
+    }
+    assert_eq!(c.get("full").map(|(f, _)| f), Some(7777));
+    assert_eq!(c.get("full"), None);
+}
