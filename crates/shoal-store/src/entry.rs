@@ -1,6 +1,6 @@
 //! Views of items and the read-modify-write handle of [`Store::update`](crate::Store::update).
 
-use crate::index::{self, Loc, Shard};
+use crate::index::{Ref as Loc, Shard};
 use crate::layout::{self, ItemSpec, RawItem, FETCHED, STALE, WIN_SENT};
 use crate::store::{Inner, StoreError};
 use crate::writer::Writer;
@@ -276,7 +276,7 @@ impl<'a> Entry<'a> {
             cas: opts.cas,
             state,
         };
-        let size = spec.size();
+        let size = self.inner.refs.aligned(spec.size());
         if size > self.inner.segs.seg_size() {
             return Err(StoreError::TooLarge.into());
         }
@@ -289,21 +289,14 @@ impl<'a> Entry<'a> {
             let dst = self.inner.segs.base(seg).add(off as usize);
             layout::write(dst, &spec, self.key, value, self.now);
         }
-        let loc = index::pack(index::tag_of(self.hash), seg, off);
+        let loc = self.inner.refs.make(seg, off);
         self.inner.link_accounting(self.shard, loc, size);
         match self.current {
             Some(old) => {
-                if let Ok(mut e) = self.shard.table.find_entry(self.hash, |&l| l == old) {
-                    *e.get_mut() = loc;
-                }
+                self.shard.replace(self.inner, self.hash, old, loc);
                 self.inner.unlink_accounting(self.shard, old);
             }
-            None => {
-                let inner = self.inner;
-                self.shard
-                    .table
-                    .insert_unique(self.hash, loc, |l| inner.rehash(l));
-            }
+            None => self.shard.insert(self.inner, self.hash, loc),
         }
         self.shard.counters.total_items += 1;
         self.current = Some(loc);

@@ -2,7 +2,7 @@
 
 use crate::clock::{is_expired, Clock};
 use crate::entry::{Entry, EntryError, EntryErrorKind, Item};
-use crate::index::{self, Loc, Padded, Shard, ShardCounters};
+use crate::index::{Items, Padded, Ref, Refs, Shard, ShardCounters};
 use crate::layout::{RawItem, FETCHED};
 use crate::segments::{Acquired, SegId, Segments, MAX_SEGMENTS};
 use crate::stats::StoreStats;
@@ -62,8 +62,6 @@ impl Default for StoreConfig {
 const SHARDS: usize = 256;
 const MIN_SEGMENT: usize = 64 << 10;
 const DEFAULT_SEGMENT: usize = 1 << 20;
-/// Room for the largest item header next to the item limit.
-const HEADER_SLACK: usize = 64;
 /// Sealed segments scanned for expired items per maintenance call.
 const CRAWL_BATCH: usize = 4;
 
@@ -77,6 +75,7 @@ pub struct Store {
 pub(crate) struct Inner {
     pub(crate) clock: Clock,
     pub(crate) segs: Segments,
+    pub(crate) refs: Refs,
     shards: Box<[Padded<Mutex<Shard>>]>,
     hasher: foldhash::fast::RandomState,
     evict: bool,
@@ -90,35 +89,39 @@ impl Store {
     /// Creates a store. Memory is reserved lazily, segment by segment.
     pub fn new(cfg: StoreConfig) -> Result<Store, ConfigError> {
         let limit = cfg.memory_limit;
-        let round8 = |n: usize| (n + 7) & !7;
-        let mut seg = DEFAULT_SEGMENT.max(round8(cfg.max_item_size + HEADER_SLACK));
+        // Segments are a power of two (references pack offsets with shifts) and at least
+        // the item limit, so any item fits one segment.
+        let mut seg = cfg
+            .max_item_size
+            .max(1)
+            .next_power_of_two()
+            .max(DEFAULT_SEGMENT);
         // Every writer holds a segment open and eviction needs one sealed segment, so a
         // small limit gets smaller segments (and a lower effective item limit) rather than
         // a store that cannot evict.
         let min_segments = cfg.writers.max(1) + 2;
         if limit / seg < min_segments {
-            seg = round8(limit / min_segments).max(MIN_SEGMENT);
+            let fit = (limit / min_segments).max(1);
+            seg = (1usize << (usize::BITS - 1 - fit.leading_zeros())).max(MIN_SEGMENT);
         }
-        seg = seg.max(round8(limit.div_ceil(MAX_SEGMENTS)));
-        seg = seg.min(u32::MAX as usize & !7);
-        if limit < seg {
+        while limit / seg > MAX_SEGMENTS {
+            seg *= 2;
+        }
+        if seg > u32::MAX as usize || limit < seg {
             return Err(ConfigError::MemoryTooSmall(limit));
         }
         let segments = limit / seg;
-        let capacity = (segments * 4).clamp(64, MAX_SEGMENTS);
+        let capacity = (segments * 2).clamp(64, MAX_SEGMENTS);
+        let refs = Refs::new(seg.trailing_zeros(), capacity);
         let per_shard = cfg.index_capacity.div_ceil(SHARDS);
         let shards = (0..SHARDS)
-            .map(|_| {
-                Padded(Mutex::new(Shard {
-                    table: hashbrown::HashTable::with_capacity(per_shard),
-                    ..Shard::default()
-                }))
-            })
+            .map(|_| Padded(Mutex::new(Shard::with_capacity(per_shard))))
             .collect();
         Ok(Store {
             inner: Arc::new(Inner {
                 clock: Clock::new(),
                 segs: Segments::new(seg, segments, capacity),
+                refs,
                 shards,
                 hasher: foldhash::fast::RandomState::default(),
                 evict: cfg.evict,
@@ -152,7 +155,7 @@ impl Store {
         inner.check_flush(now);
         let hash = inner.hash(key);
         let mut shard = inner.shard(hash);
-        let loc = inner.find(&shard, hash, key)?;
+        let loc = shard.find(inner, hash, key)?;
         let raw = inner.item_at(loc);
         if is_expired(raw.exptime(), now) {
             inner.remove_expired(&mut shard, hash, loc);
@@ -185,7 +188,7 @@ impl Store {
         for _ in 0..8 {
             let needed = {
                 let mut shard = inner.shard(hash);
-                let mut current = inner.find(&shard, hash, key);
+                let mut current = shard.find(inner, hash, key);
                 if let Some(loc) = current {
                     if is_expired(inner.item_at(loc).exptime(), now) {
                         inner.remove_expired(&mut shard, hash, loc);
@@ -260,8 +263,8 @@ impl Store {
         for s in inner.shards.iter() {
             let s = s.0.lock();
             c.add(&s.counters);
-            items += s.table.len() as u64;
-            index_bytes += (s.table.capacity() * 9) as u64;
+            items += s.len() as u64;
+            index_bytes += s.index_bytes() as u64;
         }
         let (allocated, _limit, free, sealed) = inner.segs.counts();
         StoreStats {
@@ -295,70 +298,63 @@ impl Inner {
     }
 
     #[inline]
-    pub(crate) fn item_at(&self, loc: Loc) -> RawItem {
-        // SAFETY: `loc` came from the index (under the shard lock) or from walking a sealed
+    pub(crate) fn item_at(&self, r: Ref) -> RawItem {
+        // SAFETY: `r` came from the index (under the shard lock) or from walking a sealed
         // segment under the scan lock; in both cases the segment has memory and the item
         // is complete (see `layout::RawItem`).
         unsafe {
             RawItem::at(
                 self.segs
-                    .base(index::seg(loc))
-                    .add(index::off(loc) as usize),
+                    .base(self.refs.seg(r))
+                    .add(self.refs.off(r) as usize),
             )
         }
     }
 
-    /// The CAS unique of the item at `loc`: explicit if stored, else derived from the
+    /// Bytes an item occupies in its segment, alignment padding included.
+    #[inline]
+    pub(crate) fn footprint(&self, raw: &RawItem) -> usize {
+        self.refs.aligned(raw.size())
+    }
+
+    /// The CAS unique of the item at `r`: explicit if stored, else derived from the
     /// segment's generation and the offset, which no other write ever reuses.
     #[inline]
-    pub(crate) fn cas_of(&self, loc: Loc, raw: &RawItem) -> u64 {
+    pub(crate) fn cas_of(&self, r: Ref, raw: &RawItem) -> u64 {
         raw.explicit_cas().unwrap_or_else(|| {
-            let gen = self.segs.meta(index::seg(loc)).gen.load(Ordering::Relaxed);
-            (u64::from(gen) << 32) | u64::from(index::off(loc))
+            let gen = self.segs.meta(self.refs.seg(r)).gen.load(Ordering::Relaxed);
+            (u64::from(gen) << 32) | u64::from(self.refs.off(r))
         })
     }
 
-    #[inline]
-    pub(crate) fn find(&self, shard: &Shard, hash: u64, key: &[u8]) -> Option<Loc> {
-        let tag = index::tag_of(hash);
-        shard
-            .table
-            .find(hash, |&l| {
-                index::tag(l) == tag && self.item_at(l).key() == key
-            })
-            .copied()
-    }
-
     /// Counts an item as live in its segment and shard.
-    pub(crate) fn link_accounting(&self, shard: &mut Shard, loc: Loc, size: usize) {
-        let m = self.segs.meta(index::seg(loc));
+    pub(crate) fn link_accounting(&self, shard: &mut Shard, r: Ref, size: usize) {
+        let m = self.segs.meta(self.refs.seg(r));
         m.live_items.fetch_add(1, Ordering::Relaxed);
         m.live_bytes.fetch_add(size as u32, Ordering::Relaxed);
         shard.counters.bytes += size as u64;
     }
 
     /// Stops counting an item as live.
-    pub(crate) fn unlink_accounting(&self, shard: &mut Shard, loc: Loc) {
-        let size = self.item_at(loc).size();
-        let m = self.segs.meta(index::seg(loc));
+    pub(crate) fn unlink_accounting(&self, shard: &mut Shard, r: Ref) {
+        let size = self.footprint(&self.item_at(r));
+        let m = self.segs.meta(self.refs.seg(r));
         m.live_bytes.fetch_sub(size as u32, Ordering::Relaxed);
         m.live_items.fetch_sub(1, Ordering::Release);
         shard.counters.bytes -= size as u64;
     }
 
-    /// Removes the index entry that is exactly `loc`, if present.
-    pub(crate) fn remove_loc(&self, shard: &mut Shard, hash: u64, loc: Loc) -> bool {
-        match shard.table.find_entry(hash, |&l| l == loc) {
-            Ok(e) => {
-                e.remove();
-                self.unlink_accounting(shard, loc);
-                true
-            }
-            Err(_) => false,
+    /// Unlinks the item `r` from the index, if it is linked.
+    pub(crate) fn remove_loc(&self, shard: &mut Shard, hash: u64, r: Ref) -> bool {
+        if shard.remove(self, hash, r) {
+            self.unlink_accounting(shard, r);
+            true
+        } else {
+            false
         }
     }
 
-    fn remove_expired(&self, shard: &mut Shard, hash: u64, loc: Loc) {
+    fn remove_expired(&self, shard: &mut Shard, hash: u64, loc: Ref) {
         let fetched = self.item_at(loc).bits() & FETCHED != 0;
         if self.remove_loc(shard, hash, loc) {
             shard.counters.reclaimed += 1;
@@ -366,11 +362,6 @@ impl Inner {
                 shard.counters.expired_unfetched += 1;
             }
         }
-    }
-
-    /// Rehashes an entry when a table grows: keys live in segment memory.
-    pub(crate) fn rehash(&self, loc: &Loc) -> u64 {
-        self.hash(self.item_at(*loc).key())
     }
 
     fn check_flush(&self, now: u32) {
@@ -389,9 +380,10 @@ impl Inner {
     fn flush_now(&self) {
         for s in self.shards.iter() {
             let mut shard = s.0.lock();
-            let table = std::mem::take(&mut shard.table);
-            for loc in table {
-                self.unlink_accounting(&mut shard, loc);
+            let mut removed = Vec::new();
+            shard.drain(self, |r| removed.push(r));
+            for r in removed {
+                self.unlink_accounting(&mut shard, r);
             }
         }
     }
@@ -424,14 +416,14 @@ impl Inner {
 
     /// Calls `f` with the location of every item written in a sealed segment. The caller
     /// holds the scan lock, so the segment is not reused meanwhile.
-    fn walk(&self, id: SegId, mut f: impl FnMut(Loc, RawItem)) {
+    fn walk(&self, id: SegId, mut f: impl FnMut(Ref, RawItem)) {
         let used = self.segs.meta(id).used.load(Ordering::Acquire) as usize;
         let mut off = 0usize;
-        while off + 8 <= used {
-            let loc = index::pack(0, id, off as u32);
-            let raw = self.item_at(loc);
-            let size = raw.size();
-            f(loc, raw);
+        while off + 12 <= used {
+            let r = self.refs.make(id, off as u32);
+            let raw = self.item_at(r);
+            let size = self.footprint(&raw);
+            f(r, raw);
             off += size;
         }
     }
@@ -445,7 +437,6 @@ impl Inner {
         let now = self.clock.now();
         self.walk(id, |loc, raw| {
             let hash = self.hash(raw.key());
-            let loc = index::pack(index::tag_of(hash), index::seg(loc), index::off(loc));
             let mut shard = self.shard(hash);
             let fetched = raw.bits() & FETCHED != 0;
             let expired = is_expired(raw.exptime(), now);
@@ -479,10 +470,21 @@ impl Inner {
                 return;
             }
             let hash = self.hash(raw.key());
-            let loc = index::pack(index::tag_of(hash), index::seg(loc), index::off(loc));
             let mut shard = self.shard(hash);
             self.remove_expired(&mut shard, hash, loc);
         });
+    }
+}
+
+impl Items for Inner {
+    #[inline]
+    fn item(&self, r: Ref) -> RawItem {
+        self.item_at(r)
+    }
+
+    #[inline]
+    fn hash(&self, key: &[u8]) -> u64 {
+        Inner::hash(self, key)
     }
 }
 
