@@ -1,0 +1,439 @@
+//! twemproxy's YAML configuration: pools, their directives and defaults (those of
+//! nutcracker 0.5.0), validated into [`PoolConfig`]s.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use shoal_ring::{HashAlgorithm, Server};
+
+use crate::error::ConfigError;
+use crate::yaml::{self, Node};
+
+/// How a pool spreads keys, as twemproxy's `distribution:` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DistributionKind {
+    /// `ketama`: twemproxy's weighted MD5 continuum.
+    Ketama,
+    /// `modula`: servers repeated by weight, `hash % buckets`.
+    Modula,
+    /// `random`: any live server, uniformly.
+    Random,
+}
+
+/// Where a pool listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// `host:port`.
+    Tcp(String),
+    /// `/path/to/socket [mode]`.
+    Unix {
+        /// Socket path.
+        path: PathBuf,
+        /// Octal permissions, if given.
+        mode: Option<u32>,
+    },
+}
+
+/// One pool, with twemproxy's defaults for absent directives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// The pool's name (its top-level key).
+    pub name: String,
+    /// `listen`.
+    pub listen: Listen,
+    /// `hash` (default `fnv1a_64`).
+    pub hash: HashAlgorithm,
+    /// `hash_tag` (two bytes), if any.
+    pub hash_tag: Option<[u8; 2]>,
+    /// `distribution` (default `ketama`).
+    pub distribution: DistributionKind,
+    /// `timeout` in ms; `None` (the default) waits forever, like twemproxy.
+    pub timeout: Option<Duration>,
+    /// `backlog` (default 512).
+    pub backlog: u32,
+    /// `preconnect` (default false): connect to every server at start.
+    pub preconnect: bool,
+    /// `auto_eject_hosts` (default false).
+    pub auto_eject_hosts: bool,
+    /// `server_connections` per server (default 1).
+    pub server_connections: usize,
+    /// `server_retry_timeout` (default 30000 ms).
+    pub server_retry_timeout: Duration,
+    /// `server_failure_limit` (default 2).
+    pub server_failure_limit: u32,
+    /// `client_connections` limit; 0 (default) is unlimited.
+    pub client_connections: usize,
+    /// Shoal extension `replicas` (default 1): keep each key on this many servers
+    /// (its ring server and the next live ones in configuration order); writes go to all,
+    /// reads fail over in that order. nutcracker rejects this directive.
+    pub replicas: usize,
+    /// `servers`, in configuration order.
+    pub servers: Vec<Server>,
+}
+
+/// A whole configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyConfig {
+    /// The pools, in file order.
+    pub pools: Vec<PoolConfig>,
+}
+
+/// twemproxy's hash names and the algorithms they are.
+pub const HASHES: &[(&str, HashAlgorithm)] = &[
+    ("one_at_a_time", HashAlgorithm::OneAtATime),
+    ("md5", HashAlgorithm::Md5),
+    ("crc16", HashAlgorithm::Crc16),
+    ("crc32", HashAlgorithm::Crc),
+    ("crc32a", HashAlgorithm::Crc32a),
+    ("fnv1_64", HashAlgorithm::Fnv1_64),
+    ("fnv1a_64", HashAlgorithm::Fnv1a_64),
+    ("fnv1_32", HashAlgorithm::Fnv1_32),
+    ("fnv1a_32", HashAlgorithm::Fnv1a_32),
+    ("hsieh", HashAlgorithm::Hsieh),
+    ("murmur", HashAlgorithm::Murmur),
+    ("jenkins", HashAlgorithm::Jenkins),
+];
+
+impl ProxyConfig {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &std::path::Path) -> Result<ProxyConfig, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::at(0, "", format!("cannot read {}: {e}", path.display())))?;
+        ProxyConfig::parse(&text)
+    }
+
+    /// Parses and validates configuration text. Guarantees every pool has a listen
+    /// address, at least one server, no duplicate servers and valid directive values.
+    pub fn parse(text: &str) -> Result<ProxyConfig, ConfigError> {
+        let root = yaml::parse(text)?;
+        let Node::Map(entries) = root else {
+            return Err(ConfigError::at(1, "", "expected a map of pools"));
+        };
+        if entries.is_empty() {
+            return Err(ConfigError::at(0, "", "no pools configured"));
+        }
+        let mut pools: Vec<PoolConfig> = Vec::new();
+        for (name, line, node) in entries {
+            let pool = parse_pool(&name, line, node)?;
+            if let Some(other) = pools.iter().find(|p| p.listen == pool.listen) {
+                return Err(ConfigError::at(
+                    line,
+                    "listen",
+                    format!("pool '{name}' listens where pool '{}' does", other.name),
+                ));
+            }
+            pools.push(pool);
+        }
+        Ok(ProxyConfig { pools })
+    }
+}
+
+fn scalar<'a>(key: &str, line: usize, node: &'a Node) -> Result<&'a str, ConfigError> {
+    match node {
+        Node::Scalar(s) if !s.is_empty() => Ok(s),
+        Node::Scalar(_) => Err(ConfigError::at(line, key, "missing value")),
+        _ => Err(ConfigError::at(line, key, "expected a single value")),
+    }
+}
+
+fn number<T: std::str::FromStr>(key: &str, line: usize, node: &Node) -> Result<T, ConfigError> {
+    let s = scalar(key, line, node)?;
+    s.parse::<T>()
+        .map_err(|_| ConfigError::at(line, key, format!("'{s}' is not a valid number")))
+}
+
+fn boolean(key: &str, line: usize, node: &Node) -> Result<bool, ConfigError> {
+    match scalar(key, line, node)? {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        s => Err(ConfigError::at(
+            line,
+            key,
+            format!("'{s}' is not 'true' or 'false'"),
+        )),
+    }
+}
+
+fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<PoolConfig, ConfigError> {
+    let Node::Map(entries) = node else {
+        return Err(ConfigError::at(
+            pool_line,
+            name,
+            "a pool must be a map of directives",
+        ));
+    };
+    let mut listen = None;
+    let mut pool = PoolConfig {
+        name: name.to_string(),
+        listen: Listen::Tcp(String::new()),
+        hash: HashAlgorithm::Fnv1a_64,
+        hash_tag: None,
+        distribution: DistributionKind::Ketama,
+        timeout: None,
+        backlog: 512,
+        preconnect: false,
+        auto_eject_hosts: false,
+        server_connections: 1,
+        server_retry_timeout: Duration::from_millis(30_000),
+        server_failure_limit: 2,
+        client_connections: 0,
+        replicas: 1,
+        servers: Vec::new(),
+    };
+    let mut servers_line = None;
+    for (key, line, value) in entries {
+        let k = key.as_str();
+        match k {
+            "listen" => listen = Some(parse_listen(k, line, &value)?),
+            "hash" => {
+                let s = scalar(k, line, &value)?;
+                pool.hash = HASHES
+                    .iter()
+                    .find(|(n, _)| *n == s)
+                    .map(|(_, h)| *h)
+                    .ok_or_else(|| ConfigError::at(line, k, format!("unknown hash '{s}'")))?;
+            }
+            "hash_tag" => {
+                let s = scalar(k, line, &value)?;
+                match s.as_bytes() {
+                    [a, b] => pool.hash_tag = Some([*a, *b]),
+                    _ => {
+                        return Err(ConfigError::at(
+                            line,
+                            k,
+                            "hash_tag must be exactly two characters",
+                        ))
+                    }
+                }
+            }
+            "distribution" => {
+                pool.distribution = match scalar(k, line, &value)? {
+                    "ketama" => DistributionKind::Ketama,
+                    "modula" => DistributionKind::Modula,
+                    "random" => DistributionKind::Random,
+                    s => {
+                        return Err(ConfigError::at(
+                            line,
+                            k,
+                            format!("unknown distribution '{s}' (ketama, modula or random)"),
+                        ))
+                    }
+                }
+            }
+            "timeout" => {
+                let ms: i64 = number(k, line, &value)?;
+                pool.timeout = match ms {
+                    ms if ms > 0 => Some(Duration::from_millis(ms as u64)),
+                    -1 => None,
+                    _ => {
+                        return Err(ConfigError::at(
+                            line,
+                            k,
+                            "must be a positive number of milliseconds (or -1)",
+                        ))
+                    }
+                };
+            }
+            "backlog" => pool.backlog = number(k, line, &value)?,
+            "preconnect" => pool.preconnect = boolean(k, line, &value)?,
+            "auto_eject_hosts" => pool.auto_eject_hosts = boolean(k, line, &value)?,
+            "server_connections" => {
+                pool.server_connections = number(k, line, &value)?;
+                if pool.server_connections == 0 || pool.server_connections > 1024 {
+                    return Err(ConfigError::at(line, k, "must be between 1 and 1024"));
+                }
+            }
+            "server_retry_timeout" => {
+                let ms: u64 = number(k, line, &value)?;
+                pool.server_retry_timeout = Duration::from_millis(ms);
+            }
+            "server_failure_limit" => {
+                pool.server_failure_limit = number(k, line, &value)?;
+                if pool.server_failure_limit == 0 {
+                    return Err(ConfigError::at(line, k, "must be at least 1"));
+                }
+            }
+            "client_connections" => pool.client_connections = number(k, line, &value)?,
+            "replicas" => {
+                pool.replicas = number(k, line, &value)?;
+                if pool.replicas == 0 {
+                    return Err(ConfigError::at(line, k, "must be at least 1"));
+                }
+            }
+            "redis" => {
+                if boolean(k, line, &value)? {
+                    return Err(ConfigError::at(
+                        line,
+                        k,
+                        "redis pools are not supported by shoal-proxy (memcache only)",
+                    ));
+                }
+            }
+            "tcpkeepalive" | "redis_auth" | "redis_db" => {
+                scalar(k, line, &value)?;
+            }
+            "servers" => {
+                servers_line = Some(line);
+                let Node::List(items) = value else {
+                    return Err(ConfigError::at(line, k, "expected a list of servers"));
+                };
+                for (item_line, item) in items {
+                    let s = scalar(k, item_line, &item)?;
+                    let server = parse_server(s).map_err(|m| ConfigError::at(item_line, k, m))?;
+                    if pool
+                        .servers
+                        .iter()
+                        .any(|o| o.host == server.host && o.port == server.port)
+                    {
+                        return Err(ConfigError::at(
+                            item_line,
+                            k,
+                            format!("duplicate server '{s}'"),
+                        ));
+                    }
+                    pool.servers.push(server);
+                }
+            }
+            _ => {
+                return Err(ConfigError::at(line, k, "unknown directive"));
+            }
+        }
+    }
+    pool.listen = listen.ok_or_else(|| {
+        ConfigError::at(
+            pool_line,
+            "listen",
+            format!("pool '{name}' has no listen address"),
+        )
+    })?;
+    if pool.servers.is_empty() {
+        return Err(ConfigError::at(
+            servers_line.unwrap_or(pool_line),
+            "servers",
+            format!("pool '{name}' has no servers"),
+        ));
+    }
+    if pool.servers.iter().all(|s| s.weight == 0) {
+        return Err(ConfigError::at(
+            servers_line.unwrap_or(pool_line),
+            "servers",
+            "every server has weight 0",
+        ));
+    }
+    if pool.replicas > pool.servers.len() {
+        return Err(ConfigError::at(
+            pool_line,
+            "replicas",
+            "more replicas than servers",
+        ));
+    }
+    Ok(pool)
+}
+
+fn parse_listen(key: &str, line: usize, node: &Node) -> Result<Listen, ConfigError> {
+    let s = scalar(key, line, node)?;
+    if s.starts_with('/') {
+        let mut parts = s.split_whitespace();
+        let path = PathBuf::from(parts.next().unwrap_or_default());
+        let mode = match parts.next() {
+            Some(m) => Some(u32::from_str_radix(m, 8).map_err(|_| {
+                ConfigError::at(line, key, format!("'{m}' is not an octal permission"))
+            })?),
+            None => None,
+        };
+        return Ok(Listen::Unix { path, mode });
+    }
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| ConfigError::at(line, key, format!("'{s}' is not host:port")))?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(ConfigError::at(
+            line,
+            key,
+            format!("'{s}' is not host:port"),
+        ));
+    }
+    Ok(Listen::Tcp(s.to_string()))
+}
+
+/// Parses twemproxy's `host:port:weight [name]`.
+pub fn parse_server(spec: &str) -> Result<Server, String> {
+    let spec = spec.trim();
+    let (addr, name) = match spec.split_once(char::is_whitespace) {
+        Some((a, n)) => (a, Some(n.trim())),
+        None => (spec, None),
+    };
+    let mut parts = addr.rsplitn(3, ':');
+    let (Some(weight), Some(port), Some(host)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(format!("'{spec}' is not host:port:weight [name]"));
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(format!("'{spec}' has an empty host"));
+    }
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("'{spec}' has an invalid port"))?;
+    let weight: u32 = weight
+        .parse()
+        .map_err(|_| format!("'{spec}' has an invalid weight"))?;
+    let mut server = Server::new(host, port).with_weight(weight);
+    if let Some(n) = name.filter(|n| !n.is_empty()) {
+        server = server.with_name(n);
+    }
+    Ok(server)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "alpha:
+  listen: 127.0.0.1:22121
+  hash: fnv1a_64
+  hash_tag: \"{}\"
+  distribution: ketama
+  auto_eject_hosts: true
+  timeout: 400
+  server_retry_timeout: 2000
+  server_failure_limit: 1
+  servers:
+   - 127.0.0.1:11211:1
+   - 127.0.0.1:11212:2 two
+";
+
+    #[test]
+    fn parses_pool() {
+        let c = ProxyConfig::parse(GOOD).unwrap();
+        let p = &c.pools[0];
+        assert_eq!(p.name, "alpha");
+        assert_eq!(p.hash_tag, Some(*b"{}"));
+        assert_eq!(p.timeout, Some(Duration::from_millis(400)));
+        assert_eq!(p.servers.len(), 2);
+        assert_eq!(p.servers[1].name.as_deref(), Some("two"));
+        assert_eq!(p.servers[1].weight, 2);
+        assert!(p.auto_eject_hosts);
+        assert_eq!(p.server_failure_limit, 1);
+    }
+
+    #[test]
+    fn errors_name_line_and_field() {
+        let bad = GOOD.replace("hash: fnv1a_64", "hash: fnv9");
+        let e = ProxyConfig::parse(&bad).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "hash"));
+        let bad = GOOD.replace("timeout: 400", "timeout: soon");
+        let e = ProxyConfig::parse(&bad).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (7, "timeout"));
+        let bad = GOOD.replace("127.0.0.1:11212:2 two", "127.0.0.1:11212");
+        let e = ProxyConfig::parse(&bad).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (12, "servers"));
+        let bad = GOOD
+            .replace("preconnect", "x")
+            .replace("  timeout: 400", "  bogus: 1");
+        let e = ProxyConfig::parse(&bad).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (7, "bogus"));
+        let e = ProxyConfig::parse("a:\n  servers:\n   - h:1:1\n").unwrap_err();
+        assert_eq!(e.field, "listen");
+        assert!(e.to_string().starts_with("line 1: field 'listen'"));
+    }
+}

@@ -1,0 +1,68 @@
+//! Error types of the proxy library.
+
+use std::fmt;
+
+/// A configuration error: the 1-based line, the field (directive or pool name; empty when
+/// the line is malformed as YAML) and what is wrong. `Display` gives
+/// `line N: field 'F': MESSAGE`, the text `shoal-proxy -t` prints.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// 1-based line number in the configuration file (0 when the file has no lines).
+    pub line: usize,
+    /// The directive or pool the error is about; empty for syntax errors.
+    pub field: String,
+    /// Human-readable description.
+    pub message: String,
+}
+
+impl ConfigError {
+    /// An error at `line` about `field`.
+    pub fn at(line: usize, field: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            line,
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "line {}: {}", self.line, self.message)
+        } else {
+            write!(
+                f,
+                "line {}: field '{}': {}",
+                self.line, self.field, self.message
+            )
+        }
+    }
+}
+
+/// Why a request could not be answered by a backend.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    /// Connecting failed (refused, unreachable, timed out).
+    #[error("Connection refused")]
+    Connect,
+    /// The backend did not answer within the pool's `timeout`.
+    #[error("Connection timed out")]
+    Timeout,
+    /// The backend closed the connection or a socket error occurred.
+    #[error("Connection reset by peer")]
+    Closed,
+    /// The backend sent bytes that are not a memcached reply to the request.
+    #[error("Protocol error")]
+    Garbage,
+    /// Every server of the pool is ejected.
+    #[error("No live servers")]
+    NoLiveServers,
+}
+
+impl BackendError {
+    /// The line sent to the client for this error: `SERVER_ERROR <text>\r\n`.
+    pub fn reply(&self) -> Vec<u8> {
+        format!("SERVER_ERROR {self}\r\n").into_bytes()
+    }
+}

@@ -1,0 +1,27 @@
+//! shoal-proxy: a twemproxy-compatible memcached proxy.
+//!
+//! It reads twemproxy's YAML configuration ([`config`]), places every key on the server
+//! twemproxy 0.5.0 would choose for the same configuration ([`placement`], over
+//! shoal-ring), speaks memcached's text and meta protocols to clients ([`session`], over
+//! shoal-protocol's parser), pipelines requests from all clients over shared backend
+//! connections ([`backend`]), and ejects failing servers as twemproxy does ([`health`]).
+//! Beyond twemproxy, a pool may keep each key on several servers (`replicas: N`): writes
+//! go to all of them and reads fail over in order, in mcrouter's manner.
+
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod config;
+pub mod error;
+pub mod frame;
+pub mod health;
+pub mod placement;
+pub mod pool;
+pub mod server;
+pub mod session;
+pub mod stats;
+pub mod yaml;
+
+pub use config::{PoolConfig, ProxyConfig};
+pub use error::{BackendError, ConfigError};
+pub use server::{start, Options, Running, StartError};

@@ -1,0 +1,145 @@
+//! `shoal-proxy`: the command line, in nutcracker's shape.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use shoal_proxy::{start, Options, ProxyConfig};
+
+/// A twemproxy-compatible memcached proxy. Flags follow nutcracker's.
+#[derive(Parser, Debug)]
+#[command(name = "shoal-proxy", version, disable_version_flag = true)]
+struct Args {
+    /// Configuration file (twemproxy YAML).
+    #[arg(short = 'c', long = "conf-file", default_value = "conf/nutcracker.yml")]
+    conf: PathBuf,
+    /// Test the configuration for syntax errors and exit.
+    #[arg(short = 't', long = "test-conf")]
+    test_conf: bool,
+    /// Stats port (0 picks a free one; -1 disables).
+    #[arg(
+        short = 's',
+        long = "stats-port",
+        default_value_t = 22222,
+        allow_negative_numbers = true
+    )]
+    stats_port: i32,
+    /// Stats address (nutcracker's default is 0.0.0.0; shoal-proxy's is loopback).
+    #[arg(short = 'a', long = "stats-addr", default_value = "127.0.0.1")]
+    stats_addr: IpAddr,
+    /// Stats aggregation interval in ms (accepted for compatibility; stats are live).
+    #[arg(short = 'i', long = "stats-interval")]
+    stats_interval: Option<u64>,
+    /// Verbosity level (nutcracker's 0-11); 5 or more logs server failures and ejections.
+    #[arg(short = 'v', long = "verbose", default_value_t = 5)]
+    verbose: u8,
+    /// Log file (accepted for compatibility; logs go to stderr).
+    #[arg(short = 'o', long = "output")]
+    output: Option<PathBuf>,
+    /// Write the process id to this file.
+    #[arg(short = 'p', long = "pid-file")]
+    pid_file: Option<PathBuf>,
+    /// Mbuf size (accepted for compatibility; buffers grow as needed).
+    #[arg(short = 'm', long = "mbuf-size")]
+    mbuf_size: Option<usize>,
+    /// Worker threads (default: number of cores).
+    #[arg(long = "threads")]
+    threads: Option<usize>,
+    /// Print the version and exit.
+    #[arg(short = 'V', long = "version")]
+    version: bool,
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    if args.version {
+        println!("This is shoal-proxy-{}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    let config = match ProxyConfig::load(&args.conf) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "shoal-proxy: configuration file '{}' syntax is invalid: {e}",
+                args.conf.display()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    if args.test_conf {
+        eprintln!(
+            "shoal-proxy: configuration file '{}' syntax is ok",
+            args.conf.display()
+        );
+        return ExitCode::SUCCESS;
+    }
+    match run(args, config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shoal-proxy: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(args: Args, config: ProxyConfig) -> anyhow::Result<()> {
+    let threads = args
+        .threads
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1)
+        .max(1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .context("building the runtime")?;
+    if let Some(p) = &args.pid_file {
+        std::fs::write(p, format!("{}\n", std::process::id()))
+            .with_context(|| format!("writing pid file {}", p.display()))?;
+    }
+    let stats_addr = u16::try_from(args.stats_port)
+        .ok()
+        .map(|port| SocketAddr::new(args.stats_addr, port));
+    let opts = Options {
+        stats_addr,
+        verbose: args.verbose >= 5,
+    };
+    rt.block_on(async move {
+        let _running = start(config, opts).await?;
+        wait_for_signal().await;
+        anyhow::Ok(())
+    })?;
+    if let Some(p) = &args.pid_file {
+        let _ = std::fs::remove_file(p);
+    }
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut i), Ok(mut t)) => {
+            tokio::select! {
+                _ = i.recv() => {}
+                _ = t.recv() => {}
+            }
+        }
+        _ => std::future::pending::<()>().await,
+    }
+}

@@ -1,0 +1,125 @@
+//! Counters in twemproxy's stats layout, and the JSON document the stats port serves.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Map, Value};
+
+/// Per-server counters (twemproxy's server stats). All are monotonic except
+/// `server_connections` (current) and `server_ejected_at` (last ejection, Unix seconds).
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Connections the server closed.
+    pub server_eof: AtomicU64,
+    /// Connection errors (connect failures, socket errors, garbage replies).
+    pub server_err: AtomicU64,
+    /// Requests timed out.
+    pub server_timedout: AtomicU64,
+    /// Open connections.
+    pub server_connections: AtomicU64,
+    /// Unix time of the last ejection (0 if never).
+    pub server_ejected_at: AtomicU64,
+    /// Requests forwarded.
+    pub requests: AtomicU64,
+    /// Bytes forwarded.
+    pub request_bytes: AtomicU64,
+    /// Replies received.
+    pub responses: AtomicU64,
+    /// Reply bytes received.
+    pub response_bytes: AtomicU64,
+}
+
+/// Per-pool counters (twemproxy's pool stats).
+#[derive(Debug, Default)]
+pub struct PoolStats {
+    /// Clients that closed their connection.
+    pub client_eof: AtomicU64,
+    /// Client connections closed on errors.
+    pub client_err: AtomicU64,
+    /// Open client connections.
+    pub client_connections: AtomicU64,
+    /// Times a server was ejected.
+    pub server_ejects: AtomicU64,
+    /// Requests answered with an error because no backend could serve them.
+    pub forward_error: AtomicU64,
+    /// Multi-get fragments sent.
+    pub fragments: AtomicU64,
+}
+
+/// Adds one to a counter.
+#[inline]
+pub fn incr(c: &AtomicU64) {
+    c.fetch_add(1, Relaxed);
+}
+
+/// Subtracts one from a gauge (saturating at 0).
+#[inline]
+pub fn decr(c: &AtomicU64) {
+    let _ = c.fetch_update(Relaxed, Relaxed, |v| Some(v.saturating_sub(1)));
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn server_json(s: &ServerStats) -> Value {
+    json!({
+        "server_eof": s.server_eof.load(Relaxed),
+        "server_err": s.server_err.load(Relaxed),
+        "server_timedout": s.server_timedout.load(Relaxed),
+        "server_connections": s.server_connections.load(Relaxed),
+        "server_ejected_at": s.server_ejected_at.load(Relaxed),
+        "requests": s.requests.load(Relaxed),
+        "request_bytes": s.request_bytes.load(Relaxed),
+        "responses": s.responses.load(Relaxed),
+        "response_bytes": s.response_bytes.load(Relaxed),
+    })
+}
+
+/// One pool's section of the stats document: pool counters plus one object per server,
+/// keyed by server name (its configured name, else `host:port`).
+pub fn pool_json<'a>(
+    p: &PoolStats,
+    servers: impl Iterator<Item = (String, &'a ServerStats)>,
+) -> Value {
+    let mut m = Map::new();
+    m.insert("client_eof".into(), p.client_eof.load(Relaxed).into());
+    m.insert("client_err".into(), p.client_err.load(Relaxed).into());
+    m.insert(
+        "client_connections".into(),
+        p.client_connections.load(Relaxed).into(),
+    );
+    m.insert("server_ejects".into(), p.server_ejects.load(Relaxed).into());
+    m.insert("forward_error".into(), p.forward_error.load(Relaxed).into());
+    m.insert("fragments".into(), p.fragments.load(Relaxed).into());
+    for (name, s) in servers {
+        m.insert(name, server_json(s));
+    }
+    Value::Object(m)
+}
+
+/// The whole document: service header, then one entry per pool.
+pub fn document(
+    started: u64,
+    total_connections: u64,
+    curr_connections: u64,
+    pools: Vec<(String, Value)>,
+) -> Value {
+    let now = unix_now();
+    let mut m = Map::new();
+    m.insert("service".into(), "shoal-proxy".into());
+    m.insert("source".into(), "localhost".into());
+    m.insert("version".into(), env!("CARGO_PKG_VERSION").into());
+    m.insert("uptime".into(), now.saturating_sub(started).into());
+    m.insert("timestamp".into(), now.into());
+    m.insert("total_connections".into(), total_connections.into());
+    m.insert("curr_connections".into(), curr_connections.into());
+    for (name, v) in pools {
+        m.insert(name, v);
+    }
+    Value::Object(m)
+}
