@@ -2,11 +2,80 @@
 //! server count.
 //!
 //! `cargo bench -p shoal-ring --bench ring -- --warm-up-time 1 --measurement-time 2`
+//!
+//! Times are the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not wall time:
+//! the build and CI machines are small and shared, and time spent descheduled behind
+//! other work is not a cost of the code under test.
 
 use std::hint::black_box;
+use std::time::Duration;
 
+use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use shoal_ring::{Distribution, HashAlgorithm, Ring, RingConfig, Server};
+
+/// CPU time consumed by the calling thread.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux supports.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Criterion measurement of thread CPU time, reported in nanoseconds.
+struct CpuTime;
+
+impl Measurement for CpuTime {
+    type Intermediate = Duration;
+    type Value = Duration;
+
+    fn start(&self) -> Duration {
+        thread_cpu_time()
+    }
+    fn end(&self, start: Duration) -> Duration {
+        thread_cpu_time().saturating_sub(start)
+    }
+    fn add(&self, a: &Duration, b: &Duration) -> Duration {
+        *a + *b
+    }
+    fn zero(&self) -> Duration {
+        Duration::ZERO
+    }
+    fn to_f64(&self, v: &Duration) -> f64 {
+        v.as_nanos() as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        &Nanos
+    }
+}
+
+/// Prints values as plain nanoseconds and throughput as elements (or bytes) per second.
+struct Nanos;
+
+impl ValueFormatter for Nanos {
+    fn scale_values(&self, _typical: f64, _values: &mut [f64]) -> &'static str {
+        "ns"
+    }
+    fn scale_throughputs(&self, _typical: f64, t: &Throughput, values: &mut [f64]) -> &'static str {
+        let (n, unit) = match t {
+            Throughput::Bytes(n) | Throughput::BytesDecimal(n) => (*n as f64, "B/s"),
+            Throughput::Elements(n) => (*n as f64, "elem/s"),
+        };
+        for v in values {
+            *v = n * 1e9 / *v;
+        }
+        unit
+    }
+    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
+        "ns"
+    }
+}
 
 /// Printable pseudo-random keys of exactly `len` bytes (deterministic).
 fn keys(len: usize, count: usize) -> Vec<Vec<u8>> {
@@ -36,7 +105,7 @@ fn servers(n: usize) -> Vec<Server> {
         .collect()
 }
 
-fn bench_hashes(c: &mut Criterion) {
+fn bench_hashes(c: &mut Criterion<CpuTime>) {
     let mut group = c.benchmark_group("hash");
     group.throughput(Throughput::Elements(1));
     for len in [10usize, 50, 250] {
@@ -54,7 +123,7 @@ fn bench_hashes(c: &mut Criterion) {
     group.finish();
 }
 
-fn bench_lookups(c: &mut Criterion) {
+fn bench_lookups(c: &mut Criterion<CpuTime>) {
     let ks = keys(20, 4096);
     let mut group = c.benchmark_group("locate");
     group.throughput(Throughput::Elements(1));
@@ -96,7 +165,7 @@ fn bench_lookups(c: &mut Criterion) {
 }
 
 /// Whole lookups with a fast key hash instead of each library's default (md5 for ketama).
-fn bench_fast_hash_lookups(c: &mut Criterion) {
+fn bench_fast_hash_lookups(c: &mut Criterion<CpuTime>) {
     let ks = keys(20, 4096);
     let mut group = c.benchmark_group("locate_fast_hash");
     group.throughput(Throughput::Elements(1));
@@ -126,10 +195,9 @@ fn bench_fast_hash_lookups(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(
-    benches,
-    bench_hashes,
-    bench_lookups,
-    bench_fast_hash_lookups
-);
+criterion_group! {
+    name = benches;
+    config = Criterion::default().with_measurement(CpuTime);
+    targets = bench_hashes, bench_lookups, bench_fast_hash_lookups
+}
 criterion_main!(benches);
