@@ -1,0 +1,482 @@
+//! Side-by-side queue benchmark: shoal-queued under each fsync policy against
+//! redis-server LPUSH/RPOP with `appendfsync always` and `everysec`.
+//!
+//! For each system and each connection count: set-only, then get-only (after topping the
+//! queue up so it never runs dry), then mixed (every connection alternates set and get).
+//! Closed loop, one request in flight per connection, 256-byte messages by default.
+//! Reports ops/s, p99 latency, and disk bytes per message queued (after set-only) and
+//! left after draining.
+//!
+//! ```text
+//! cargo build --release -p shoal-queued --examples
+//! target/release/examples/queue_bench --duration-ms 2000
+//! ```
+
+use clap::Parser;
+use hdrhistogram::Histogram;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+#[derive(Parser, Debug, Clone)]
+struct Opts {
+    /// Length of each measured phase.
+    #[arg(long, default_value_t = 2000)]
+    duration_ms: u64,
+    /// Connection counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,10,100")]
+    conns: Vec<usize>,
+    /// Message size in bytes.
+    #[arg(long, default_value_t = 256)]
+    size: usize,
+    /// Messages added before each get-only phase.
+    #[arg(long, default_value_t = 400_000)]
+    fill: usize,
+    /// shoal-queued fsync policies to run.
+    #[arg(long, value_delimiter = ',', default_value = "never,5,always")]
+    fsync: Vec<String>,
+    /// redis appendfsync settings to run (empty to skip redis).
+    #[arg(long, value_delimiter = ',', default_value = "always,everysec")]
+    redis: Vec<String>,
+    /// shoal-queued binary (default: next to this example's directory).
+    #[arg(long)]
+    bin: Option<PathBuf>,
+    /// Server worker threads for shoal-queued.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Directory for data (a temporary directory under it is used and removed).
+    #[arg(long, default_value = "/tmp")]
+    dir: PathBuf,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Proto {
+    Memcache,
+    Redis,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Work {
+    Set,
+    Get,
+    Mixed,
+}
+
+impl Work {
+    fn name(self) -> &'static str {
+        match self {
+            Work::Set => "set-only",
+            Work::Get => "get-only",
+            Work::Mixed => "mixed",
+        }
+    }
+}
+
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    data: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn start_shoal(bin: &Path, data: &Path, fsync: &str, threads: usize) -> Server {
+    let mut child = Command::new(bin)
+        .args(["-p", "0", "-v", "--fsync", fsync, "-t", &threads.to_string(), "-d"])
+        .arg(data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn shoal-queued");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines.next().expect("listening line").expect("stderr line");
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest
+                .split_whitespace()
+                .next()
+                .and_then(|a| a.parse().ok())
+                .expect("address");
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Server {
+        child,
+        addr,
+        data: data.to_path_buf(),
+    }
+}
+
+fn start_redis(data: &Path, appendfsync: &str) -> Server {
+    std::fs::create_dir_all(data).expect("redis dir");
+    let port = free_port();
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            appendfsync,
+            "--dir",
+        ])
+        .arg(data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn redis-server (apt-get install -y redis-server)");
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "redis did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Server {
+        child,
+        addr,
+        data: data.to_path_buf(),
+    }
+}
+
+fn dir_bytes(p: &Path) -> u64 {
+    let mut n = 0;
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                n += dir_bytes(&path);
+            } else if let Ok(m) = e.metadata() {
+                n += m.len();
+            }
+        }
+    }
+    n
+}
+
+/// One client connection speaking either protocol.
+struct Conn {
+    s: TcpStream,
+    proto: Proto,
+    buf: Vec<u8>,
+    set_req: Vec<u8>,
+    get_req: Vec<u8>,
+}
+
+impl Conn {
+    async fn new(addr: SocketAddr, proto: Proto, size: usize) -> Conn {
+        let s = TcpStream::connect(addr).await.expect("connect");
+        s.set_nodelay(true).expect("nodelay");
+        let payload = vec![b'q'; size];
+        let (mut set_req, get_req) = match proto {
+            Proto::Memcache => (
+                format!("set bench 0 0 {size}\r\n").into_bytes(),
+                b"get bench\r\n".to_vec(),
+            ),
+            Proto::Redis => (
+                format!("*3\r\n$5\r\nLPUSH\r\n$5\r\nbench\r\n${size}\r\n").into_bytes(),
+                b"*2\r\n$4\r\nRPOP\r\n$5\r\nbench\r\n".to_vec(),
+            ),
+        };
+        set_req.extend_from_slice(&payload);
+        set_req.extend_from_slice(b"\r\n");
+        Conn {
+            s,
+            proto,
+            buf: Vec::with_capacity(4096),
+            set_req,
+            get_req,
+        }
+    }
+
+    async fn read_more(&mut self) {
+        let mut chunk = [0u8; 16384];
+        let n = self.s.read(&mut chunk).await.expect("read");
+        assert!(n > 0, "server closed the connection");
+        self.buf.extend_from_slice(&chunk[..n]);
+    }
+
+    /// Length of one complete reply at the start of the buffer, and whether it was a hit.
+    fn reply_len(&self) -> Option<(usize, bool)> {
+        let b = &self.buf;
+        let nl = b.windows(2).position(|w| w == b"\r\n")? + 2;
+        let line = &b[..nl - 2];
+        match self.proto {
+            Proto::Memcache => {
+                if line.starts_with(b"VALUE ") {
+                    let n: usize = std::str::from_utf8(line.rsplit(|&c| c == b' ').next()?)
+                        .ok()?
+                        .parse()
+                        .ok()?;
+                    let total = nl + n + 2 + 5;
+                    (b.len() >= total).then_some((total, true))
+                } else {
+                    assert!(
+                        line == b"END" || line == b"STORED",
+                        "unexpected reply {:?}",
+                        String::from_utf8_lossy(line)
+                    );
+                    Some((nl, false))
+                }
+            }
+            Proto::Redis => match line.first() {
+                Some(b'$') => {
+                    let n: i64 = std::str::from_utf8(&line[1..]).ok()?.parse().ok()?;
+                    if n < 0 {
+                        return Some((nl, false));
+                    }
+                    let total = nl + n as usize + 2;
+                    (b.len() >= total).then_some((total, true))
+                }
+                Some(b':') => Some((nl, false)),
+                _ => panic!("unexpected redis reply {:?}", String::from_utf8_lossy(line)),
+            },
+        }
+    }
+
+    async fn reply(&mut self) -> bool {
+        loop {
+            if let Some((n, hit)) = self.reply_len() {
+                self.buf.drain(..n);
+                return hit;
+            }
+            self.read_more().await;
+        }
+    }
+
+    async fn op(&mut self, set: bool) -> bool {
+        let req = if set { &self.set_req } else { &self.get_req };
+        self.s.write_all(req).await.expect("write");
+        self.reply().await
+    }
+
+    /// Sends `n` sets pipelined in batches.
+    async fn fill(&mut self, n: usize) {
+        let mut left = n;
+        while left > 0 {
+            let batch = left.min(500);
+            let mut out = Vec::with_capacity(batch * self.set_req.len());
+            for _ in 0..batch {
+                out.extend_from_slice(&self.set_req);
+            }
+            self.s.write_all(&out).await.expect("write");
+            for _ in 0..batch {
+                self.reply().await;
+            }
+            left -= batch;
+        }
+    }
+}
+
+struct CellResult {
+    ops: u64,
+    hits: u64,
+    secs: f64,
+    p99_us: u64,
+}
+
+async fn run_cell(addr: SocketAddr, proto: Proto, work: Work, conns: usize, size: usize, dur: Duration) -> CellResult {
+    let mut handles = Vec::new();
+    let mut cs = Vec::new();
+    for _ in 0..conns {
+        cs.push(Conn::new(addr, proto, size).await);
+    }
+    let start = Instant::now();
+    let deadline = start + dur;
+    for mut c in cs {
+        handles.push(tokio::spawn(async move {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram");
+            let (mut ops, mut hits, mut i) = (0u64, 0u64, 0u64);
+            while Instant::now() < deadline {
+                let set = match work {
+                    Work::Set => true,
+                    Work::Get => false,
+                    Work::Mixed => i % 2 == 0,
+                };
+                i += 1;
+                let t = Instant::now();
+                let hit = c.op(set).await;
+                let _ = h.record(t.elapsed().as_micros().max(1) as u64);
+                ops += 1;
+                if hit {
+                    hits += 1;
+                }
+            }
+            (h, ops, hits)
+        }));
+    }
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram");
+    let (mut ops, mut hits) = (0, 0);
+    for h in handles {
+        let (hh, o, hi) = h.await.expect("client task");
+        hist.add(hh).expect("merge");
+        ops += o;
+        hits += hi;
+    }
+    CellResult {
+        ops,
+        hits,
+        secs: start.elapsed().as_secs_f64(),
+        p99_us: hist.value_at_quantile(0.99),
+    }
+}
+
+async fn queue_len(addr: SocketAddr, proto: Proto) -> u64 {
+    let mut c = Conn::new(addr, proto, 1).await;
+    let req: &[u8] = match proto {
+        Proto::Memcache => b"stats\r\n",
+        Proto::Redis => b"*2\r\n$4\r\nLLEN\r\n$5\r\nbench\r\n",
+    };
+    c.s.write_all(req).await.expect("write");
+    loop {
+        let text = String::from_utf8_lossy(&c.buf).into_owned();
+        match proto {
+            Proto::Memcache if text.ends_with("END\r\n") => {
+                return text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("STAT queue_bench_items "))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+            }
+            Proto::Redis if text.ends_with("\r\n") => {
+                return text.trim().trim_start_matches(':').parse().unwrap_or(0);
+            }
+            _ => c.read_more().await,
+        }
+    }
+}
+
+async fn clear(addr: SocketAddr, proto: Proto) {
+    let mut c = Conn::new(addr, proto, 1).await;
+    let req: &[u8] = match proto {
+        Proto::Memcache => b"flush bench\r\n",
+        Proto::Redis => b"*2\r\n$3\r\nDEL\r\n$5\r\nbench\r\n",
+    };
+    c.s.write_all(req).await.expect("write");
+    c.read_more().await;
+}
+
+async fn fill(addr: SocketAddr, proto: Proto, size: usize, n: usize) {
+    let per = n / 4;
+    let mut hs = Vec::new();
+    for _ in 0..4 {
+        hs.push(tokio::spawn(async move {
+            Conn::new(addr, proto, size).await.fill(per).await;
+        }));
+    }
+    for h in hs {
+        h.await.expect("fill");
+    }
+}
+
+fn row(system: &str, durability: &str, work: Work, conns: usize, r: &CellResult, disk: &str) {
+    let ops = r.ops as f64 / r.secs;
+    let hit = if work == Work::Set {
+        String::from("-")
+    } else {
+        let gets = if work == Work::Mixed { r.ops / 2 } else { r.ops };
+        format!("{:.0}%", 100.0 * r.hits as f64 / gets.max(1) as f64)
+    };
+    println!(
+        "| {system} | {durability} | {} | {conns} | {:.0} | {} | {hit} | {disk} |",
+        work.name(),
+        ops,
+        r.p99_us
+    );
+}
+
+async fn bench_system(o: &Opts, system: &str, durability: &str, server: &Server, proto: Proto) {
+    let dur = Duration::from_millis(o.duration_ms);
+    for &conns in &o.conns {
+        clear(server.addr, proto).await;
+        let r = run_cell(server.addr, proto, Work::Set, conns, o.size, dur).await;
+        let items = queue_len(server.addr, proto).await;
+        let disk = dir_bytes(&server.data);
+        let per = if items > 0 {
+            format!("{:.0}", disk as f64 / items as f64)
+        } else {
+            "-".into()
+        };
+        row(system, durability, Work::Set, conns, &r, &per);
+        fill(server.addr, proto, o.size, o.fill).await;
+        let r = run_cell(server.addr, proto, Work::Get, conns, o.size, dur).await;
+        row(system, durability, Work::Get, conns, &r, "");
+        clear(server.addr, proto).await;
+        let r = run_cell(server.addr, proto, Work::Mixed, conns, o.size, dur).await;
+        row(system, durability, Work::Mixed, conns, &r, "");
+    }
+    clear(server.addr, proto).await;
+    // Give the interval fsync and redis' background rewrite a moment, then measure
+    // what an empty queue keeps on disk.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    println!(
+        "| {system} | {durability} | drained | - | - | - | - | {} B total on disk |",
+        dir_bytes(&server.data)
+    );
+}
+
+fn main() {
+    let o = Opts::parse();
+    let bin = o.bin.clone().unwrap_or_else(|| {
+        let exe = std::env::current_exe().expect("current exe");
+        exe.parent()
+            .and_then(Path::parent)
+            .map(|p| p.join("shoal-queued"))
+            .expect("binary path")
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let root = tempfile::Builder::new()
+        .prefix("queue-bench")
+        .tempdir_in(&o.dir)
+        .expect("tempdir");
+    println!(
+        "{}-byte messages, {} ms per phase, closed loop (1 request in flight per connection), shoal-queued -t {}",
+        o.size, o.duration_ms, o.threads
+    );
+    println!();
+    println!("| system | durability | workload | conns | ops/s | p99 µs | get hits | disk B/msg |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for f in o.fsync.iter().filter(|f| !f.is_empty()) {
+        let data = root.path().join(format!("shoal-{f}"));
+        let s = start_shoal(&bin, &data, f, o.threads);
+        let label = match f.as_str() {
+            "never" | "always" => format!("fsync {f}"),
+            ms => format!("fsync every {ms} ms"),
+        };
+        rt.block_on(bench_system(&o, "shoal-queued", &label, &s, Proto::Memcache));
+    }
+    for a in o.redis.iter().filter(|a| !a.is_empty()) {
+        let data = root.path().join(format!("redis-{a}"));
+        let s = start_redis(&data, a);
+        rt.block_on(bench_system(
+            &o,
+            "redis 7 LPUSH/RPOP",
+            &format!("appendfsync {a}"),
+            &s,
+            Proto::Redis,
+        ));
+    }
+}
