@@ -98,7 +98,16 @@ fn free_port() -> u16 {
 
 fn start_shoal(bin: &Path, data: &Path, fsync: &str, threads: usize) -> Server {
     let mut child = Command::new(bin)
-        .args(["-p", "0", "-v", "--fsync", fsync, "-t", &threads.to_string(), "-d"])
+        .args([
+            "-p",
+            "0",
+            "-v",
+            "--fsync",
+            fsync,
+            "-t",
+            &threads.to_string(),
+            "-d",
+        ])
         .arg(data)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -295,7 +304,14 @@ struct CellResult {
     p99_us: u64,
 }
 
-async fn run_cell(addr: SocketAddr, proto: Proto, work: Work, conns: usize, size: usize, dur: Duration) -> CellResult {
+async fn run_cell(
+    addr: SocketAddr,
+    proto: Proto,
+    work: Work,
+    conns: usize,
+    size: usize,
+    dur: Duration,
+) -> CellResult {
     let mut handles = Vec::new();
     let mut cs = Vec::new();
     for _ in 0..conns {
@@ -394,7 +410,11 @@ fn row(system: &str, durability: &str, work: Work, conns: usize, r: &CellResult,
     let hit = if work == Work::Set {
         String::from("-")
     } else {
-        let gets = if work == Work::Mixed { r.ops / 2 } else { r.ops };
+        let gets = if work == Work::Mixed {
+            r.ops / 2
+        } else {
+            r.ops
+        };
         format!("{:.0}%", 100.0 * r.hits as f64 / gets.max(1) as f64)
     };
     println!(
@@ -466,7 +486,13 @@ fn main() {
             "never" | "always" => format!("fsync {f}"),
             ms => format!("fsync every {ms} ms"),
         };
-        rt.block_on(bench_system(&o, "shoal-queued", &label, &s, Proto::Memcache));
+        rt.block_on(bench_system(
+            &o,
+            "shoal-queued",
+            &label,
+            &s,
+            Proto::Memcache,
+        ));
     }
     for a in o.redis.iter().filter(|a| !a.is_empty()) {
         let data = root.path().join(format!("redis-{a}"));
