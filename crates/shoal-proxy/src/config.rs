@@ -34,6 +34,13 @@ pub enum Listen {
     },
 }
 
+impl Listen {
+    /// A TCP address with port 0 (the OS picks a port; several pools may use it).
+    pub fn is_ephemeral(&self) -> bool {
+        matches!(self, Listen::Tcp(a) if a.ends_with(":0"))
+    }
+}
+
 /// One pool, with twemproxy's defaults for absent directives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolConfig {
@@ -64,10 +71,11 @@ pub struct PoolConfig {
     /// `client_connections` limit; 0 (default) is unlimited.
     pub client_connections: usize,
     /// Shoal extension `replicas` (default 1): keep each key on this many servers
-    /// (its ring server and the next live ones in configuration order); writes go to all,
+    /// (its ring server and the next live ones in server order); writes go to all,
     /// reads fail over in that order. nutcracker rejects this directive.
     pub replicas: usize,
-    /// `servers`, in configuration order.
+    /// `servers`, in twemproxy's order (sorted by name: length, then bytes; see
+    /// `shoal_ring::twemproxy`), which is the order `modula` and `random` index.
     pub servers: Vec<Server>,
 }
 
@@ -115,7 +123,10 @@ impl ProxyConfig {
         let mut pools: Vec<PoolConfig> = Vec::new();
         for (name, line, node) in entries {
             let pool = parse_pool(&name, line, node)?;
-            if let Some(other) = pools.iter().find(|p| p.listen == pool.listen) {
+            if let Some(other) = pools
+                .iter()
+                .find(|p| p.listen == pool.listen && !pool.listen.is_ephemeral())
+            {
                 return Err(ConfigError::at(
                     line,
                     "listen",
@@ -313,12 +324,21 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<PoolConfig, Co
             format!("pool '{name}' has no servers"),
         ));
     }
-    if pool.servers.iter().all(|s| s.weight == 0) {
-        return Err(ConfigError::at(
-            servers_line.unwrap_or(pool_line),
-            "servers",
-            "every server has weight 0",
-        ));
+    // twemproxy orders a pool's servers by name (length, then bytes) before placing
+    // keys; modula and random index that order.
+    pool.servers = shoal_ring::twemproxy::sorted_servers(&pool.servers);
+    for pair in pool.servers.windows(2) {
+        let (a, b) = (
+            shoal_ring::twemproxy::server_name(&pair[0]),
+            shoal_ring::twemproxy::server_name(&pair[1]),
+        );
+        if a == b {
+            return Err(ConfigError::at(
+                servers_line.unwrap_or(pool_line),
+                "servers",
+                format!("two servers are named '{a}'"),
+            ));
+        }
     }
     if pool.replicas > pool.servers.len() {
         return Err(ConfigError::at(
@@ -377,6 +397,9 @@ pub fn parse_server(spec: &str) -> Result<Server, String> {
     let weight: u32 = weight
         .parse()
         .map_err(|_| format!("'{spec}' has an invalid weight"))?;
+    if weight == 0 {
+        return Err(format!("'{spec}' has a zero weight"));
+    }
     let mut server = Server::new(host, port).with_weight(weight);
     if let Some(n) = name.filter(|n| !n.is_empty()) {
         server = server.with_name(n);
@@ -410,8 +433,9 @@ mod tests {
         assert_eq!(p.hash_tag, Some(*b"{}"));
         assert_eq!(p.timeout, Some(Duration::from_millis(400)));
         assert_eq!(p.servers.len(), 2);
-        assert_eq!(p.servers[1].name.as_deref(), Some("two"));
-        assert_eq!(p.servers[1].weight, 2);
+        // Sorted as twemproxy sorts: "two" (3 bytes) before "127.0.0.1" (port 11211).
+        assert_eq!(p.servers[0].name.as_deref(), Some("two"));
+        assert_eq!(p.servers[0].weight, 2);
         assert!(p.auto_eject_hosts);
         assert_eq!(p.server_failure_limit, 1);
     }

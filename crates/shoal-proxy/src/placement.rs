@@ -41,7 +41,7 @@ impl Placement {
         })
     }
 
-    /// The servers, in configuration order.
+    /// The servers, in pool order (twemproxy's sorted order).
     pub fn servers(&self) -> Vec<Server> {
         self.ring.load().servers().to_vec()
     }
@@ -64,7 +64,7 @@ impl Placement {
     }
 
     /// The servers holding `key` in a replicated pool, in failover order: the ring's
-    /// server, then the next live servers in configuration order (wrapping), `replicas`
+    /// server, then the next live servers in pool order (wrapping), `replicas`
     /// in all (fewer if fewer are live).
     pub fn replicas(&self, key: &[u8]) -> Result<Vec<usize>, RingError> {
         let first = self.locate(key)?;

@@ -19,7 +19,7 @@ pub struct Pool {
     pub placement: Arc<Placement>,
     /// Failure counting and auto-eject.
     pub health: Arc<Health>,
-    /// One backend per server, in configuration order.
+    /// One backend per server, in pool order (twemproxy's sorted order).
     pub backends: Vec<Backend>,
     /// Pool counters.
     pub stats: Arc<PoolStats>,

@@ -27,6 +27,7 @@ mod error;
 pub mod hash;
 mod server;
 mod shared;
+pub mod twemproxy;
 
 pub use dist::{apply_hash_tag, Distribution, Ring, RingConfig, MAX_RING_ENTRIES};
 pub use error::RingError;

@@ -1,0 +1,385 @@
+//! Test harness: real shoald backends, shoal-proxy and nutcracker processes on loopback
+//! ports, and a small blocking memcached client with timeouts on every operation.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Timeout for every socket read and write.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The shoal-proxy binary.
+pub fn proxy_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_shoal-proxy"))
+}
+
+/// shoald, built by the same cargo invocation (`cargo build --workspace` or the fallback
+/// build below) into the same profile directory as shoal-proxy.
+pub fn shoald_bin() -> PathBuf {
+    let proxy = proxy_bin();
+    let dir = proxy.parent().expect("binary dir");
+    let bin = dir.join("shoald");
+    if !bin.exists() {
+        let release = dir.ends_with("release");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-q", "-p", "shoal-server", "--bin", "shoald"]);
+        if release {
+            cmd.arg("--release");
+        }
+        let st = cmd.status().expect("run cargo build for shoald");
+        assert!(st.success(), "building shoald failed");
+    }
+    bin
+}
+
+/// A child process killed on drop, with its stderr drained into a channel.
+pub struct Proc {
+    pub child: Child,
+    pub lines: mpsc::Receiver<String>,
+}
+
+impl Proc {
+    pub fn spawn(mut cmd: Command) -> Proc {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn");
+        let err = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        Proc { child, lines: rx }
+    }
+
+    /// Waits (10 s at most) for a stderr line containing `needle`; returns the text after it.
+    pub fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    if let Some(rest) = l.split(needle).nth(1) {
+                        return rest.trim().to_string();
+                    }
+                    seen.push(l);
+                }
+                Err(_) => panic!("no '{needle}' in stderr: {seen:#?}"),
+            }
+        }
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A shoald backend on an ephemeral port.
+pub struct Shoald {
+    pub proc: Proc,
+    pub addr: SocketAddr,
+}
+
+impl Shoald {
+    pub fn start() -> Shoald {
+        let mut cmd = Command::new(shoald_bin());
+        cmd.args(["-p", "0", "-l", "127.0.0.1", "-v", "-t", "1", "-m", "64"]);
+        let proc = Proc::spawn(cmd);
+        let addr = proc.wait_for("listening on ").parse().expect("addr");
+        Shoald { proc, addr }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    pub fn conn(&self) -> Conn {
+        Conn::connect(self.addr)
+    }
+}
+
+/// Three shoald backends.
+pub fn three_backends() -> Vec<Shoald> {
+    (0..3).map(|_| Shoald::start()).collect()
+}
+
+static CONF_SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// Writes a config file and returns its path.
+pub fn write_conf(text: &str) -> PathBuf {
+    let n = CONF_SEQ.fetch_add(1, Ordering::Relaxed);
+    let path =
+        std::env::temp_dir().join(format!("shoal-proxy-test-{}-{n}.yml", std::process::id()));
+    std::fs::write(&path, text).expect("write conf");
+    path
+}
+
+/// A free loopback port (bound and released; fine for tests on one machine).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A running shoal-proxy.
+pub struct Proxy {
+    pub proc: Proc,
+    /// Listening address of each pool, in config order.
+    pub pools: Vec<SocketAddr>,
+    pub stats: SocketAddr,
+    pub conf: PathBuf,
+}
+
+impl Proxy {
+    /// Starts shoal-proxy on `conf` (listen addresses may use port 0).
+    pub fn start(conf: &str, npools: usize) -> Proxy {
+        let path = write_conf(conf);
+        let mut cmd = Command::new(proxy_bin());
+        cmd.arg("-c").arg(&path).args(["-s", "0", "--threads", "2"]);
+        let proc = Proc::spawn(cmd);
+        let mut pools = Vec::new();
+        for _ in 0..npools {
+            let rest = proc.wait_for(" listening on ");
+            pools.push(rest.parse().expect("pool addr"));
+        }
+        let stats = proc.wait_for("stats listening on ").parse().expect("stats");
+        Proxy {
+            proc,
+            pools,
+            stats,
+            conf: path,
+        }
+    }
+
+    pub fn conn(&self) -> Conn {
+        Conn::connect(self.pools[0])
+    }
+}
+
+/// A running nutcracker on the given config (its listen ports must be concrete).
+pub struct Nutcracker {
+    pub proc: Proc,
+}
+
+pub fn nutcracker_bin() -> PathBuf {
+    for p in ["/usr/sbin/nutcracker", "/usr/bin/nutcracker"] {
+        if std::path::Path::new(p).exists() {
+            return PathBuf::from(p);
+        }
+    }
+    panic!("nutcracker is not installed (apt-get install -y nutcracker; scripts/test.sh does)");
+}
+
+impl Nutcracker {
+    pub fn start(conf: &str, ports: &[u16]) -> Nutcracker {
+        let path = write_conf(conf);
+        let mut cmd = Command::new(nutcracker_bin());
+        cmd.arg("-c").arg(&path).args([
+            "-s",
+            &free_port().to_string(),
+            "-a",
+            "127.0.0.1",
+            "-v",
+            "2",
+        ]);
+        let mut proc = Proc::spawn(cmd);
+        // Wait until every listen port accepts.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for &p in ports {
+            loop {
+                if TcpStream::connect(("127.0.0.1", p)).is_ok() {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    let st = proc.child.try_wait();
+                    let lines: Vec<String> = proc.lines.try_iter().collect();
+                    panic!("nutcracker did not listen on {p}: {st:?} {lines:#?}");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Nutcracker { proc }
+    }
+}
+
+/// A blocking memcached text-protocol connection with timeouts.
+pub struct Conn {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    pub fn connect(addr: SocketAddr) -> Conn {
+        let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
+        s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+        s.set_write_timeout(Some(IO_TIMEOUT)).expect("timeout");
+        let _ = s.set_nodelay(true);
+        Conn { s, buf: Vec::new() }
+    }
+
+    pub fn send(&mut self, data: &[u8]) {
+        self.s.write_all(data).expect("write");
+    }
+
+    fn fill(&mut self) {
+        let mut tmp = [0u8; 65536];
+        let n = self.s.read(&mut tmp).expect("read (timed out?)");
+        assert!(
+            n > 0,
+            "connection closed; have {:?}",
+            String::from_utf8_lossy(&self.buf)
+        );
+        self.buf.extend_from_slice(&tmp[..n]);
+    }
+
+    /// One line without `\r\n`.
+    pub fn line(&mut self) -> String {
+        loop {
+            if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let l = String::from_utf8_lossy(&self.buf[..i]).into_owned();
+                self.buf.drain(..i + 2);
+                return l;
+            }
+            self.fill();
+        }
+    }
+
+    /// Exactly `n` bytes plus `\r\n`.
+    pub fn data(&mut self, n: usize) -> Vec<u8> {
+        while self.buf.len() < n + 2 {
+            self.fill();
+        }
+        let d = self.buf[..n].to_vec();
+        self.buf.drain(..n + 2);
+        d
+    }
+
+    /// Sends `line` and reads one reply line.
+    pub fn cmd(&mut self, line: &str) -> String {
+        self.send(format!("{line}\r\n").as_bytes());
+        self.line()
+    }
+
+    pub fn set(&mut self, key: &str, value: &str) -> String {
+        self.send(format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes());
+        self.line()
+    }
+
+    /// Reads a retrieval reply: `(key, value)` pairs until `END`, or `Err(line)` for an
+    /// error line.
+    pub fn values(&mut self) -> Result<Vec<(String, String)>, String> {
+        let mut out = Vec::new();
+        loop {
+            let l = self.line();
+            if l == "END" {
+                return Ok(out);
+            }
+            let toks: Vec<&str> = l.split(' ').collect();
+            if toks.first() != Some(&"VALUE") || toks.len() < 4 {
+                return Err(l);
+            }
+            let n: usize = toks[3].parse().expect("length");
+            let key = toks[1].to_string();
+            let d = self.data(n);
+            out.push((key, String::from_utf8_lossy(&d).into_owned()));
+        }
+    }
+
+    pub fn get(&mut self, keys: &[&str]) -> Result<Vec<(String, String)>, String> {
+        self.send(format!("get {}\r\n", keys.join(" ")).as_bytes());
+        self.values()
+    }
+}
+
+/// The keys (of `keys`) each backend holds, asked directly with one multi-get each.
+pub fn holders(backends: &[Shoald], keys: &[String]) -> Vec<Vec<usize>> {
+    let mut out = vec![Vec::new(); keys.len()];
+    for (b, backend) in backends.iter().enumerate() {
+        let mut c = backend.conn();
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        for chunk in refs.chunks(100) {
+            let got = c.get(chunk).expect("backend get");
+            for (k, _) in got {
+                if let Some(i) = keys.iter().position(|x| *x == k) {
+                    out[i].push(b);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `flush_all` on every backend.
+pub fn flush(backends: &[Shoald]) {
+    for b in backends {
+        assert_eq!(b.conn().cmd("flush_all"), "OK");
+    }
+}
+
+/// Sets every key through `addr`, pipelined, and checks each reply is `STORED`.
+pub fn set_all(addr: SocketAddr, keys: &[String]) {
+    let mut c = Conn::connect(addr);
+    for chunk in keys.chunks(50) {
+        let mut req = Vec::new();
+        for k in chunk {
+            req.extend_from_slice(format!("set {k} 0 0 1\r\nv\r\n").as_bytes());
+        }
+        c.send(&req);
+        for k in chunk {
+            assert_eq!(c.line(), "STORED", "set {k}");
+        }
+    }
+}
+
+/// The vectors directory: `SHOAL_VECTORS_DIR` or `../shared/vectors` beside the repo.
+pub fn vectors_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("SHOAL_VECTORS_DIR") {
+        return PathBuf::from(d);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors")
+}
+
+/// A backend that answers every read with `reply` (or never answers when `None`).
+pub fn fake_backend(reply: Option<&'static [u8]>) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    if let Some(r) = reply {
+                        if s.write_all(r).is_err() {
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
