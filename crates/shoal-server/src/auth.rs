@@ -139,16 +139,28 @@ mod tests {
         assert!(!db.check(b"carol", b"s3cret"));
         assert!(db.check(b"bob", b"pw:with:colons"));
         std::fs::write(&dir, "nocolon\n").unwrap();
-        assert!(matches!(PasswordDb::load(&dir), Err(PasswordDbError::Format { line: 1, .. })));
+        assert!(matches!(
+            PasswordDb::load(&dir),
+            Err(PasswordDbError::Format { line: 1, .. })
+        ));
         std::fs::write(&dir, "\n").unwrap();
-        assert!(matches!(PasswordDb::load(&dir), Err(PasswordDbError::Empty(_))));
+        assert!(matches!(
+            PasswordDb::load(&dir),
+            Err(PasswordDbError::Empty(_))
+        ));
         let _ = std::fs::remove_file(&dir);
     }
 
     #[test]
     fn plain_messages() {
-        assert_eq!(parse_plain(b"\0user\0pass"), Some((&b"user"[..], &b"pass"[..])));
-        assert_eq!(parse_plain(b"authz\0user\0p\0ss"), Some((&b"user"[..], &b"p\0ss"[..])));
+        assert_eq!(
+            parse_plain(b"\0user\0pass"),
+            Some((&b"user"[..], &b"pass"[..]))
+        );
+        assert_eq!(
+            parse_plain(b"authz\0user\0p\0ss"),
+            Some((&b"user"[..], &b"p\0ss"[..]))
+        );
         assert_eq!(parse_plain(b"user"), None);
     }
 

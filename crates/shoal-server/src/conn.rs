@@ -5,11 +5,11 @@
 //! reusable write buffer, and writes that buffer with a single call. Nothing is allocated
 //! per request: keys and values are parsed in place and copied once, into the reply.
 
+use crate::auth::Session;
 use crate::commands::{self, Flow};
 use crate::server::Worker;
 use crate::stats::ThreadStats;
 use parking_lot::Mutex;
-use crate::auth::Session;
 use shoal_protocol::binary::{self, Status, REQUEST_MAGIC};
 use shoal_protocol::{parse, parse_binary, BinaryParsed, Limits, Parsed};
 use std::collections::BTreeMap;
@@ -289,8 +289,7 @@ fn binary_step(
 ) -> Step {
     match parse_binary(input, limits) {
         BinaryParsed::Request { request, consumed } => {
-            let close =
-                commands::binary::execute(worker, session, request, wbuf) == Flow::Close;
+            let close = commands::binary::execute(worker, session, request, wbuf) == Flow::Close;
             Step::Done {
                 consumed,
                 swallow: 0,

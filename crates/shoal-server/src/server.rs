@@ -157,7 +157,11 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
         .as_deref()
         .map(PasswordDb::load)
         .transpose()?;
-    let tls = settings.tls.as_ref().map(crate::tls::acceptor).transpose()?;
+    let tls = settings
+        .tls
+        .as_ref()
+        .map(crate::tls::acceptor)
+        .transpose()?;
     let (shutdown_tx, _) = watch::channel(false);
     let shared = Arc::new(Shared {
         store,
@@ -341,7 +345,9 @@ fn worker_main(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Incoming>) {
                                         Ok(Err(e)) => {
                                             tracing::info!("TLS handshake from {addr} failed: {e}")
                                         }
-                                        Err(_) => tracing::info!("TLS handshake from {addr} timed out"),
+                                        Err(_) => {
+                                            tracing::info!("TLS handshake from {addr} timed out")
+                                        }
                                     }
                                 }
                             }

@@ -23,7 +23,10 @@ pub enum TlsError {
     Config(String),
 }
 
-fn certs(what: &'static str, path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+fn certs(
+    what: &'static str,
+    path: &std::path::Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let err = |detail: String| TlsError::Pem {
         what,
         path: path.display().to_string(),
@@ -58,21 +61,23 @@ pub fn acceptor(t: &TlsSettings) -> Result<tokio_rustls::TlsAcceptor, TlsError> 
             for c in certs("CA certificate", ca)? {
                 roots.add(c).map_err(|e| TlsError::Config(e.to_string()))?;
             }
-            let verifier =
-                rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            );
             let verifier = if mode == 1 {
                 verifier.allow_unauthenticated()
             } else {
                 verifier
             };
             builder.with_client_cert_verifier(
-                verifier.build().map_err(|e| TlsError::Config(e.to_string()))?,
+                verifier
+                    .build()
+                    .map_err(|e| TlsError::Config(e.to_string()))?,
             )
         }
         (None, mode) if mode > 0 => {
-            return Err(TlsError::Config(
-                "ssl_verify_mode needs ssl_ca_cert".into(),
-            ))
+            return Err(TlsError::Config("ssl_verify_mode needs ssl_ca_cert".into()))
         }
         _ => builder.with_no_client_auth(),
     };

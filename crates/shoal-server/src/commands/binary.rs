@@ -72,7 +72,12 @@ pub fn execute(w: &Worker, session: &mut Session, r: BinaryRequest<'_>, out: &mu
     if !session.authenticated
         && !matches!(
             r.opcode,
-            op::SASL_LIST_MECHS | op::SASL_AUTH | op::SASL_STEP | op::VERSION | op::QUIT | op::QUITQ
+            op::SASL_LIST_MECHS
+                | op::SASL_AUTH
+                | op::SASL_STEP
+                | op::VERSION
+                | op::QUIT
+                | op::QUITQ
         )
     {
         binary::error(out, r.opcode, Status::AuthError, r.opaque);
@@ -85,8 +90,16 @@ pub fn execute(w: &Worker, session: &mut Session, r: BinaryRequest<'_>, out: &mu
             let exptime = i64::from(r.extra_u32(0).unwrap_or(0));
             get(w, &r, Some(exptime), out)
         }
-        op::SET | op::SETQ | op::ADD | op::ADDQ | op::REPLACE | op::REPLACEQ | op::APPEND
-        | op::APPENDQ | op::PREPEND | op::PREPENDQ => store(w, &r, q, out),
+        op::SET
+        | op::SETQ
+        | op::ADD
+        | op::ADDQ
+        | op::REPLACE
+        | op::REPLACEQ
+        | op::APPEND
+        | op::APPENDQ
+        | op::PREPEND
+        | op::PREPENDQ => store(w, &r, q, out),
         op::DELETE | op::DELETEQ => delete(w, &r, q, out),
         op::INCREMENT | op::INCREMENTQ | op::DECREMENT | op::DECREMENTQ => arith(w, &r, q, out),
         op::QUIT => {
@@ -178,7 +191,16 @@ fn get(w: &Worker, r: &BinaryRequest<'_>, touch: Option<i64>, out: &mut Vec<u8>)
     if !hit && !quiet(r.opcode) {
         if with_key {
             // memcached answers a GETK miss with the key and no error text.
-            binary::response(out, r.opcode, Status::KeyNotFound, r.opaque, 0, &[], r.key, &[]);
+            binary::response(
+                out,
+                r.opcode,
+                Status::KeyNotFound,
+                r.opaque,
+                0,
+                &[],
+                r.key,
+                &[],
+            );
         } else {
             binary::error(out, r.opcode, Status::KeyNotFound, r.opaque);
         }
@@ -213,7 +235,16 @@ fn store(w: &Worker, r: &BinaryRequest<'_>, q: bool, out: &mut Vec<u8>) {
     let status = match apply(w, kind, r.key, r.value, opts, cas_check) {
         Ok(Stored::Stored(cas)) => {
             if !q {
-                binary::response(out, r.opcode, Status::Ok, r.opaque, visible_cas(w, cas), &[], &[], &[]);
+                binary::response(
+                    out,
+                    r.opcode,
+                    Status::Ok,
+                    r.opaque,
+                    visible_cas(w, cas),
+                    &[],
+                    &[],
+                    &[],
+                );
             }
             return;
         }
@@ -249,7 +280,11 @@ fn delete(w: &Worker, r: &BinaryRequest<'_>, q: bool, out: &mut Vec<u8>) {
         })
         .unwrap_or(Status::OutOfMemory);
     let s = &w.stats;
-    ThreadStats::incr(if status == Status::Ok { &s.delete_hits } else { &s.delete_misses });
+    ThreadStats::incr(if status == Status::Ok {
+        &s.delete_hits
+    } else {
+        &s.delete_misses
+    });
     if status == Status::Ok {
         if !q {
             binary::response(out, r.opcode, Status::Ok, r.opaque, 0, &[], &[], &[]);
@@ -322,7 +357,10 @@ fn flush(w: &Worker, r: &BinaryRequest<'_>, q: bool, out: &mut Vec<u8>) {
     let delay = i64::from(r.extra_u32(0).unwrap_or(0));
     let store = &w.shared.store;
     let secs = if delay > 0 {
-        store.clock().expiry(delay).saturating_sub(store.clock().now())
+        store
+            .clock()
+            .expiry(delay)
+            .saturating_sub(store.clock().now())
     } else {
         0
     };
@@ -376,7 +414,16 @@ fn sasl(w: &Worker, session: &mut Session, r: &BinaryRequest<'_>, out: &mut Vec<
         && parse_plain(r.value).is_some_and(|(user, pass)| db.check(user, pass));
     if ok {
         session.authenticated = true;
-        binary::response(out, r.opcode, Status::Ok, r.opaque, 0, &[], &[], b"Authenticated");
+        binary::response(
+            out,
+            r.opcode,
+            Status::Ok,
+            r.opaque,
+            0,
+            &[],
+            &[],
+            b"Authenticated",
+        );
     } else {
         session.authenticated = false;
         session.failed("a binary SASL client");

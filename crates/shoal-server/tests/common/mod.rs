@@ -44,9 +44,15 @@ impl Server {
 
     /// shoald with `-p 0 -l 127.0.0.1 -v -t 2` plus `args` (later options win).
     pub fn with_args(args: &[&str]) -> Server {
+        Server::with_env(args, &[])
+    }
+
+    /// Like [`Server::with_args`], with extra environment variables.
+    pub fn with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(shoald_bin());
         cmd.args(["-p", "0", "-l", "127.0.0.1", "-v", "-t", "2"])
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -91,6 +97,19 @@ impl Server {
                 return server;
             }
             seen.push(line);
+        }
+    }
+
+    /// Waits up to `wait` for a stderr line containing `needle`, returning it.
+    pub fn wait_log(&self, needle: &str, wait: Duration) -> Option<String> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return Some(line),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
         }
     }
 
@@ -169,6 +188,8 @@ pub fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
     (status.and_then(|s| s.code()), err)
 }
 
+pub mod binproto;
+
 trait Stream: Read + Write + Send {}
 impl<T: Read + Write + Send> Stream for T {}
 
@@ -194,6 +215,15 @@ impl Conn {
         Conn {
             stream: Box::new(s),
             tcp: Some(clone),
+        }
+    }
+
+    /// Wraps an already-connected stream (e.g. a TLS session over `tcp`); `tcp` is the
+    /// underlying socket, used for read timeouts and resets. Its timeouts must be set.
+    pub fn wrap<S: Read + Write + Send + 'static>(stream: S, tcp: Option<TcpStream>) -> Conn {
+        Conn {
+            stream: Box::new(stream),
+            tcp,
         }
     }
 

@@ -1,0 +1,289 @@
+//! TLS (`-Z`) against a real shoald with certificates made at test time (rcgen): a rustls
+//! client round-trips text, meta and binary; a plain-text client on the TLS port gets no
+//! cache service; with `ssl_verify_mode=2` only clients with a CA-signed certificate are
+//! served.
+
+mod common;
+
+use common::binproto::{self as bp, op, status};
+use common::{show, Conn, Server, IO_TIMEOUT};
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A directory of PEM files, removed when dropped.
+struct Pki {
+    dir: PathBuf,
+    /// The CA that signed the server and client certificates.
+    ca: CertificateDer<'static>,
+    /// The self-signed server certificate.
+    self_signed: CertificateDer<'static>,
+    /// A CA-signed client certificate and its key.
+    client: (CertificateDer<'static>, Vec<u8>),
+    /// A client certificate from a CA the server does not trust.
+    stranger: (CertificateDer<'static>, Vec<u8>),
+}
+
+fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
+    let key = KeyPair::generate().expect("CA key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, name);
+    let cert = params.self_signed(&key).expect("CA cert");
+    (cert, key)
+}
+
+fn leaf(
+    name: &str,
+    client: bool,
+    issuer: &(rcgen::Certificate, KeyPair),
+) -> (rcgen::Certificate, KeyPair) {
+    let key = KeyPair::generate().expect("leaf key");
+    let mut params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+        .expect("leaf params");
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.extended_key_usages = vec![if client {
+        ExtendedKeyUsagePurpose::ClientAuth
+    } else {
+        ExtendedKeyUsagePurpose::ServerAuth
+    }];
+    let cert = params
+        .signed_by(&key, &issuer.0, &issuer.1)
+        .expect("signed leaf");
+    (cert, key)
+}
+
+impl Pki {
+    fn new(tag: &str) -> Pki {
+        let dir = std::env::temp_dir().join(format!("shoal-tls-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("pki dir");
+        let write =
+            |name: &str, pem: String| std::fs::write(dir.join(name), pem).expect("write pem");
+
+        // A self-signed server certificate, as `generate_simple_self_signed` makes it.
+        let ss =
+            rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("self-signed");
+        write("self.pem", ss.cert.pem());
+        write("self.key", ss.key_pair.serialize_pem());
+
+        let authority = ca("shoal test CA");
+        write("ca.pem", authority.0.pem());
+        let server = leaf("localhost", false, &authority);
+        write("server.pem", server.0.pem());
+        write("server.key", server.1.serialize_pem());
+        let client = leaf("shoal client", true, &authority);
+        let other_ca = ca("untrusted CA");
+        let stranger = leaf("stranger", true, &other_ca);
+        Pki {
+            dir,
+            ca: authority.0.der().clone(),
+            self_signed: ss.cert.der().clone(),
+            client: (client.0.der().clone(), client.1.serialize_der()),
+            stranger: (stranger.0.der().clone(), stranger.1.serialize_der()),
+        }
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.dir
+            .join(name)
+            .to_str()
+            .expect("utf-8 path")
+            .to_string()
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A rustls client connection trusting `root`, optionally presenting a certificate.
+fn tls_conn(
+    addr: SocketAddr,
+    root: &CertificateDer<'static>,
+    client_cert: Option<&(CertificateDer<'static>, Vec<u8>)>,
+) -> Conn {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(root.clone()).expect("root");
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots);
+    let config = match client_cert {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                vec![cert.clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.clone())),
+            )
+            .expect("client cert"),
+        None => builder.with_no_client_auth(),
+    };
+    let name = ServerName::try_from("localhost").expect("name");
+    let session = rustls::ClientConnection::new(Arc::new(config), name).expect("client");
+    let tcp = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
+    tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    tcp.set_write_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    tcp.set_nodelay(true).expect("nodelay");
+    let handle = tcp.try_clone().expect("clone");
+    Conn::wrap(rustls::StreamOwned::new(session, tcp), Some(handle))
+}
+
+fn tls_server(pki: &Pki, cert: &str, key: &str, extra: &[&str]) -> Server {
+    let opts = format!(
+        "ssl_chain_cert={},ssl_key={}",
+        pki.file(cert),
+        pki.file(key)
+    );
+    let mut args = vec!["-Z", "-o", &opts];
+    args.extend_from_slice(extra);
+    Server::with_args(&args)
+}
+
+/// Text, meta and binary requests over one TLS connection.
+fn round_trip(c: &mut Conn) {
+    c.set("tk", b"over tls");
+    assert_eq!(c.get("tk").as_deref(), Some(&b"over tls"[..]));
+    c.rt(b"ms mk 5 T0\r\nmeta!\r\n", b"HD\r\n");
+    c.rt(b"mg mk v f\r\n", b"VA 5 f0\r\nmeta!\r\n");
+    c.rt(b"mn\r\n", b"MN\r\n");
+    bp::set(c, b"bk", b"binary over tls", 42);
+    let (flags, value, _) = bp::get(c, b"bk").expect("binary hit");
+    assert_eq!((flags, value.as_slice()), (42, &b"binary over tls"[..]));
+    let r = bp::expect_status(c, &bp::simple(op::GETK, b"tk"), status::OK);
+    assert_eq!(r.value, b"over tls");
+    c.assert_alive();
+}
+
+#[test]
+fn self_signed_tls_round_trips_text_meta_binary() {
+    let pki = Pki::new("self");
+    let s = tls_server(&pki, "self.pem", "self.key", &[]);
+    let mut c = tls_conn(s.addr.unwrap(), &pki.self_signed, None);
+    round_trip(&mut c);
+}
+
+#[test]
+fn tls_cert_and_key_flags_and_large_values() {
+    let pki = Pki::new("large");
+    let server_pem = pki.file("server.pem");
+    let server_key = pki.file("server.key");
+    let s = Server::with_args(&["-Z", "--tls-cert", &server_pem, "--tls-key", &server_key]);
+    let mut c = tls_conn(s.addr.unwrap(), &pki.ca, None);
+    round_trip(&mut c);
+    // Values bigger than a TLS record and than the socket buffers, both ways.
+    let big: Vec<u8> = (0..900_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    c.set("big", &big);
+    assert_eq!(c.get("big").as_deref(), Some(&big[..]));
+    // A pipelined binary multi-get whose replies exceed the server's write high-water mark.
+    let mut batch = Vec::new();
+    for i in 0..4u32 {
+        batch.extend(bp::packet(op::GETKQ, &[], b"big", &[], i, 0));
+    }
+    batch.extend(bp::simple(op::NOOP, b""));
+    c.send(&batch);
+    for i in 0..4u32 {
+        let r = bp::read(&mut c);
+        assert_eq!((r.opaque, r.value.len()), (i, big.len()));
+    }
+    assert_eq!(bp::read(&mut c).opcode, op::NOOP);
+}
+
+#[test]
+fn plain_text_client_on_tls_port_gets_no_service() {
+    let pki = Pki::new("plain");
+    let s = tls_server(&pki, "server.pem", "server.key", &[]);
+    let addr = s.addr.unwrap();
+    let mut binary_set = bp::store(op::SET, b"a", b"x", 0, 0, 0);
+    binary_set.extend(bp::simple(op::GET, b"a"));
+    for req in [
+        &b"set a 0 0 1\r\nx\r\nget a\r\n"[..],
+        b"version\r\n",
+        b"mg a v\r\n",
+        &binary_set,
+    ] {
+        let mut c = Conn::tcp(addr);
+        c.send_lossy(req);
+        let (got, closed) = c.drain_for(Duration::from_secs(3));
+        let text = show(&got);
+        assert!(closed, "plain connection left open; got {text:?}");
+        for served in ["STORED", "VALUE", "VERSION", "VA ", "END"] {
+            assert!(!text.contains(served), "plain client was served: {text:?}");
+        }
+        assert!(
+            !got.starts_with(&[bp::RES]),
+            "binary reply to a plain client: {got:?}"
+        );
+    }
+    // TLS clients are unaffected and nothing was stored.
+    let mut c = tls_conn(addr, &pki.ca, None);
+    assert_eq!(c.get("a"), None);
+}
+
+/// Whether a TLS client gets served: true if `version` answers, false if the server refuses.
+fn served(c: &mut Conn) -> bool {
+    c.send_lossy(b"version\r\n");
+    let (got, closed) = c.drain_for(Duration::from_secs(3));
+    if got.starts_with(b"VERSION ") {
+        return true;
+    }
+    assert!(closed, "neither served nor closed: {:?}", show(&got));
+    assert!(got.is_empty(), "unexpected reply {:?}", show(&got));
+    false
+}
+
+#[test]
+fn verify_mode_2_requires_a_ca_signed_client_certificate() {
+    let pki = Pki::new("mtls");
+    let opts = format!("ssl_ca_cert={},ssl_verify_mode=2", pki.file("ca.pem"));
+    let s = tls_server(&pki, "server.pem", "server.key", &["-o", &opts]);
+    let addr = s.addr.unwrap();
+    assert!(
+        !served(&mut tls_conn(addr, &pki.ca, None)),
+        "client without a certificate served"
+    );
+    assert!(
+        !served(&mut tls_conn(addr, &pki.ca, Some(&pki.stranger))),
+        "client with an untrusted certificate served"
+    );
+    let mut c = tls_conn(addr, &pki.ca, Some(&pki.client));
+    assert!(served(&mut c));
+    round_trip(&mut c);
+}
+
+#[test]
+fn verify_mode_1_accepts_clients_without_certificates() {
+    let pki = Pki::new("mtls1");
+    let opts = format!("ssl_ca_cert={},ssl_verify_mode=1", pki.file("ca.pem"));
+    let s = tls_server(&pki, "server.pem", "server.key", &["-o", &opts]);
+    let addr = s.addr.unwrap();
+    assert!(served(&mut tls_conn(addr, &pki.ca, None)));
+    assert!(served(&mut tls_conn(addr, &pki.ca, Some(&pki.client))));
+    assert!(!served(&mut tls_conn(addr, &pki.ca, Some(&pki.stranger))));
+}
+
+#[test]
+fn bad_tls_configuration_refuses_to_start() {
+    let pki = Pki::new("bad");
+    let cert = pki.file("server.pem");
+    let wrong_key = pki.file("self.key");
+    let missing = pki.file("missing.pem");
+    let base = ["-p", "0", "-l", "127.0.0.1", "-Z"];
+    for extra in [
+        vec![],
+        vec!["--tls-cert", cert.as_str()],
+        vec!["--tls-cert", cert.as_str(), "--tls-key", missing.as_str()],
+        vec!["--tls-cert", cert.as_str(), "--tls-key", wrong_key.as_str()],
+    ] {
+        let args: Vec<&str> = base.iter().copied().chain(extra.iter().copied()).collect();
+        let (code, err) = common::run_to_exit(&args);
+        assert!(
+            code.is_some() && code != Some(0),
+            "shoald {args:?} started: {err}"
+        );
+    }
+}
