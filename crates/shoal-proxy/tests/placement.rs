@@ -107,7 +107,7 @@ fn placement_matches_nutcracker_and_twemproxy_vectors() {
         });
     }
     let backends = three_backends();
-    let ports: Vec<u16> = cases.iter().map(|_| free_port()).collect();
+    let ports = free_ports(cases.len());
     let mut ours = String::new();
     let mut theirs = String::new();
     for (i, c) in cases.iter().enumerate() {

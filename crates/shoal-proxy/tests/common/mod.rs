@@ -89,6 +89,12 @@ impl Proc {
 impl Drop for Proc {
     fn drop(&mut self) {
         self.kill();
+        if std::thread::panicking() {
+            // Show what the process said, to explain the failure.
+            for l in self.lines.try_iter() {
+                eprintln!("[child stderr] {l}");
+            }
+        }
     }
 }
 
@@ -134,10 +140,17 @@ pub fn write_conf(text: &str) -> PathBuf {
 
 /// A free loopback port (bound and released; fine for tests on one machine).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    free_ports(1)[0]
+}
+
+/// `n` distinct free loopback ports (all held until every one is chosen).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("addr").port())
+        .collect()
 }
 
 /// A running shoal-proxy.

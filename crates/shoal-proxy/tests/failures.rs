@@ -1,0 +1,235 @@
+//! Backend failures: a killed backend with auto-eject on, a backend that answers
+//! garbage, one that hangs. Every wait is bounded.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use shoal_ring::{Distribution, Ring, RingConfig, Server};
+
+fn conf(servers: &[String], extra: &str) -> String {
+    let mut s = format!(
+        "alpha:\n  listen: 127.0.0.1:0\n  hash: md5\n  distribution: ketama\n{extra}  servers:\n"
+    );
+    for sv in servers {
+        s.push_str(&format!("   - {sv}:1\n"));
+    }
+    s
+}
+
+/// The index (into `addrs`) twemproxy's ketama picks for `key`, given ejected servers.
+fn expected(addrs: &[String], ejected: &[usize], key: &str) -> usize {
+    let servers: Vec<Server> = addrs
+        .iter()
+        .map(|a| {
+            let (h, p) = a.rsplit_once(':').expect("host:port");
+            Server::new(h, p.parse().expect("port"))
+        })
+        .collect();
+    let config =
+        RingConfig::new(Distribution::TwemproxyKetama).with_hash(shoal_ring::HashAlgorithm::Md5);
+    let mut ring = Ring::new(config, servers).expect("ring");
+    for &e in ejected {
+        ring = ring.with_ejected(e).expect("eject");
+    }
+    ring.locate(key.as_bytes()).expect("locate")
+}
+
+#[test]
+fn killed_backend_is_ejected_and_its_keys_move() {
+    let mut backends = three_backends();
+    let addrs: Vec<String> = backends.iter().map(|b| b.addr.to_string()).collect();
+    let proxy = Proxy::start(
+        &conf(
+            &addrs,
+            "  auto_eject_hosts: true\n  server_failure_limit: 2\n  server_retry_timeout: 60000\n  timeout: 500\n",
+        ),
+        1,
+    );
+    let keys: Vec<String> = (0..200).map(|i| format!("k:{i}")).collect();
+    set_all(proxy.pools[0], &keys);
+    let home: Vec<usize> = keys.iter().map(|k| expected(&addrs, &[], k)).collect();
+    let dead = 1;
+    assert!(home.contains(&dead));
+
+    // Load on the other servers' keys while the backend dies: none of it may fail.
+    let live_keys: Vec<String> = keys
+        .iter()
+        .zip(&home)
+        .filter(|(_, &h)| h != dead)
+        .map(|(k, _)| k.clone())
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicUsize::new(0));
+    let loader = {
+        let (stop, done, addr, live_keys) = (
+            stop.clone(),
+            done.clone(),
+            proxy.pools[0],
+            live_keys.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut c = Conn::connect(addr);
+            let mut errors = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                for k in &live_keys {
+                    match c.get(&[k.as_str()]) {
+                        Ok(v) if v.len() == 1 => {}
+                        other => errors.push(format!("{k}: {other:?}")),
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            errors
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    backends[dead].proc.kill();
+
+    // The dead server's keys fail until the failure limit ejects it, then are served
+    // (as misses, then as stored values) by the server twemproxy's ring picks next.
+    let moved: Vec<&String> = keys
+        .iter()
+        .zip(&home)
+        .filter(|(_, &h)| h == dead)
+        .map(|(k, _)| k)
+        .collect();
+    let mut c = proxy.conn();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = c.set(moved[0], "new");
+        if r == "STORED" {
+            break;
+        }
+        assert!(r.starts_with("SERVER_ERROR"), "unexpected reply {r}");
+        assert!(Instant::now() < deadline, "server never ejected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for k in &moved {
+        assert_eq!(c.set(k, "new"), "STORED", "{k}");
+        let got = c.get(&[k.as_str()]).expect("get");
+        assert_eq!(got, vec![(k.to_string(), "new".to_string())]);
+        let want = expected(&addrs, &[dead], k);
+        let held = backends[want].conn().get(&[k.as_str()]).expect("direct");
+        assert_eq!(held.len(), 1, "{k} should be on backend {want}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let errors = loader.join().expect("loader");
+    assert!(done.load(Ordering::Relaxed) > 0);
+    assert!(errors.is_empty(), "live keys failed: {errors:?}");
+
+    let stats = stats_json(&proxy);
+    assert_eq!(stats["alpha"]["server_ejects"], 1, "{stats}");
+}
+
+fn stats_json(proxy: &Proxy) -> serde_json::Value {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(proxy.stats).expect("stats");
+    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("stats body");
+    serde_json::from_str(&body).expect("stats json")
+}
+
+/// Keys (of `k:0..`) whose home among `addrs` is `index`.
+fn keys_on(addrs: &[String], index: usize, n: usize) -> Vec<String> {
+    (0..10_000)
+        .map(|i| format!("k:{i}"))
+        .filter(|k| expected(addrs, &[], k) == index)
+        .take(n)
+        .collect()
+}
+
+fn bad_backend_is_ejected(reply: Option<&'static [u8]>) {
+    let backends: Vec<Shoald> = (0..2).map(|_| Shoald::start()).collect();
+    let bad = fake_backend(reply);
+    let addrs = vec![
+        backends[0].addr.to_string(),
+        bad.to_string(),
+        backends[1].addr.to_string(),
+    ];
+    let proxy = Proxy::start(
+        &conf(
+            &addrs,
+            "  auto_eject_hosts: true\n  server_failure_limit: 1\n  server_retry_timeout: 60000\n  timeout: 300\n",
+        ),
+        1,
+    );
+    // The proxy's server order is twemproxy's (sorted by name); `expected` sorts the
+    // same way only if given the same order, so find the bad server's index there.
+    let sorted = shoal_ring::twemproxy::sorted_servers(
+        &addrs
+            .iter()
+            .map(|a| {
+                let (h, p) = a.rsplit_once(':').expect("addr");
+                Server::new(h, p.parse().expect("port"))
+            })
+            .collect::<Vec<_>>(),
+    );
+    let sorted_addrs: Vec<String> = sorted.iter().map(|s| s.host_port()).collect();
+    let bad_index = sorted_addrs
+        .iter()
+        .position(|a| *a == bad.to_string())
+        .expect("bad server");
+    let keys = keys_on(&sorted_addrs, bad_index, 5);
+    let mut c = proxy.conn();
+    let started = Instant::now();
+    let first = c.set(&keys[0], "x");
+    assert!(first.starts_with("SERVER_ERROR"), "{first}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "waited {:?} on a bad backend",
+        started.elapsed()
+    );
+    // Ejected after one failure: its keys now go to the healthy servers.
+    for k in &keys {
+        assert_eq!(c.set(k, "x"), "STORED", "{k}");
+        assert_eq!(c.get(&[k.as_str()]).expect("get").len(), 1);
+    }
+    // Other clients' keys were never affected.
+    let mut other = proxy.conn();
+    assert_eq!(other.set("unrelated", "1"), "STORED");
+}
+
+#[test]
+fn garbage_backend_is_ejected() {
+    bad_backend_is_ejected(Some(b"HELLO THIS IS NOT MEMCACHED\r\n"));
+}
+
+#[test]
+fn hanging_backend_is_timed_out_and_ejected() {
+    bad_backend_is_ejected(None);
+}
+
+#[test]
+fn without_auto_eject_a_dead_server_answers_server_error() {
+    let mut backends = three_backends();
+    let addrs: Vec<String> = backends.iter().map(|b| b.addr.to_string()).collect();
+    let proxy = Proxy::start(&conf(&addrs, "  timeout: 500\n"), 1);
+    let sorted_addrs: Vec<String> = shoal_ring::twemproxy::sorted_servers(
+        &backends
+            .iter()
+            .map(|b| Server::new("127.0.0.1", b.port()))
+            .collect::<Vec<_>>(),
+    )
+    .iter()
+    .map(|s| s.host_port())
+    .collect();
+    let dead_addr = addrs[2].clone();
+    let dead = sorted_addrs
+        .iter()
+        .position(|a| *a == dead_addr)
+        .expect("dead");
+    backends[2].proc.kill();
+    let k = keys_on(&sorted_addrs, dead, 1).remove(0);
+    let mut c = proxy.conn();
+    for _ in 0..5 {
+        let r = c.set(&k, "x");
+        assert!(r.starts_with("SERVER_ERROR"), "{r}");
+    }
+    let live = keys_on(&sorted_addrs, (dead + 1) % 3, 1).remove(0);
+    assert_eq!(c.set(&live, "y"), "STORED");
+}
