@@ -14,7 +14,7 @@ export CARGO_TARGET_DIR="$target"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install -q --disable-pip-version-check pymemcache pytest
+.venv/bin/pip install -q --disable-pip-version-check pymemcache python-binary-memcached pytest
 
 cargo build --release -p shoal-server
 export SHOALD_BIN="${SHOALD_BIN:-$target/release/shoald}"

@@ -81,7 +81,6 @@ where
         s => Some(Duration::from_secs(s)),
     };
     let per_turn = shared.settings.reqs_per_event;
-    let mut shutdown = shared.shutdown_signal();
     let mut rbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut wbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     // Bytes of a rejected data block still to discard (they may not have arrived yet).
@@ -184,19 +183,15 @@ where
         if rbuf.capacity() - rbuf.len() < READ_CHUNK / 2 {
             rbuf.reserve(READ_CHUNK);
         }
-        let read = async {
-            match idle {
-                Some(t) => tokio::time::timeout(t, stream.read_buf(&mut rbuf))
-                    .await
-                    .unwrap_or(Ok(0)),
-                None => stream.read_buf(&mut rbuf).await,
-            }
+        // No shutdown signal is watched here: that would put every read of every thread
+        // through one shared waiter list. Shutdown ends reads with shutdown(SHUT_RD).
+        let read = match idle {
+            Some(t) => tokio::time::timeout(t, stream.read_buf(&mut rbuf))
+                .await
+                .unwrap_or(Ok(0)),
+            None => stream.read_buf(&mut rbuf).await,
         };
-        let n = tokio::select! {
-            r = read => r,
-            _ = shutdown.changed() => return,
-        };
-        match n {
+        match read {
             Ok(0) | Err(_) => return,
             Ok(n) => {
                 ThreadStats::add(&worker.stats.bytes_read, n as u64);

@@ -11,6 +11,8 @@ use crate::conn::{self, ConnInfo, ConnRegistry};
 use crate::stats::{StatsRegistry, ThreadStats};
 use shoal_store::{Store, StoreConfig, Writer};
 use std::cell::RefCell;
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, RawFd};
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -76,6 +78,22 @@ pub struct Worker {
     pub writer: RefCell<Writer>,
     /// This thread's counters.
     pub stats: Arc<ThreadStats>,
+    /// Sockets of this thread's open connections, so shutdown can end their reads
+    /// without every read having to watch a shared shutdown signal.
+    pub sockets: RefCell<HashMap<u64, RawFd>>,
+}
+
+impl Worker {
+    /// Ends the reads of every connection of this thread (`shutdown(SHUT_RD)`): a
+    /// connection blocked in a read sees end-of-file, while replies already being written
+    /// still go out.
+    fn stop_reading(&self) {
+        for &fd in self.sockets.borrow().values() {
+            // SAFETY: the fd belongs to a connection that is still open: entries are
+            // removed before their socket is dropped.
+            unsafe { libc::shutdown(fd, libc::SHUT_RD) };
+        }
+    }
 }
 
 enum Incoming {
@@ -314,6 +332,7 @@ fn worker_main(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Incoming>) {
         writer: RefCell::new(shared.store.writer()),
         stats: shared.stats.register(),
         shared: shared.clone(),
+        sockets: RefCell::new(HashMap::new()),
     });
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
@@ -330,18 +349,21 @@ fn worker_main(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Incoming>) {
                 match incoming {
                     Incoming::Tcp(s, addr) => {
                         let _ = s.set_nodelay(true);
-                        if let Ok(s) = tokio::net::TcpStream::from_std(s) {
+                        if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
                             let info = shared.conns.open(format!("tcp:{addr}"));
+                            worker.sockets.borrow_mut().insert(info.id, s.as_raw_fd());
                             match &shared.tls {
-                                None => conn::serve(s, &worker, &info).await,
+                                None => conn::serve(&mut s, &worker, &info).await,
                                 Some(acceptor) => {
                                     // A plain-text client or a stalled handshake is dropped.
                                     let handshake = tokio::time::timeout(
                                         Duration::from_secs(10),
-                                        acceptor.accept(s),
+                                        acceptor.accept(&mut s),
                                     );
                                     match handshake.await {
-                                        Ok(Ok(tls)) => conn::serve(tls, &worker, &info).await,
+                                        Ok(Ok(mut tls)) => {
+                                            conn::serve(&mut tls, &worker, &info).await
+                                        }
                                         Ok(Err(e)) => {
                                             tracing::info!("TLS handshake from {addr} failed: {e}")
                                         }
@@ -351,13 +373,16 @@ fn worker_main(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Incoming>) {
                                     }
                                 }
                             }
+                            worker.sockets.borrow_mut().remove(&info.id);
                             shared.conns.close(&info);
                         }
                     }
                     Incoming::Unix(s) => {
-                        if let Ok(s) = tokio::net::UnixStream::from_std(s) {
+                        if let Ok(mut s) = tokio::net::UnixStream::from_std(s) {
                             let info = shared.conns.open("unix".to_string());
-                            conn::serve(s, &worker, &info).await;
+                            worker.sockets.borrow_mut().insert(info.id, s.as_raw_fd());
+                            conn::serve(&mut s, &worker, &info).await;
+                            worker.sockets.borrow_mut().remove(&info.id);
                             shared.conns.close(&info);
                         }
                     }
@@ -366,8 +391,19 @@ fn worker_main(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Incoming>) {
             });
             while tasks.try_join_next().is_some() {}
         }
-        // Shutdown: connections see the signal, finish their replies and end.
-        while tasks.join_next().await.is_some() {}
+        // Shutdown: let tasks not yet started see the flag, end every read, and wait for
+        // connections to finish the replies they are writing. A client that stops
+        // reading its replies cannot hold the process forever.
+        tokio::task::yield_now().await;
+        worker.stop_reading();
+        let drained = tokio::time::timeout(Duration::from_secs(10), async {
+            while tasks.join_next().await.is_some() {}
+        });
+        if drained.await.is_err() {
+            tracing::warn!("connections still writing after 10 s; closing them");
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
     });
 }
 

@@ -634,6 +634,14 @@ fn unknown_opcode_is_reported_and_connection_continues() {
         );
         assert_eq!(r.text(), "Unknown command");
     }
+    // Without -S the SASL opcodes are unknown too (memcached).
+    let r = bp::rt(&mut c, &bp::simple(op::SASL_LIST_MECHS, b""));
+    assert_eq!(r.status, status::UNKNOWN, "{r:?}");
+    let r = bp::rt(
+        &mut c,
+        &bp::packet(op::SASL_AUTH, &[], b"PLAIN", b"\0u\0p", 0, 0),
+    );
+    assert_eq!(r.status, status::UNKNOWN, "{r:?}");
     bp::set(&mut c, b"after", b"ok", 0);
     assert!(bp::get(&mut c, b"after").is_some());
 }

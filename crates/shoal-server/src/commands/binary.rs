@@ -127,6 +127,11 @@ pub fn execute(w: &Worker, session: &mut Session, r: BinaryRequest<'_>, out: &mu
             binary::response(out, r.opcode, Status::Ok, r.opaque, 0, &[], &[], &[]);
         }
         op::STAT => stat(w, &r, out),
+        // Without -S the SASL opcodes are unknown (memcached), so clients configured with
+        // credentials carry on unauthenticated instead of failing.
+        op::SASL_LIST_MECHS if w.shared.sasl.is_none() => {
+            binary::error(out, r.opcode, Status::UnknownCommand, r.opaque)
+        }
         op::SASL_LIST_MECHS => {
             binary::response(out, r.opcode, Status::Ok, r.opaque, 0, &[], &[], MECHANISMS)
         }
