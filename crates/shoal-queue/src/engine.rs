@@ -73,12 +73,27 @@ impl Engine {
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(EngineError::Locked(cfg.data_dir.clone()));
         }
+        let (reclaim_tx, reclaim_rx) = std::sync::mpsc::channel::<PathBuf>();
+        // Detached: it ends when the last queue (holding a sender) is dropped, and an
+        // unlink lost at exit is redone by the next recovery.
+        let reclaim = std::thread::Builder::new()
+            .name("shoal-queue-reclaim".into())
+            .spawn(move || {
+                for path in reclaim_rx {
+                    if let Err(e) = fs::remove_file(&path) {
+                        tracing::warn!("removing {}: {e}", path.display());
+                    }
+                }
+            })
+            .map(|_| reclaim_tx)
+            .map_err(EngineError::Thread)?;
         let ctx = Arc::new(Ctx {
             fsync: cfg.fsync,
             segment_size: cfg.segment_size.max(4096),
             max_item_size: cfg.max_item_size,
             memory_per_queue: cfg.memory_per_queue,
             fault: cfg.fault.clone(),
+            reclaim: Some(reclaim),
         });
         let mut queues = HashMap::new();
         let mut quarantined = Vec::new();

@@ -43,6 +43,24 @@ pub(crate) struct Ctx {
     pub max_item_size: usize,
     pub memory_per_queue: u64,
     pub fault: Option<Arc<WriteFault>>,
+    /// Where consumed segments are sent to be unlinked. Unlinking a 64 MiB file takes
+    /// ~10-20 ms on ext4, far too long to hold a queue's lock or an event loop for.
+    pub reclaim: Option<std::sync::mpsc::Sender<PathBuf>>,
+}
+
+impl Ctx {
+    fn remove_segment(&self, path: PathBuf) {
+        let path = match &self.reclaim {
+            Some(tx) => match tx.send(path) {
+                Ok(()) => return,
+                Err(e) => e.0,
+            },
+            None => path,
+        };
+        if let Err(e) = fs::remove_file(&path) {
+            tracing::warn!("removing {}: {e}", path.display());
+        }
+    }
 }
 
 /// One message in the index.
@@ -197,7 +215,15 @@ impl Queue {
             dir,
             ctx,
             limits,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                // A new queue's segment ids start at the current time in nanoseconds, so
+                // they never collide with those of a deleted queue of the same name
+                // whose files the reclaim thread may still be unlinking.
+                next_seg: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 2)),
+                ..State::default()
+            }),
             synced: watch::Sender::new(Synced::default()),
             sync_queued: AtomicBool::new(false),
             arrivals: Notify::new(),
@@ -620,10 +646,10 @@ impl Queue {
             }
             st.disk -= seg.len;
             st.segments.remove(&id);
-            let path = segment::segment_path(&self.dir, id);
-            if let Err(e) = fs::remove_file(&path) {
-                tracing::warn!(queue = %self.name, "removing {}: {e}", path.display());
-            }
+            // A crash before the unlink only brings back a segment whose messages
+            // are all acked, which recovery deletes again.
+            self.ctx
+                .remove_segment(segment::segment_path(&self.dir, id));
         }
         let drained_roll = (self.ctx.segment_size / 2).min(1 << 20);
         if st.ready.is_empty()

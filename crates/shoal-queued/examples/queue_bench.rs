@@ -48,6 +48,12 @@ struct Opts {
     /// Server worker threads for shoal-queued.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Requests in flight per connection (1 = strict request/reply, as the seed's tool).
+    #[arg(long, default_value_t = 1)]
+    depth: usize,
+    /// Client threads (the load generator shares the machine with the server).
+    #[arg(long, default_value_t = 1)]
+    client_threads: usize,
     /// Directory for data (a temporary directory under it is used and removed).
     #[arg(long, default_value = "/tmp")]
     dir: PathBuf,
@@ -273,10 +279,26 @@ impl Conn {
         }
     }
 
-    async fn op(&mut self, set: bool) -> bool {
-        let req = if set { &self.set_req } else { &self.get_req };
-        self.s.write_all(req).await.expect("write");
-        self.reply().await
+    /// Sends `depth` requests in one write (alternating set/get for mixed, starting with
+    /// a set when `i` is even) and reads their replies. Returns the number of hits.
+    async fn ops(&mut self, work: Work, i: u64, depth: usize, out: &mut Vec<u8>) -> u64 {
+        out.clear();
+        for k in 0..depth as u64 {
+            let set = match work {
+                Work::Set => true,
+                Work::Get => false,
+                Work::Mixed => (i + k) % 2 == 0,
+            };
+            out.extend_from_slice(if set { &self.set_req } else { &self.get_req });
+        }
+        self.s.write_all(out).await.expect("write");
+        let mut hits = 0;
+        for _ in 0..depth {
+            if self.reply().await {
+                hits += 1;
+            }
+        }
+        hits
     }
 
     /// Sends `n` sets pipelined in batches.
@@ -311,6 +333,7 @@ async fn run_cell(
     conns: usize,
     size: usize,
     dur: Duration,
+    depth: usize,
 ) -> CellResult {
     let mut handles = Vec::new();
     let mut cs = Vec::new();
@@ -322,21 +345,14 @@ async fn run_cell(
     for mut c in cs {
         handles.push(tokio::spawn(async move {
             let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram");
-            let (mut ops, mut hits, mut i) = (0u64, 0u64, 0u64);
+            let (mut ops, mut hits) = (0u64, 0u64);
+            let mut buf = Vec::new();
             while Instant::now() < deadline {
-                let set = match work {
-                    Work::Set => true,
-                    Work::Get => false,
-                    Work::Mixed => i % 2 == 0,
-                };
-                i += 1;
                 let t = Instant::now();
-                let hit = c.op(set).await;
-                let _ = h.record(t.elapsed().as_micros().max(1) as u64);
-                ops += 1;
-                if hit {
-                    hits += 1;
-                }
+                hits += c.ops(work, ops, depth, &mut buf).await;
+                // With pipelining, every request of a batch waited for the batch.
+                let _ = h.record_n(t.elapsed().as_micros().max(1) as u64, depth as u64);
+                ops += depth as u64;
             }
             (h, ops, hits)
         }));
@@ -429,7 +445,7 @@ async fn bench_system(o: &Opts, system: &str, durability: &str, server: &Server,
     let dur = Duration::from_millis(o.duration_ms);
     for &conns in &o.conns {
         clear(server.addr, proto).await;
-        let r = run_cell(server.addr, proto, Work::Set, conns, o.size, dur).await;
+        let r = run_cell(server.addr, proto, Work::Set, conns, o.size, dur, o.depth).await;
         let items = queue_len(server.addr, proto).await;
         let disk = dir_bytes(&server.data);
         let per = if items > 0 {
@@ -439,10 +455,10 @@ async fn bench_system(o: &Opts, system: &str, durability: &str, server: &Server,
         };
         row(system, durability, Work::Set, conns, &r, &per);
         fill(server.addr, proto, o.size, o.fill).await;
-        let r = run_cell(server.addr, proto, Work::Get, conns, o.size, dur).await;
+        let r = run_cell(server.addr, proto, Work::Get, conns, o.size, dur, o.depth).await;
         row(system, durability, Work::Get, conns, &r, "");
         clear(server.addr, proto).await;
-        let r = run_cell(server.addr, proto, Work::Mixed, conns, o.size, dur).await;
+        let r = run_cell(server.addr, proto, Work::Mixed, conns, o.size, dur, o.depth).await;
         row(system, durability, Work::Mixed, conns, &r, "");
     }
     clear(server.addr, proto).await;
@@ -464,17 +480,24 @@ fn main() {
             .map(|p| p.join("shoal-queued"))
             .expect("binary path")
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = if o.client_threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(o.client_threads)
+            .enable_all()
+            .build()
+    }
+    .expect("runtime");
     let root = tempfile::Builder::new()
         .prefix("queue-bench")
         .tempdir_in(&o.dir)
         .expect("tempdir");
     println!(
-        "{}-byte messages, {} ms per phase, closed loop (1 request in flight per connection), shoal-queued -t {}",
-        o.size, o.duration_ms, o.threads
+        "{}-byte messages, {} ms per phase, closed loop ({} request(s) in flight per connection, {} client thread(s)), shoal-queued -t {}",
+        o.size, o.duration_ms, o.depth, o.client_threads, o.threads
     );
     println!();
     println!("| system | durability | workload | conns | ops/s | p99 µs | get hits | disk B/msg |");
