@@ -8,7 +8,7 @@ use crate::error::{EngineError, QueueError};
 use crate::name::validate_name;
 use crate::queue::{Ctx, Queue, RecoveryReport};
 use parking_lot::RwLock;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -37,6 +37,8 @@ struct Inner {
     queues_dir: PathBuf,
     queues: RwLock<HashMap<String, Arc<Queue>>>,
     quarantined: parking_lot::Mutex<Vec<PathBuf>>,
+    /// Queues whose directory could not be read at startup.
+    broken: HashSet<String>,
     sync: SyncRequests,
     _lock: File,
 }
@@ -97,6 +99,7 @@ impl Engine {
         });
         let mut queues = HashMap::new();
         let mut quarantined = Vec::new();
+        let mut broken = HashSet::new();
         for ent in fs::read_dir(&queues_dir).map_err(dir_err(&queues_dir))? {
             let ent = ent.map_err(dir_err(&queues_dir))?;
             let Some(name) = ent.file_name().to_str().map(str::to_string) else {
@@ -106,20 +109,26 @@ impl Engine {
                 tracing::warn!("ignoring {} in the data directory", ent.path().display());
                 continue;
             }
-            let (q, report) = Queue::recover(&name, ent.path(), ctx.clone(), cfg.limits_for(&name))
-                .map_err(|source| EngineError::Recover {
-                    queue: name.clone(),
-                    source,
-                })?;
-            log_report(&name, &report);
-            quarantined.extend(report.quarantined.into_iter().map(|(p, _)| p));
-            queues.insert(name, Arc::new(q));
+            match Queue::recover(&name, ent.path(), ctx.clone(), cfg.limits_for(&name)) {
+                Ok((q, report)) => {
+                    log_report(&name, &report);
+                    quarantined.extend(report.quarantined.into_iter().map(|(p, _)| p));
+                    queues.insert(name, Arc::new(q));
+                }
+                Err(e) => {
+                    // One unreadable queue must not take the others down: it is fenced
+                    // off (refused, its files left untouched) and the rest serve.
+                    tracing::error!(queue = %name, "cannot recover, queue unavailable: {e}");
+                    broken.insert(name);
+                }
+            }
         }
         let inner = Arc::new(Inner {
             ctx,
             queues_dir,
             queues: RwLock::new(queues),
             quarantined: parking_lot::Mutex::new(quarantined),
+            broken,
             sync: SyncRequests::default(),
             _lock: lock,
             cfg,
@@ -150,13 +159,17 @@ impl Engine {
     }
 
     /// The queue `name`, created (in memory; its directory appears with its first
-    /// write) if it does not exist. Fails only for an invalid name.
+    /// write) if it does not exist. Fails for an invalid name, and for a queue whose
+    /// directory could not be recovered at startup.
     pub fn queue_or_create(&self, name: &str) -> Result<Arc<Queue>, QueueError> {
         if let Some(q) = self.queue(name) {
             return Ok(q);
         }
         if !validate_name(name.as_bytes()) {
             return Err(QueueError::BadName);
+        }
+        if self.inner.broken.contains(name) {
+            return Err(QueueError::Unavailable);
         }
         let mut map = self.inner.queues.write();
         let q = map.entry(name.to_string()).or_insert_with(|| {
@@ -206,6 +219,13 @@ impl Engine {
         for q in self.queues() {
             q.expire(now);
         }
+    }
+
+    /// Queues that could not be recovered at startup and are refused.
+    pub fn unavailable(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.inner.broken.iter().cloned().collect();
+        v.sort();
+        v
     }
 
     /// Segments quarantined as corrupt during recovery.

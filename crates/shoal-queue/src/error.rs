@@ -25,6 +25,10 @@ pub enum QueueError {
     /// acknowledged.
     #[error("fsync failed")]
     SyncFailed,
+    /// The queue's directory could not be recovered at startup; it is left untouched
+    /// for the operator and refused until then.
+    #[error("queue unavailable")]
+    Unavailable,
     /// The connection already holds an open read on this queue.
     #[error("read already open")]
     AlreadyOpen,
@@ -45,15 +49,6 @@ pub enum EngineError {
     /// Another process holds the data directory's lock.
     #[error("data directory {0} is in use by another process")]
     Locked(PathBuf),
-    /// Recovering a queue failed in a way quarantine could not absorb.
-    #[error("recovering queue {queue}: {source}")]
-    Recover {
-        /// The queue.
-        queue: String,
-        /// The cause.
-        #[source]
-        source: io::Error,
-    },
     /// The background fsync thread could not start.
     #[error("starting the sync thread: {0}")]
     Thread(#[source] io::Error),

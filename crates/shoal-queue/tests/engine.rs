@@ -372,3 +372,36 @@ fn flush_and_delete_remove_files() {
     assert!(e.delete("q"));
     assert!(!t.path().join("queues/q").exists());
 }
+
+#[test]
+fn max_age_caps_expiry() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let mut c = cfg(t.path());
+    c.default_limits.max_age_secs = 10;
+    let e = Engine::open(c).expect("open");
+    let q = e.queue_or_create("q").expect("q");
+    let now = unix_now();
+    q.enqueue(0, 0, b"a", now).expect("enq");
+    q.enqueue(0, now + 3600, b"b", now).expect("enq");
+    assert!(q.dequeue(Take::Peek, now + 9).expect("peek").is_some());
+    assert_eq!(q.dequeue(Take::Remove, now + 11).expect("deq"), None);
+    assert_eq!(q.stats(now + 11).expired, 2);
+}
+
+#[test]
+fn unreadable_queue_is_fenced_off_others_serve() {
+    let t = tempfile::tempdir().expect("tempdir");
+    {
+        let e = Engine::open(cfg(t.path())).expect("open");
+        put(&e, "ok", "fine");
+    }
+    // A "segment" that cannot be read (a directory) makes recovery of that queue fail.
+    fs::create_dir_all(t.path().join("queues/broken/0000000000000000.seg")).expect("mkdir");
+    let e = Engine::open(cfg(t.path())).expect("open despite a broken queue");
+    assert_eq!(e.unavailable(), vec!["broken".to_string()]);
+    assert!(matches!(
+        e.queue_or_create("broken"),
+        Err(QueueError::Unavailable)
+    ));
+    assert_eq!(take(&e, "ok"), Some("fine".into()));
+}

@@ -27,6 +27,7 @@ const READ_ALREADY_OPEN: &[u8] = b"CLIENT_ERROR read already open on this queue\
 const DISK_FULL: &[u8] = b"SERVER_ERROR out of disk space storing message\r\n";
 const WRITE_FAILED: &[u8] = b"SERVER_ERROR write error storing message\r\n";
 const READ_FAILED: &[u8] = b"SERVER_ERROR read error fetching message\r\n";
+const UNAVAILABLE: &[u8] = b"SERVER_ERROR queue unavailable (its data could not be recovered)\r\n";
 const FLUSH_FAILED: &[u8] = b"SERVER_ERROR write error flushing queue\r\n";
 
 /// What to do after a request.
@@ -299,6 +300,7 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                         }
                     }
                 },
+                Err(QueueError::Unavailable) => UNAVAILABLE,
                 Err(_) => BAD_NAME,
             },
             _ => BAD_NAME,

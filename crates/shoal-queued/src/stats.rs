@@ -74,6 +74,7 @@ pub fn general(out: &mut Vec<u8>, c: &Counters, engine: &Engine, threads: usize)
         "quarantined_segments",
         engine.quarantined().len() as u64,
     );
+    reply::stat_u64(out, "unavailable_queues", engine.unavailable().len() as u64);
     let queues = engine.queues();
     reply::stat_u64(out, "queues", queues.len() as u64);
     let mut total_items = 0;

@@ -267,3 +267,60 @@ fn second_server_on_same_dir_refuses() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("in use"));
 }
+
+#[test]
+fn corrupt_data_directory_is_survived() {
+    let d = dir();
+    {
+        let s = Server::start(d.path(), &[]);
+        let mut c = s.client();
+        for i in 0..10 {
+            assert_eq!(c.set("good", format!("g{i}").as_bytes()), "STORED");
+            assert_eq!(c.set("bad", format!("b{i:03}").as_bytes()), "STORED");
+        }
+        assert_eq!(s.signal_and_wait(libc::SIGTERM).code(), Some(0));
+    }
+    let queues = d.path().join("queues");
+    // Flip a byte inside bad's third record: valid records follow, so it is corruption.
+    let seg = std::fs::read_dir(queues.join("bad"))
+        .expect("bad dir")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|x| x == "seg"))
+        .expect("segment");
+    let mut bytes = std::fs::read(&seg).expect("read");
+    bytes[32 + 2 * (32 + 4) + 40] ^= 0xFF;
+    std::fs::write(&seg, &bytes).expect("write");
+    // A queue whose segment cannot be read at all, and junk that is not a queue.
+    std::fs::create_dir_all(queues.join("locked/0000000000000000.seg")).expect("mkdir");
+    std::fs::write(queues.join("README"), "not a queue").expect("write");
+    std::fs::create_dir_all(queues.join(".trash")).expect("mkdir");
+
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    for i in 0..10 {
+        assert_eq!(c.get_str("good"), Some(format!("g{i}")));
+    }
+    assert_eq!(c.stat("quarantined_segments").as_deref(), Some("1"));
+    assert_eq!(c.stat("unavailable_queues").as_deref(), Some("1"));
+    let quarantined = std::fs::read_dir(queues.join("bad"))
+        .expect("bad dir")
+        .filter(|e| {
+            e.as_ref()
+                .map(|e| e.file_name().to_string_lossy().ends_with(".corrupt"))
+                .unwrap_or(false)
+        })
+        .count();
+    assert_eq!(
+        quarantined, 1,
+        "the damaged segment is kept aside, not deleted"
+    );
+    assert_eq!(c.set("bad", b"fresh"), "STORED");
+    assert_eq!(c.get_str("bad").as_deref(), Some("fresh"));
+    assert_eq!(
+        c.set("locked", b"x"),
+        "SERVER_ERROR queue unavailable (its data could not be recovered)"
+    );
+    assert_eq!(c.get("locked"), None);
+    let logs = s.logs().join("\n");
+    assert!(logs.contains("quarantined"), "{logs}");
+}

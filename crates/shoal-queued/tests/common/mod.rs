@@ -29,6 +29,8 @@ pub struct Server {
     pub addr: SocketAddr,
     /// Its stderr lines after the listening line.
     pub stderr: mpsc::Receiver<String>,
+    /// Its stderr lines up to the listening line (recovery reports).
+    pub startup_logs: Vec<String>,
 }
 
 impl Server {
@@ -70,6 +72,7 @@ impl Server {
                     child,
                     addr,
                     stderr: rx,
+                    startup_logs: seen,
                 };
             }
             seen.push(line);
@@ -109,9 +112,11 @@ impl Server {
         }
     }
 
-    /// Stderr lines logged so far.
+    /// Stderr lines logged so far (startup included).
     pub fn logs(&self) -> Vec<String> {
-        self.stderr.try_iter().collect()
+        let mut v = self.startup_logs.clone();
+        v.extend(self.stderr.try_iter());
+        v
     }
 }
 
