@@ -44,9 +44,10 @@ struct Args {
     /// Mbuf size (accepted for compatibility; buffers grow as needed).
     #[arg(short = 'm', long = "mbuf-size")]
     mbuf_size: Option<usize>,
-    /// Worker threads (default: number of cores).
-    #[arg(long = "threads")]
-    threads: Option<usize>,
+    /// Worker threads. 1 (the default) runs one event loop on one thread, as nutcracker
+    /// does; more use a work-stealing pool (helps only with spare cores).
+    #[arg(long = "threads", default_value_t = 1)]
+    threads: usize,
     /// Print the version and exit.
     #[arg(short = 'V', long = "version")]
     version: bool,
@@ -95,16 +96,20 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args, config: ProxyConfig) -> anyhow::Result<()> {
-    let threads = args
-        .threads
-        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
-        .unwrap_or(1)
-        .max(1);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()
-        .context("building the runtime")?;
+    let threads = args.threads.max(1);
+    // One thread: a current-thread runtime (no cross-thread wake-ups, like nutcracker's
+    // single event loop). More: tokio's work-stealing pool.
+    let rt = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
+    .context("building the runtime")?;
     if let Some(p) = &args.pid_file {
         std::fs::write(p, format!("{}\n", std::process::id()))
             .with_context(|| format!("writing pid file {}", p.display()))?;
