@@ -10,6 +10,8 @@
 //! survives the process being killed under every policy, and survives power loss under
 //! `Always`; under `Every(d)` power loss can lose about the last `d`.
 
+#![warn(missing_docs)]
+
 pub mod config;
 mod crc;
 pub mod engine;

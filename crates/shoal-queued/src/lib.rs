@@ -4,6 +4,8 @@
 //! blocking reads (`get q/t=500/open`, `/close`, `/abort`, `/peek`). Parsing is
 //! shoal-protocol's; storage is shoal-queue's.
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod conn;
 pub mod options;
