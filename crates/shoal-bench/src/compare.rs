@@ -249,7 +249,7 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, BenchError> {
                     l.conns = cfg.conns;
                     l.depth = depth;
                     l.keys = cfg.keys;
-                    l.value_size = cfg.value_size;
+                    l.value_size = crate::workload::ValueSize::fixed(cfg.value_size);
                     l.set_ratio = cfg.set_ratio;
                     l.duration = Duration::from_secs_f64(cfg.duration_secs);
                     l.warmup = Duration::from_secs_f64(cfg.warmup_secs);

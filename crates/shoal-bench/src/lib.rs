@@ -1,18 +1,31 @@
 //! shoal-bench: the project's load generator and benchmarks.
 //!
-//! - [`load`]: the closed-loop generator (connections, pipeline depth, key space, value
-//!   size, set:get mix, warm-up, HdrHistogram latencies).
+//! - [`load`]: the generator (threads x connections, pipeline depth, protocol, key
+//!   distribution, value sizes, set:get mix, duration or request count, warm-up, rate
+//!   limit, HdrHistogram latencies).
+//! - [`proto`]: the protocols it speaks: [`text`], [`meta`], [`binary`], [`resp`].
+//! - [`workload`]: key distributions (uniform, zipfian) and value sizes.
 //! - [`fill`]: bulk sets and multi-get counting (prefill, memory efficiency).
 //! - [`compare`]: shoald against memcached, same flags, same load.
-//! - [`text`]: memcached text protocol encoding and reply parsing.
 //! - [`server`]: starting servers under test and reading their `stats`.
+//! - [`seeds`]: the field reports, one experiment each, and [`report`] / [`chart`] to
+//!   write them up.
 
+pub mod binary;
+pub mod chart;
 pub mod compare;
 pub mod fill;
 pub mod load;
+pub mod machine;
+pub mod meta;
+pub mod proto;
+pub mod report;
+pub mod resp;
 pub mod rng;
+pub mod seeds;
 pub mod server;
 pub mod text;
+pub mod workload;
 
 /// Everything that can go wrong in a benchmark.
 #[derive(Debug, thiserror::Error)]

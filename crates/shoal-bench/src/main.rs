@@ -5,7 +5,12 @@ use clap::{Parser, Subcommand};
 use shoal_bench::compare::{self, CompareConfig};
 use shoal_bench::fill::{self, FillConfig};
 use shoal_bench::load::{self, LoadConfig, Refill};
+use shoal_bench::machine::MachineInfo;
 use shoal_bench::parse_duration;
+use shoal_bench::proto::Protocol;
+use shoal_bench::report::{self, Section};
+use shoal_bench::seeds::{self, Env, Mode, ServerKind};
+use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -30,13 +35,79 @@ enum Cmd {
     /// shoald vs memcached: same flags, same loads, alternating, repeated; memcaslap;
     /// memory efficiency.
     CompareMemcached(CompareArgs),
+    /// Seeds 000+002: native/ketama/election placement over 3 nodes, text vs binary;
+    /// hash-function speed; modulo vs consistent; multi-get vs gets; keys moved.
+    Hash(ExpArgs),
+    /// Seed 001: gets+cas under contention, 1..100 connections; decr and meta ma.
+    Cas(ExpArgs),
+    /// Seed 003: shoald vs memcached vs redis, 1 and 4 nodes, 1/10/100 KB, 1/200/1000 conns.
+    Compare(ExpArgs),
+    /// Seed 004: shoal-queued (and redis lists), 256-byte messages, disk use.
+    Queue(ExpArgs),
+    /// Every seed experiment, one report.
+    All(ExpArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct ExpArgs {
+    /// A minute or two per experiment instead of the seed's full parameters.
+    #[arg(long)]
+    quick: bool,
+    /// Seconds in total (for the test suite).
+    #[arg(long, hide = true, conflicts_with = "quick")]
+    smoke: bool,
+    /// Write results.md, results.json and PNG charts here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Use running servers instead of starting them: NAME=ADDR[,ADDR...] with NAME one
+    /// of shoald, memcached, redis, shoal-queued. Repeatable.
+    #[arg(long, value_name = "NAME=ADDRS")]
+    target: Vec<String>,
+    /// The shoald binary (default: next to this program, else on PATH).
+    #[arg(long)]
+    shoald: Option<PathBuf>,
+    /// The shoal-queued binary (default: next to this program, else on PATH).
+    #[arg(long)]
+    shoal_queued: Option<PathBuf>,
+    /// The memcached binary.
+    #[arg(long, default_value = "memcached")]
+    memcached: PathBuf,
+    /// The redis-server binary.
+    #[arg(long, default_value = "redis-server")]
+    redis_server: PathBuf,
+    /// Client threads.
+    #[arg(short = 'T', long, default_value_t = 2)]
+    threads: usize,
+    /// Memory per server node, MiB.
+    #[arg(long, default_value_t = 1024)]
+    memory_mib: u64,
+    /// shoal-queued's --fsync (always, never, or an interval in ms).
+    #[arg(long, default_value = "5")]
+    queue_fsync: String,
 }
 
 #[derive(clap::Args)]
 struct LoadArgs {
-    /// Server address.
+    /// Server address; several, comma-separated, with --placement.
     #[arg(short, long, default_value = "127.0.0.1:11211")]
     server: String,
+    /// Protocol: text, meta, binary (memcached), resp (redis GET/SET), resp-list
+    /// (redis LPUSH/RPOP).
+    #[arg(short = 'P', long, value_enum, default_value_t = Protocol::Text)]
+    protocol: Protocol,
+    /// Client-side placement over several servers (a shoal-ring distribution name:
+    /// modula, ketama, election, jump, ...).
+    #[arg(long)]
+    placement: Option<String>,
+    /// Key distribution: uniform, zipfian, zipfian:THETA.
+    #[arg(long, default_value = "uniform")]
+    key_dist: String,
+    /// Send this many requests in total instead of running for --duration.
+    #[arg(short = 'n', long)]
+    requests: Option<u64>,
+    /// Cap requests per second over all connections.
+    #[arg(long)]
+    rate: Option<f64>,
     /// Client threads.
     #[arg(short = 'T', long, default_value_t = 2)]
     threads: usize,
@@ -46,7 +117,7 @@ struct LoadArgs {
     /// Requests in flight per connection.
     #[arg(short, long, default_value_t = 1)]
     depth: usize,
-    /// Distinct keys (chosen uniformly).
+    /// Distinct keys.
     #[arg(short, long, default_value_t = 10_000)]
     keys: u64,
     /// Key prefix (keys are prefix + zero-padded index).
@@ -55,9 +126,9 @@ struct LoadArgs {
     /// Digits the key index is padded to.
     #[arg(long, default_value_t = 8)]
     key_width: usize,
-    /// Value size in bytes.
-    #[arg(short, long, default_value_t = 100)]
-    value_size: usize,
+    /// Value size in bytes, or a range (20-256), k/m suffixes allowed.
+    #[arg(short, long, default_value = "100")]
+    value_size: String,
     /// Fraction of sets, 0 to 1 (0.1 = 1 set : 9 gets).
     #[arg(long, default_value_t = 0.1)]
     set_ratio: f64,
@@ -79,6 +150,9 @@ struct LoadArgs {
     /// Write the report as JSON here (`-` for stdout, replacing the summary).
     #[arg(long)]
     json: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
 }
 
 #[derive(clap::Args)]
@@ -172,25 +246,178 @@ fn main() -> Result<()> {
         Cmd::Load(a) => cmd_load(a),
         Cmd::Fill(a) => cmd_fill(a),
         Cmd::CompareMemcached(a) => cmd_compare(a),
+        Cmd::Hash(a) => cmd_seeds(a, &[Exp::Hash]),
+        Cmd::Cas(a) => cmd_seeds(a, &[Exp::Cas]),
+        Cmd::Compare(a) => cmd_seeds(a, &[Exp::Compare]),
+        Cmd::Queue(a) => cmd_seeds(a, &[Exp::Queue]),
+        Cmd::All(a) => cmd_seeds(a, &[Exp::Hash, Exp::Cas, Exp::Compare, Exp::Queue]),
     }
 }
 
+#[derive(Clone, Copy)]
+enum Exp {
+    Hash,
+    Cas,
+    Compare,
+    Queue,
+}
+
+/// A workspace binary: the given path, else beside this program, else on PATH.
+fn workspace_bin(given: Option<PathBuf>, name: &str) -> Result<Option<PathBuf>> {
+    if let Some(p) = given {
+        anyhow::ensure!(p.is_file(), "{} does not exist", p.display());
+        return Ok(Some(p));
+    }
+    Ok(std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join(name)))
+        .filter(|p| p.is_file())
+        .or_else(|| which(Path::new(name))))
+}
+
+fn parse_targets(list: &[String]) -> Result<HashMap<ServerKind, Vec<SocketAddr>>> {
+    let mut out = HashMap::new();
+    for t in list {
+        let (name, addrs) = t
+            .split_once('=')
+            .with_context(|| format!("--target {t:?}: expected NAME=ADDR[,ADDR...]"))?;
+        let kind = match name {
+            "shoald" => ServerKind::Shoald,
+            "memcached" => ServerKind::Memcached,
+            "redis" => ServerKind::Redis,
+            "shoal-queued" => ServerKind::ShoalQueued,
+            other => anyhow::bail!(
+                "--target {other:?}: the name must be shoald, memcached, redis or shoal-queued"
+            ),
+        };
+        let addrs = addrs.split(',').map(resolve).collect::<Result<Vec<_>>>()?;
+        for a in &addrs {
+            std::net::TcpStream::connect_timeout(a, Duration::from_secs(3))
+                .with_context(|| format!("--target {name}: {a} is not reachable"))?;
+        }
+        out.insert(kind, addrs);
+    }
+    Ok(out)
+}
+
+fn cmd_seeds(a: ExpArgs, which_exps: &[Exp]) -> Result<()> {
+    let mode = if a.smoke {
+        Mode::Smoke
+    } else if a.quick {
+        Mode::Quick
+    } else {
+        Mode::Full
+    };
+    anyhow::ensure!(a.threads >= 1, "--threads must be at least 1");
+    anyhow::ensure!(a.memory_mib >= 16, "--memory-mib must be at least 16");
+    let mut env = Env::new(mode);
+    env.threads = a.threads;
+    env.memory_mib = a.memory_mib;
+    env.queue_fsync = a.queue_fsync.clone();
+    env.targets = parse_targets(&a.target)?;
+    if let Some(p) = workspace_bin(a.shoald.clone(), "shoald")? {
+        env.bins.insert(ServerKind::Shoald, p);
+    }
+    if let Some(p) = workspace_bin(a.shoal_queued.clone(), "shoal-queued")? {
+        env.bins.insert(ServerKind::ShoalQueued, p);
+    }
+    if let Some(p) = which(&a.memcached) {
+        env.bins.insert(ServerKind::Memcached, p);
+    }
+    if let Some(p) = which(&a.redis_server) {
+        env.bins.insert(ServerKind::Redis, p);
+    }
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let machine = MachineInfo::detect();
+    let mut sections = Vec::new();
+    for e in which_exps {
+        let section = match e {
+            Exp::Hash => Section::new("hash", seeds::hash::run(&env).context("hash experiment")?),
+            Exp::Cas => Section::new("cas", seeds::cas::run(&env).context("cas experiment")?),
+            Exp::Compare => Section::new(
+                "compare",
+                seeds::versus::run(&env).context("compare experiment")?,
+            ),
+            Exp::Queue => Section::new(
+                "queue",
+                seeds::queue::run(&env).context("queue experiment")?,
+            ),
+        }?;
+        for why in section.body.skipped() {
+            eprintln!("skipped: {why}");
+        }
+        sections.push(section);
+    }
+    let command = std::env::args()
+        .map(|a| a.rsplit('/').next().unwrap_or("").to_string())
+        .take(1)
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mode_name = match mode {
+        Mode::Smoke => "smoke",
+        Mode::Quick => "quick",
+        Mode::Full => "full",
+    };
+    match &a.out {
+        Some(dir) => {
+            report::write(dir, &command, mode_name, &machine, &sections)?;
+            println!("wrote {}", dir.join("results.md").display());
+        }
+        None => println!("{}", report::markdown(&command, &machine, &sections, &[])),
+    }
+    Ok(())
+}
+
 fn cmd_load(a: LoadArgs) -> Result<()> {
+    let servers = a
+        .server
+        .split(',')
+        .map(resolve)
+        .collect::<Result<Vec<_>>>()?;
+    let placement = match (&a.placement, servers.len()) {
+        (None, 1) => None,
+        (None, _) => anyhow::bail!("several servers need --placement (e.g. ketama)"),
+        (Some(p), _) => {
+            let d: shoal_ring::Distribution =
+                p.parse().map_err(|e| anyhow::anyhow!("--placement: {e}"))?;
+            let list = servers
+                .iter()
+                .map(|s| shoal_ring::Server::new(s.ip().to_string(), s.port()))
+                .collect();
+            Some(std::sync::Arc::new(
+                shoal_ring::Ring::new(shoal_ring::RingConfig::new(d), list)
+                    .map_err(|e| anyhow::anyhow!("--placement: {e}"))?,
+            ))
+        }
+    };
+    if a.protocol == Protocol::RespList && !a.no_prefill {
+        anyhow::bail!("--protocol resp-list is a queue: add --no-prefill");
+    }
     let cfg = LoadConfig {
-        server: resolve(&a.server)?,
+        servers,
+        protocol: a.protocol,
+        placement_name: a.placement.clone(),
+        placement,
         threads: a.threads,
         conns: a.conns,
         depth: a.depth,
         keys: a.keys,
+        key_dist: a.key_dist.parse()?,
         key_prefix: a.key_prefix,
         key_width: a.key_width,
-        value_size: a.value_size,
+        value_size: a.value_size.parse()?,
         set_ratio: a.set_ratio,
         duration: a.duration,
         warmup: a.warmup,
+        requests: a.requests,
+        rate: a.rate,
         prefill: !a.no_prefill,
         seed: a.seed,
         refill: a.refill,
+        progress: !a.no_progress,
     };
     let report = load::run(&cfg).context("load run failed")?;
     let json = serde_json::to_string_pretty(&report)?;
@@ -201,6 +428,15 @@ fn cmd_load(a: LoadArgs) -> Result<()> {
             println!("{}", report.summary());
         }
         None => println!("{}", report.summary()),
+    }
+    if report.failed() {
+        anyhow::bail!(
+            "the run stopped early (numbers above are up to that point): {}",
+            report.failures.join("; ")
+        );
+    }
+    if report.measured.ops() > 0 && report.measured.errors == report.measured.ops() {
+        anyhow::bail!("the server answered every request with an error");
     }
     Ok(())
 }

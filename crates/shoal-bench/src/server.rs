@@ -4,17 +4,21 @@ use crate::BenchError;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// A server process this program started; killed when dropped.
+/// A server process this program started; killed when dropped. Started with
+/// `PR_SET_PDEATHSIG`, so it is also killed if this program dies (Ctrl-C, a crash).
 pub struct ServerProcess {
-    /// A label for reports (`shoald`, `memcached`).
+    /// A label for reports (`shoald`, `memcached`, `redis`, `shoal-queued`).
     pub name: String,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// A scratch directory this program made for the server, removed when dropped.
+    pub data_dir: Option<PathBuf>,
     child: Child,
 }
 
@@ -45,22 +49,41 @@ fn spawn_err(name: &str, reason: impl std::fmt::Display) -> BenchError {
     }
 }
 
+/// A command whose process dies with this one.
+fn command(bin: &Path) -> Command {
+    let mut cmd = Command::new(bin);
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    cmd
+}
+
+/// A fresh scratch directory under the system temp dir.
+pub fn scratch_dir(label: &str) -> Result<PathBuf, BenchError> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("shoal-bench-{label}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| BenchError::io(dir.display().to_string(), e))?;
+    Ok(dir)
+}
+
 impl ServerProcess {
-    /// Starts shoald with `args` plus `-p 0 -v`, and learns its port from the
-    /// `listening on` line on stderr.
-    pub fn start_shoald(bin: &Path, args: &[String]) -> Result<Self, BenchError> {
-        let mut child = Command::new(bin)
-            .args(args)
-            .args(["-p", "0", "-v"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+    /// Starts a server that logs `listening on ADDR` on stderr, and learns its port.
+    fn start_announcing(name: &str, mut cmd: Command) -> Result<Self, BenchError> {
+        let mut child = cmd
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| spawn_err("shoald", format!("{}: {e}", bin.display())))?;
+            .map_err(|e| spawn_err(name, format!("{:?}: {e}", cmd.get_program())))?;
         let stderr = child
             .stderr
             .take()
-            .ok_or_else(|| spawn_err("shoald", "no stderr"))?;
+            .ok_or_else(|| spawn_err(name, "no stderr"))?;
         let (tx, rx) = mpsc::channel();
         // Keeps reading stderr for the process's life so logging never blocks it.
         std::thread::spawn(move || {
@@ -69,29 +92,69 @@ impl ServerProcess {
                 let Ok(line) = line else { break };
                 if let Some(addr) = parse_listening(&line) {
                     if let Some(tx) = tx.take() {
-                        let _ = tx.send(addr);
+                        let _ = tx.send(Ok(addr));
                     }
+                } else if let Some(tx) = tx.as_ref() {
+                    let _ = tx.send(Err(line));
                 }
             }
         });
         let mut proc = ServerProcess {
-            name: "shoald".into(),
+            name: name.into(),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir: None,
             child,
         };
-        match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(addr) => proc.addr = addr,
-            Err(_) => return Err(spawn_err("shoald", "no `listening on` line within 10 s")),
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut said = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(Ok(addr)) => {
+                    proc.addr = addr;
+                    break;
+                }
+                Ok(Err(line)) => said.push(line),
+                Err(_) => {
+                    return Err(spawn_err(
+                        name,
+                        format!("no `listening on` line within 10 s: {}", said.join(" | ")),
+                    ))
+                }
+            }
         }
         proc.wait_ready()?;
         Ok(proc)
+    }
+
+    /// Starts shoald with `args` plus `-p 0 -l 127.0.0.1 -v`, and learns its port from
+    /// the `listening on` line on stderr.
+    pub fn start_shoald(bin: &Path, args: &[String]) -> Result<Self, BenchError> {
+        let mut cmd = command(bin);
+        cmd.args(args).args(["-p", "0", "-l", "127.0.0.1", "-v"]);
+        Self::start_announcing("shoald", cmd)
+    }
+
+    /// Starts shoal-queued on a fresh data directory (removed when dropped) with
+    /// `--fsync fsync` and `args`.
+    pub fn start_queued(bin: &Path, fsync: &str, args: &[String]) -> Result<Self, BenchError> {
+        let dir = scratch_dir("queued")?;
+        let mut cmd = command(bin);
+        cmd.args(["-p", "0", "-l", "127.0.0.1", "-v", "--fsync", fsync, "-d"])
+            .arg(&dir)
+            .args(args);
+        let mut p = Self::start_announcing("shoal-queued", cmd).inspect_err(|_| {
+            let _ = std::fs::remove_dir_all(&dir);
+        })?;
+        p.data_dir = Some(dir);
+        Ok(p)
     }
 
     /// Starts memcached with `args` on a free loopback port (`-u root` added when running
     /// as root, which memcached otherwise refuses).
     pub fn start_memcached(bin: &Path, args: &[String]) -> Result<Self, BenchError> {
         let port = free_port()?;
-        let mut cmd = Command::new(bin);
+        let mut cmd = command(bin);
         cmd.args(args)
             .args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"]);
         // SAFETY: geteuid has no preconditions.
@@ -99,21 +162,45 @@ impl ServerProcess {
             cmd.args(["-u", "root"]);
         }
         let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| spawn_err("memcached", format!("{}: {e}", bin.display())))?;
         let mut proc = ServerProcess {
             name: "memcached".into(),
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            data_dir: None,
             child,
         };
         proc.wait_ready()?;
         Ok(proc)
     }
 
-    /// Waits until the server answers `version`.
+    /// Starts redis-server on a free loopback port with no persistence unless `args`
+    /// ask for it, in a scratch directory (removed when dropped).
+    pub fn start_redis(bin: &Path, args: &[String]) -> Result<Self, BenchError> {
+        let port = free_port()?;
+        let dir = scratch_dir("redis")?;
+        let mut cmd = command(bin);
+        cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .args(args);
+        let child = cmd
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| spawn_err("redis", format!("{}: {e}", bin.display())))?;
+        let mut proc = ServerProcess {
+            name: "redis".into(),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            data_dir: Some(dir),
+            child,
+        };
+        proc.wait_ready()?;
+        Ok(proc)
+    }
+
+    /// Waits until the server answers anything to `version` (redis answers an error).
     fn wait_ready(&mut self) -> Result<(), BenchError> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -121,6 +208,7 @@ impl ServerProcess {
                 return Err(spawn_err(&self.name, format!("exited with {status}")));
             }
             if let Ok(mut s) = TcpStream::connect(self.addr) {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
                 let mut b = [0u8; 64];
                 if s.write_all(b"version\r\n").is_ok() && matches!(s.read(&mut b), Ok(n) if n > 0) {
                     return Ok(());
@@ -142,12 +230,78 @@ impl ServerProcess {
     pub fn rss_kib(&self) -> Result<u64, BenchError> {
         rss_kib(self.pid())
     }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Kills the process now (the drop would too); for tests of a server dying.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(d) = &self.data_dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Bytes under `dir`: (apparent size, allocated on disk), recursively.
+pub fn dir_bytes(dir: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let mut apparent = 0;
+    let mut allocated = 0;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return (0, 0);
+    };
+    for e in rd.flatten() {
+        let Ok(m) = e.metadata() else { continue };
+        if m.is_dir() {
+            let (a, b) = dir_bytes(&e.path());
+            apparent += a;
+            allocated += b;
+        } else {
+            apparent += m.len();
+            allocated += m.blocks() * 512;
+        }
+    }
+    (apparent, allocated)
+}
+
+/// Redis `INFO` (one section) as text.
+pub fn redis_info(addr: SocketAddr, section: &str) -> Result<String, BenchError> {
+    let mut s =
+        TcpStream::connect(addr).map_err(|e| BenchError::io(format!("connect to {addr}"), e))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| BenchError::io("set timeout", e))?;
+    let mut req = Vec::new();
+    crate::resp::encode_command(&mut req, &[b"INFO", section.as_bytes()]);
+    s.write_all(&req)
+        .map_err(|e| BenchError::io(format!("write to {addr}"), e))?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if let Some((_, used)) = crate::resp::parse_reply(&buf)? {
+            let nl = buf.iter().position(|&b| b == b'\n').unwrap_or(0) + 1;
+            return Ok(String::from_utf8_lossy(
+                &buf[nl.min(used)..used.saturating_sub(2).max(nl.min(used))],
+            )
+            .into_owned());
+        }
+        let n = s
+            .read(&mut chunk)
+            .map_err(|e| BenchError::io(format!("read from {addr}"), e))?;
+        if n == 0 {
+            return Err(BenchError::Closed(addr.to_string()));
+        }
+        buf.extend_from_slice(&chunk[..n]);
     }
 }
 

@@ -75,6 +75,17 @@ pub fn encode_multi_get(
     buf.extend_from_slice(b"\r\n");
 }
 
+/// Appends `set <key> 0 0 <len>\r\n<value>\r\n` for a key given whole.
+pub fn encode_set_key(buf: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+    buf.extend_from_slice(b"set ");
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(b" 0 0 ");
+    push_u64(buf, value.len() as u64);
+    buf.extend_from_slice(b"\r\n");
+    buf.extend_from_slice(value);
+    buf.extend_from_slice(b"\r\n");
+}
+
 /// Appends `set <key> 0 0 <len>\r\n<value>\r\n`.
 pub fn encode_set(buf: &mut Vec<u8>, prefix: &[u8], index: u64, width: usize, value: &[u8]) {
     buf.extend_from_slice(b"set ");
