@@ -36,7 +36,7 @@ cargo build --workspace --release --bins
 log "cargo test --release"
 cargo test --workspace --release
 
-log "memccapable -a (libmemcached's ascii conformance suite) against shoald"
+log "memccapable -a and -b (libmemcached's ascii and binary conformance suites) against shoald"
 errlog=$(mktemp)
 "$target/release/shoald" -p 0 -l 127.0.0.1 -t 2 -v 2>"$errlog" &
 pid=$!
@@ -48,15 +48,22 @@ for _ in $(seq 1 100); do
   sleep 0.05
 done
 [ -n "$port" ] || { echo "shoald did not start"; cat "$errlog"; exit 1; }
-out=$(timeout 120 memccapable -a -h 127.0.0.1 -p "$port" 2>&1) || true
-echo "$out" | tail -n 5
-echo "$out" | grep -q "All tests passed" || { echo "memccapable failed:"; echo "$out"; exit 1; }
+for mode in -a -b; do
+  out=$(timeout 120 memccapable "$mode" -h 127.0.0.1 -p "$port" 2>&1) || true
+  echo "$out" | tail -n 5
+  echo "$out" | grep -q "All tests passed" || { echo "memccapable $mode failed:"; echo "$out"; exit 1; }
+done
 kill "$pid"; wait "$pid" 2>/dev/null || true
 trap - EXIT
 
 if [ -x scripts/test-python.sh ]; then
   log "Python client suites (pymemcache)"
   SHOALD_BIN="$target/release/shoald" bash scripts/test-python.sh
+fi
+
+if [ -x scripts/test-java.sh ]; then
+  log "Java client suite (XMemcached, binary protocol)"
+  SHOALD_BIN="$target/release/shoald" bash scripts/test-java.sh
 fi
 
 log "all suites passed"

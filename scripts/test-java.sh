@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Java client compatibility: XMemcached (from Maven Central) in binary-protocol mode against
+# shoald.
+#
+# Builds shoald (release, the caller's CARGO_TARGET_DIR) if needed, starts it on an
+# ephemeral loopback port, runs `mvn -B test` in tests/java/xmemcached with the port as a
+# system property, and stops the server whatever happens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+target="${CARGO_TARGET_DIR:-$root/target}"
+export CARGO_TARGET_DIR="$target"
+bin="${SHOALD_BIN:-$target/release/shoald}"
+
+if ! command -v mvn >/dev/null || ! command -v java >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq maven default-jdk-headless >/dev/null
+fi
+if [ ! -x "$bin" ]; then
+  cargo build --release -p shoal-server
+fi
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# start NAME ARGS...: runs shoald, waits for its "listening on" line, prints the port.
+start() {
+  local name=$1; shift
+  "$bin" -p 0 -l 127.0.0.1 -t 2 -v "$@" 2>"$tmp/$name.log" &
+  pids+=($!)
+  local port=""
+  for _ in $(seq 1 200); do
+    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.log" | head -n1)
+    [ -n "$port" ] && break
+    sleep 0.05
+  done
+  [ -n "$port" ] || { echo "shoald ($name) did not start" >&2; cat "$tmp/$name.log" >&2; exit 1; }
+  echo "$port"
+}
+
+start plain >"$tmp/plain.port"
+port=$(cat "$tmp/plain.port")
+
+cd tests/java/xmemcached
+timeout 900 mvn -q -B test -Dshoald.port="$port"
+echo "XMemcached binary suite passed (shoald on $port)"
