@@ -40,29 +40,4 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// Why a request could not be answered by a backend.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BackendError {
-    /// Connecting failed (refused, unreachable, timed out).
-    #[error("Connection refused")]
-    Connect,
-    /// The backend did not answer within the pool's `timeout`.
-    #[error("Connection timed out")]
-    Timeout,
-    /// The backend closed the connection or a socket error occurred.
-    #[error("Connection reset by peer")]
-    Closed,
-    /// The backend sent bytes that are not a memcached reply to the request.
-    #[error("Protocol error")]
-    Garbage,
-    /// Every server of the pool is ejected.
-    #[error("No live servers")]
-    NoLiveServers,
-}
-
-impl BackendError {
-    /// The line sent to the client for this error: `SERVER_ERROR <text>\r\n`.
-    pub fn reply(&self) -> Vec<u8> {
-        format!("SERVER_ERROR {self}\r\n").into_bytes()
-    }
-}
+pub use shoal_client::BackendError;

@@ -10,10 +10,9 @@
 
 #![warn(missing_docs)]
 
-pub mod backend;
+pub use shoal_client::{backend, frame};
 pub mod config;
 pub mod error;
-pub mod frame;
 pub mod health;
 pub mod placement;
 pub mod pool;

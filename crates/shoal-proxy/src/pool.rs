@@ -43,11 +43,9 @@ impl Pool {
             .iter()
             .map(|s| s.name.clone().unwrap_or_else(|| s.host_port()))
             .collect();
-        let health = Arc::new(Health::new(
+        let health = Arc::new(crate::health::for_pool(
+            &config,
             placement.clone(),
-            config.auto_eject_hosts,
-            config.server_failure_limit,
-            config.server_retry_timeout,
             stats.clone(),
             server_stats.clone(),
             names.clone(),

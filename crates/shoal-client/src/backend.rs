@@ -1,0 +1,357 @@
+//! Backend connections: each server gets `server_connections` long-lived connections,
+//! each shared by every client and pipelined. Requests are written in batches; replies
+//! are framed ([`crate::frame`]) and handed back in order.
+//!
+//! A connection that fails (connect error, reset, a reply that is not memcached's, or no
+//! reply within the pool's `timeout`) fails every request in flight on it with a
+//! [`BackendError`], reports one failure to its [`HealthSink`], and reconnects on the
+//! next request. Nothing waits on a dead or hung backend longer than `timeout`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::error::BackendError;
+use crate::frame::{frame, Framed, ReplyKind};
+use crate::health::HealthSink;
+use crate::stats::{decr, incr, ServerStats};
+
+/// A backend's answer: the reply bytes exactly as sent (for quiet meta requests, without
+/// the trailing `MN\r\n`), or why there is none.
+pub type Reply = Result<Bytes, BackendError>;
+
+/// The receiving end of one forwarded request.
+pub type ReplyRx = oneshot::Receiver<Reply>;
+
+/// Requests queued per connection before senders wait.
+const QUEUE: usize = 4096;
+/// Bytes written per batch before the writer stops taking more requests.
+const MAX_BATCH: usize = 256 * 1024;
+
+struct Forward {
+    bytes: Vec<u8>,
+    kind: ReplyKind,
+    reply: Option<oneshot::Sender<Reply>>,
+}
+
+struct Waiter {
+    kind: ReplyKind,
+    reply: Option<oneshot::Sender<Reply>>,
+    deadline: Option<Instant>,
+}
+
+/// What a connection task needs to know about its server.
+struct Target {
+    index: usize,
+    addr: String,
+    timeout: Option<Duration>,
+    health: Arc<dyn HealthSink>,
+    stats: Arc<ServerStats>,
+}
+
+/// One server's connections.
+pub struct Backend {
+    conns: Vec<mpsc::Sender<Forward>>,
+    next: AtomicUsize,
+    stats: Arc<ServerStats>,
+}
+
+impl Backend {
+    /// Starts `connections` connection tasks for the server at `addr` (`host:port`);
+    /// they connect lazily, on the first request, unless `preconnect`. Must be called
+    /// inside a tokio runtime.
+    pub fn start(
+        index: usize,
+        addr: String,
+        connections: usize,
+        timeout: Option<Duration>,
+        preconnect: bool,
+        health: Arc<dyn HealthSink>,
+        stats: Arc<ServerStats>,
+    ) -> Backend {
+        let target = Arc::new(Target {
+            index,
+            addr,
+            timeout,
+            health,
+            stats: stats.clone(),
+        });
+        let conns = (0..connections.max(1))
+            .map(|_| {
+                let (tx, rx) = mpsc::channel(QUEUE);
+                tokio::spawn(connection(target.clone(), rx, preconnect));
+                tx
+            })
+            .collect();
+        Backend {
+            conns,
+            next: AtomicUsize::new(0),
+            stats,
+        }
+    }
+
+    /// This server's counters.
+    pub fn stats(&self) -> &Arc<ServerStats> {
+        &self.stats
+    }
+
+    /// Forwards `bytes` (one or more complete requests) and returns where the reply will
+    /// arrive. For [`ReplyKind::None`] nothing is expected and `None` is returned.
+    /// Requests sent through one `Backend` from one task are written in call order.
+    pub async fn send(&self, bytes: Vec<u8>, kind: ReplyKind) -> Option<ReplyRx> {
+        let i = if self.conns.len() == 1 {
+            0
+        } else {
+            self.next.fetch_add(1, Relaxed) % self.conns.len()
+        };
+        incr(&self.stats.requests);
+        self.stats
+            .request_bytes
+            .fetch_add(bytes.len() as u64, Relaxed);
+        let (tx, rx) = if kind == ReplyKind::None {
+            (None, None)
+        } else {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some(rx))
+        };
+        let fwd = Forward {
+            bytes,
+            kind,
+            reply: tx,
+        };
+        if let Err(mpsc::error::SendError(f)) = self.conns[i].send(fwd).await {
+            fail(f.reply, BackendError::Closed);
+        }
+        rx
+    }
+}
+
+fn fail(reply: Option<oneshot::Sender<Reply>>, err: BackendError) {
+    if let Some(tx) = reply {
+        let _ = tx.send(Err(err));
+    }
+}
+
+async fn connect(addr: &str, timeout: Option<Duration>) -> Option<TcpStream> {
+    let fut = TcpStream::connect(addr);
+    let stream = match timeout {
+        Some(t) => tokio::time::timeout(t, fut).await.ok()?.ok()?,
+        None => fut.await.ok()?,
+    };
+    let _ = stream.set_nodelay(true);
+    Some(stream)
+}
+
+/// One connection's life: connect when needed, pipeline, fail cleanly, reconnect.
+async fn connection(target: Arc<Target>, mut rx: mpsc::Receiver<Forward>, preconnect: bool) {
+    let mut pre = preconnect;
+    loop {
+        let first = if pre {
+            pre = false;
+            None
+        } else {
+            match rx.recv().await {
+                Some(f) => Some(f),
+                None => return,
+            }
+        };
+        let Some(stream) = connect(&target.addr, target.timeout).await else {
+            incr(&target.stats.server_err);
+            if let Some(f) = first {
+                fail(f.reply, BackendError::Connect);
+            }
+            while let Ok(f) = rx.try_recv() {
+                fail(f.reply, BackendError::Connect);
+            }
+            target.health.failure(target.index);
+            continue;
+        };
+        incr(&target.stats.server_connections);
+        let failed = Arc::new(AtomicBool::new(false));
+        session(&target, stream, &mut rx, first, &failed).await;
+        decr(&target.stats.server_connections);
+    }
+}
+
+/// Runs one connected session until the connection fails or the pool shuts down.
+async fn session(
+    target: &Arc<Target>,
+    stream: TcpStream,
+    rx: &mut mpsc::Receiver<Forward>,
+    first: Option<Forward>,
+    failed: &Arc<AtomicBool>,
+) {
+    let (rd, mut wr) = stream.into_split();
+    let (ptx, prx) = mpsc::unbounded_channel::<Waiter>();
+    let mut reader = tokio::spawn(read_loop(target.clone(), rd, prx, failed.clone()));
+    let mut wbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut next = first;
+    loop {
+        let f = match next.take() {
+            Some(f) => f,
+            None => {
+                tokio::select! {
+                    f = rx.recv() => match f {
+                        Some(f) => f,
+                        None => break,
+                    },
+                    _ = &mut reader => {
+                        // The reader failed (and counted the failure); start over.
+                        return;
+                    }
+                }
+            }
+        };
+        let mut dead = false;
+        let push = |f: Forward, wbuf: &mut Vec<u8>, dead: &mut bool| {
+            if *dead {
+                fail(f.reply, BackendError::Closed);
+                return;
+            }
+            if f.kind != ReplyKind::None {
+                let deadline = target.timeout.map(|t| Instant::now() + t);
+                let w = Waiter {
+                    kind: f.kind,
+                    reply: f.reply,
+                    deadline,
+                };
+                if let Err(e) = ptx.send(w) {
+                    fail(e.0.reply, BackendError::Closed);
+                    *dead = true;
+                    return;
+                }
+            }
+            wbuf.extend_from_slice(&f.bytes);
+        };
+        push(f, &mut wbuf, &mut dead);
+        while wbuf.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(f) => push(f, &mut wbuf, &mut dead),
+                Err(_) => break,
+            }
+        }
+        if dead {
+            break;
+        }
+        let write = wr.write_all(&wbuf);
+        let ok = match target.timeout {
+            Some(t) => matches!(tokio::time::timeout(t, write).await, Ok(Ok(()))),
+            None => write.await.is_ok(),
+        };
+        wbuf.clear();
+        if !ok {
+            if !failed.swap(true, Relaxed) {
+                incr(&target.stats.server_err);
+                target.health.failure(target.index);
+            }
+            break;
+        }
+    }
+    // Dropping the waiters' senders fails every request still in flight.
+    drop(ptx);
+    reader.abort();
+}
+
+async fn read_loop(
+    target: Arc<Target>,
+    mut rd: OwnedReadHalf,
+    mut prx: mpsc::UnboundedReceiver<Waiter>,
+    failed: Arc<AtomicBool>,
+) {
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut queue: VecDeque<Waiter> = VecDeque::new();
+    let err = 'outer: loop {
+        while let Ok(w) = prx.try_recv() {
+            queue.push_back(w);
+        }
+        while let Some(w) = queue.front() {
+            match frame(&buf, w.kind) {
+                Framed::Complete { len } => {
+                    let kind = w.kind;
+                    let Some(w) = queue.pop_front() else { break };
+                    let mut bytes = buf.split_to(len).freeze();
+                    if kind == ReplyKind::MetaQuiet {
+                        bytes.truncate(len.saturating_sub(4));
+                    }
+                    incr(&target.stats.responses);
+                    target.health.success(target.index);
+                    target.stats.response_bytes.fetch_add(len as u64, Relaxed);
+                    if let Some(tx) = w.reply {
+                        let _ = tx.send(Ok(bytes));
+                    }
+                }
+                Framed::Incomplete => break,
+                Framed::Invalid => break 'outer BackendError::Garbage,
+            }
+        }
+        if queue.is_empty() {
+            if !buf.is_empty() {
+                break BackendError::Garbage;
+            }
+            if buf.capacity() < 4096 {
+                buf.reserve(16 * 1024);
+            }
+            tokio::select! {
+                w = prx.recv() => match w {
+                    Some(w) => queue.push_back(w),
+                    None => return,
+                },
+                r = rd.read_buf(&mut buf) => match r {
+                    Ok(0) | Err(_) => {
+                        incr(&target.stats.server_eof);
+                        break BackendError::Closed;
+                    }
+                    // Unsolicited bytes: caught as garbage on the next turn.
+                    Ok(_) => {}
+                },
+            }
+            continue;
+        }
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(16 * 1024);
+        }
+        let deadline = queue.front().and_then(|w| w.deadline);
+        let read = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, rd.read_buf(&mut buf)).await {
+                Ok(r) => r,
+                Err(_) => {
+                    incr(&target.stats.server_timedout);
+                    break BackendError::Timeout;
+                }
+            },
+            None => rd.read_buf(&mut buf).await,
+        };
+        match read {
+            Ok(0) => {
+                incr(&target.stats.server_eof);
+                break BackendError::Closed;
+            }
+            Ok(_) => {}
+            Err(_) => {
+                incr(&target.stats.server_err);
+                break BackendError::Closed;
+            }
+        }
+    };
+    if err == BackendError::Garbage {
+        incr(&target.stats.server_err);
+    }
+    if !failed.swap(true, Relaxed) {
+        target.health.failure(target.index);
+    }
+    for w in queue.drain(..) {
+        fail(w.reply, err.clone());
+    }
+    prx.close();
+    while let Ok(w) = prx.try_recv() {
+        fail(w.reply, err.clone());
+    }
+}

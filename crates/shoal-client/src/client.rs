@@ -1,0 +1,559 @@
+//! The cluster client: placement over shoal-ring, one pipelined connection pool per
+//! server, typed commands.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use shoal_ring::{RingConfig, Server, SharedRing};
+
+use crate::backend::{Backend, Reply, ReplyRx};
+use crate::error::{BackendError, ClientError};
+use crate::frame::ReplyKind;
+use crate::health::{EjectPolicy, Health, LockedRing};
+use crate::stats::ServerStats;
+use crate::value::{check_key, line, parse_values, Value};
+
+/// How [`Client::cas`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CasOutcome {
+    /// Stored: the CAS unique matched.
+    Stored,
+    /// Someone changed the item since it was read.
+    Exists,
+    /// The item is gone.
+    NotFound,
+}
+
+/// Builds a [`Client`].
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    servers: Vec<Server>,
+    ring: RingConfig,
+    connections: usize,
+    timeout: Option<Duration>,
+    policy: EjectPolicy,
+    max_update_attempts: u32,
+}
+
+impl ClientBuilder {
+    /// Keys are placed with `ring` (any shoal-ring distribution and hash; default
+    /// twemproxy-compatible ketama with md5).
+    pub fn ring(mut self, ring: RingConfig) -> Self {
+        self.ring = ring;
+        self
+    }
+
+    /// Connections per server (default 1; each is pipelined).
+    pub fn connections_per_server(mut self, n: usize) -> Self {
+        self.connections = n.max(1);
+        self
+    }
+
+    /// Per-request timeout (default 1 s). A server that does not answer in time has its
+    /// connection closed, every request on it fails with `Timeout`, and it counts one
+    /// failure towards ejection. `None` waits forever.
+    pub fn timeout(mut self, t: Option<Duration>) -> Self {
+        self.timeout = t;
+        self
+    }
+
+    /// Auto-eject policy (default: on, 2 failures, 30 s).
+    pub fn eject_policy(mut self, p: EjectPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+
+    /// How many compare-and-swap conflicts [`Client::update`] tolerates (default 16).
+    pub fn max_update_attempts(mut self, n: u32) -> Self {
+        self.max_update_attempts = n.max(1);
+        self
+    }
+
+    /// Starts the client (connections open lazily, on first use). Must be called inside
+    /// a tokio runtime.
+    pub fn build(self) -> Result<Client, ClientError> {
+        let ring = SharedRing::new(self.ring, self.servers.clone())
+            .map_err(|e| ClientError::Config(e.to_string()))?;
+        let ring = Arc::new(LockedRing::new(ring));
+        let stats: Vec<Arc<ServerStats>> = self
+            .servers
+            .iter()
+            .map(|_| Arc::new(ServerStats::default()))
+            .collect();
+        let ejected_stats = stats.clone();
+        let health = Arc::new(Health::new(
+            ring.clone(),
+            self.servers.len(),
+            self.policy,
+            Box::new(move |i| {
+                if let Some(s) = ejected_stats.get(i) {
+                    crate::stats::incr(&s.server_ejected_at);
+                }
+            }),
+        ));
+        let backends = self
+            .servers
+            .iter()
+            .zip(&stats)
+            .enumerate()
+            .map(|(i, (s, st))| {
+                Backend::start(
+                    i,
+                    s.host_port(),
+                    self.connections,
+                    self.timeout,
+                    false,
+                    health.clone(),
+                    st.clone(),
+                )
+            })
+            .collect();
+        Ok(Client {
+            inner: Arc::new(Inner {
+                ring,
+                backends,
+                names: self.servers.iter().map(Server::host_port).collect(),
+                max_update_attempts: self.max_update_attempts,
+            }),
+        })
+    }
+}
+
+struct Inner {
+    ring: Arc<LockedRing>,
+    backends: Vec<Backend>,
+    names: Vec<String>,
+    max_update_attempts: u32,
+}
+
+/// An async memcached cluster client (text protocol).
+///
+/// Cheap to clone; clones share connections. Concurrent calls are pipelined over each
+/// server's connections. Guarantees: every key goes to the server the configured
+/// shoal-ring distribution picks among the live servers; multi-gets are split per server,
+/// sent in parallel and merged in request order; a server that fails `failure_limit`
+/// times in a row is ejected (its keys move) until the retry timeout passes.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), shoal_client::ClientError> {
+/// use shoal_client::Client;
+/// use shoal_ring::{Distribution, RingConfig, Server};
+///
+/// let client = Client::builder(vec![
+///     Server::new("127.0.0.1", 11211),
+///     Server::new("127.0.0.1", 11212),
+/// ])
+/// .ring(RingConfig::new(Distribution::TwemproxyKetama))
+/// .build()?;
+/// client.set(b"greeting", b"hello", 0, 0).await?;
+/// let v = client.get(b"greeting").await?;
+/// assert_eq!(v.map(|v| v.data), Some("hello".into()));
+/// let counter = client.incr(b"hits", 1).await?; // None: no such key
+/// # let _ = counter;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl Client {
+    /// A builder for a client over `servers` (default: twemproxy-compatible ketama with
+    /// md5, 1 connection per server, 1 s timeout, auto-eject after 2 failures for 30 s).
+    pub fn builder(servers: Vec<Server>) -> ClientBuilder {
+        ClientBuilder {
+            servers,
+            ring: RingConfig::new(shoal_ring::Distribution::TwemproxyKetama)
+                .with_hash(shoal_ring::HashAlgorithm::Md5),
+            connections: 1,
+            timeout: Some(Duration::from_secs(1)),
+            policy: EjectPolicy::default(),
+            max_update_attempts: 16,
+        }
+    }
+
+    /// The index of the server `key` goes to now (among all configured servers).
+    pub fn server_for(&self, key: &[u8]) -> Result<usize, ClientError> {
+        self.inner
+            .ring
+            .ring
+            .locate(key)
+            .map_err(|_| ClientError::NoLiveServers)
+    }
+
+    /// Whether server `index` is currently ejected.
+    pub fn is_ejected(&self, index: usize) -> bool {
+        self.inner.ring.ring.load().is_ejected(index)
+    }
+
+    /// Per-server counters, in server order.
+    pub fn server_stats(&self, index: usize) -> Option<&ServerStats> {
+        self.inner.backends.get(index).map(|b| &**b.stats())
+    }
+
+    async fn send(&self, server: usize, bytes: Vec<u8>, kind: ReplyKind) -> Option<ReplyRx> {
+        match self.inner.backends.get(server) {
+            Some(b) => b.send(bytes, kind).await,
+            None => None,
+        }
+    }
+
+    fn wrap(&self, server: usize, e: BackendError) -> ClientError {
+        ClientError::Backend {
+            server: self.inner.names.get(server).cloned().unwrap_or_default(),
+            source: e,
+        }
+    }
+
+    async fn wait(&self, server: usize, rx: Option<ReplyRx>) -> Result<Bytes, ClientError> {
+        let r: Reply = match rx {
+            Some(rx) => rx.await.unwrap_or(Err(BackendError::Closed)),
+            None => Err(BackendError::Closed),
+        };
+        r.map_err(|e| self.wrap(server, e))
+    }
+
+    /// Sends one request for `key` and waits for its reply.
+    async fn roundtrip(
+        &self,
+        key: &[u8],
+        bytes: Vec<u8>,
+        kind: ReplyKind,
+    ) -> Result<Bytes, ClientError> {
+        check_key(key)?;
+        let server = self.server_for(key)?;
+        let rx = self.send(server, bytes, kind).await;
+        self.wait(server, rx).await
+    }
+
+    /// `get`: the item, or `None` on a miss.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Value>, ClientError> {
+        self.retrieve(b"get ", key).await
+    }
+
+    /// `gets`: the item with its CAS unique, or `None` on a miss.
+    pub async fn gets(&self, key: &[u8]) -> Result<Option<Value>, ClientError> {
+        self.retrieve(b"gets ", key).await
+    }
+
+    async fn retrieve(&self, cmd: &[u8], key: &[u8]) -> Result<Option<Value>, ClientError> {
+        let mut req = Vec::with_capacity(cmd.len() + key.len() + 2);
+        req.extend_from_slice(cmd);
+        req.extend_from_slice(key);
+        req.extend_from_slice(b"\r\n");
+        let reply = self.roundtrip(key, req, ReplyKind::Retrieval).await?;
+        Ok(parse_values(&reply)?.into_iter().next())
+    }
+
+    /// Multi-get: the hits among `keys`, in the order of `keys` (duplicates repeated,
+    /// misses left out). Keys are grouped per server and the groups sent in parallel.
+    /// Any server failing fails the whole call.
+    pub async fn get_multi<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Value>, ClientError> {
+        self.get_multi_cmd(b"get", keys).await
+    }
+
+    /// Like [`Client::get_multi`] with CAS uniques (`gets`).
+    pub async fn gets_multi<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Value>, ClientError> {
+        self.get_multi_cmd(b"gets", keys).await
+    }
+
+    async fn get_multi_cmd<K: AsRef<[u8]>>(
+        &self,
+        cmd: &[u8],
+        keys: &[K],
+    ) -> Result<Vec<Value>, ClientError> {
+        // (server, request) per group, and each key's group.
+        let mut groups: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut which = Vec::with_capacity(keys.len());
+        for k in keys {
+            let k = k.as_ref();
+            check_key(k)?;
+            let s = self.server_for(k)?;
+            let g = match groups.iter().position(|(gs, _)| *gs == s) {
+                Some(g) => g,
+                None => {
+                    groups.push((s, cmd.to_vec()));
+                    groups.len() - 1
+                }
+            };
+            groups[g].1.push(b' ');
+            groups[g].1.extend_from_slice(k);
+            which.push(g);
+        }
+        let mut pending = Vec::with_capacity(groups.len());
+        for (s, mut req) in groups {
+            req.extend_from_slice(b"\r\n");
+            pending.push((s, self.send(s, req, ReplyKind::Retrieval).await));
+        }
+        let mut per_group = Vec::with_capacity(pending.len());
+        for (s, rx) in pending {
+            let reply = self.wait(s, rx).await?;
+            per_group.push(parse_values(&reply)?.into_iter().peekable());
+        }
+        let mut out = Vec::new();
+        for (k, g) in keys.iter().zip(which) {
+            if let Some(it) = per_group.get_mut(g) {
+                if it.peek().is_some_and(|v| &v.key[..] == k.as_ref()) {
+                    if let Some(v) = it.next() {
+                        out.push(v);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn store_request(
+        cmd: &str,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        cas: Option<u64>,
+        noreply: bool,
+    ) -> Vec<u8> {
+        let mut req = Vec::with_capacity(key.len() + value.len() + 48);
+        req.extend_from_slice(cmd.as_bytes());
+        req.push(b' ');
+        req.extend_from_slice(key);
+        req.extend_from_slice(format!(" {flags} {exptime} {}", value.len()).as_bytes());
+        if let Some(c) = cas {
+            req.extend_from_slice(format!(" {c}").as_bytes());
+        }
+        if noreply {
+            req.extend_from_slice(b" noreply");
+        }
+        req.extend_from_slice(b"\r\n");
+        req.extend_from_slice(value);
+        req.extend_from_slice(b"\r\n");
+        req
+    }
+
+    async fn store(
+        &self,
+        cmd: &str,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+    ) -> Result<bool, ClientError> {
+        let req = Self::store_request(cmd, key, value, flags, exptime, None, false);
+        let reply = self.roundtrip(key, req, ReplyKind::Line).await?;
+        match line(&reply)? {
+            b"STORED" => Ok(true),
+            b"NOT_STORED" => Ok(false),
+            other => Err(ClientError::Unexpected(
+                String::from_utf8_lossy(other).into_owned(),
+            )),
+        }
+    }
+
+    /// `set`: stores unconditionally.
+    pub async fn set(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+    ) -> Result<(), ClientError> {
+        self.store("set", key, value, flags, exptime)
+            .await
+            .map(|_| ())
+    }
+
+    /// `set ... noreply`: returns once the request is queued; the server sends nothing,
+    /// so failures are not reported.
+    pub async fn set_noreply(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+    ) -> Result<(), ClientError> {
+        check_key(key)?;
+        let server = self.server_for(key)?;
+        let req = Self::store_request("set", key, value, flags, exptime, None, true);
+        self.send(server, req, ReplyKind::None).await;
+        Ok(())
+    }
+
+    /// `add`: true if stored (the key was absent).
+    pub async fn add(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+    ) -> Result<bool, ClientError> {
+        self.store("add", key, value, flags, exptime).await
+    }
+
+    /// `replace`: true if stored (the key was present).
+    pub async fn replace(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+    ) -> Result<bool, ClientError> {
+        self.store("replace", key, value, flags, exptime).await
+    }
+
+    /// `append`: true if stored.
+    pub async fn append(&self, key: &[u8], value: &[u8]) -> Result<bool, ClientError> {
+        self.store("append", key, value, 0, 0).await
+    }
+
+    /// `prepend`: true if stored.
+    pub async fn prepend(&self, key: &[u8], value: &[u8]) -> Result<bool, ClientError> {
+        self.store("prepend", key, value, 0, 0).await
+    }
+
+    /// `cas`: stores only if the item's CAS unique is still `cas`.
+    pub async fn cas(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        cas: u64,
+    ) -> Result<CasOutcome, ClientError> {
+        let req = Self::store_request("cas", key, value, flags, exptime, Some(cas), false);
+        let reply = self.roundtrip(key, req, ReplyKind::Line).await?;
+        match line(&reply)? {
+            b"STORED" => Ok(CasOutcome::Stored),
+            b"EXISTS" => Ok(CasOutcome::Exists),
+            b"NOT_FOUND" => Ok(CasOutcome::NotFound),
+            other => Err(ClientError::Unexpected(
+                String::from_utf8_lossy(other).into_owned(),
+            )),
+        }
+    }
+
+    /// `delete`: true if the key existed.
+    pub async fn delete(&self, key: &[u8]) -> Result<bool, ClientError> {
+        let mut req = b"delete ".to_vec();
+        req.extend_from_slice(key);
+        req.extend_from_slice(b"\r\n");
+        let reply = self.roundtrip(key, req, ReplyKind::Line).await?;
+        match line(&reply)? {
+            b"DELETED" => Ok(true),
+            b"NOT_FOUND" => Ok(false),
+            other => Err(ClientError::Unexpected(
+                String::from_utf8_lossy(other).into_owned(),
+            )),
+        }
+    }
+
+    /// `touch`: true if the key existed.
+    pub async fn touch(&self, key: &[u8], exptime: u32) -> Result<bool, ClientError> {
+        let mut req = b"touch ".to_vec();
+        req.extend_from_slice(key);
+        req.extend_from_slice(format!(" {exptime}\r\n").as_bytes());
+        let reply = self.roundtrip(key, req, ReplyKind::Line).await?;
+        match line(&reply)? {
+            b"TOUCHED" => Ok(true),
+            b"NOT_FOUND" => Ok(false),
+            other => Err(ClientError::Unexpected(
+                String::from_utf8_lossy(other).into_owned(),
+            )),
+        }
+    }
+
+    async fn arith(&self, cmd: &str, key: &[u8], delta: u64) -> Result<Option<u64>, ClientError> {
+        let mut req = cmd.as_bytes().to_vec();
+        req.push(b' ');
+        req.extend_from_slice(key);
+        req.extend_from_slice(format!(" {delta}\r\n").as_bytes());
+        let reply = self.roundtrip(key, req, ReplyKind::Line).await?;
+        match line(&reply)? {
+            b"NOT_FOUND" => Ok(None),
+            n => std::str::from_utf8(n)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .map(Some)
+                .ok_or_else(|| ClientError::Unexpected(String::from_utf8_lossy(n).into_owned())),
+        }
+    }
+
+    /// `incr`: the new value, or `None` if the key does not exist. Atomic on the server.
+    pub async fn incr(&self, key: &[u8], delta: u64) -> Result<Option<u64>, ClientError> {
+        self.arith("incr", key, delta).await
+    }
+
+    /// `decr`: the new value (floored at 0), or `None` if the key does not exist.
+    pub async fn decr(&self, key: &[u8], delta: u64) -> Result<Option<u64>, ClientError> {
+        self.arith("decr", key, delta).await
+    }
+
+    /// Read-modify-write with compare-and-swap: reads the item with `gets`, calls `f`
+    /// with its current data (`None` if absent), and stores `f`'s result with `cas` (or
+    /// `add` when the key was absent). On a conflict (someone else wrote first) it
+    /// re-reads and retries with exponential backoff (1 ms doubling, capped at 100 ms),
+    /// up to the builder's `max_update_attempts`. If `f` returns `None`, nothing is
+    /// written and `Ok(None)` is returned. Returns the value stored.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: shoal_client::Client) -> Result<(), shoal_client::ClientError> {
+    /// // Append to a comma-separated list without losing concurrent appends.
+    /// client
+    ///     .update(b"list", |old| {
+    ///         let mut v = old.map(<[u8]>::to_vec).unwrap_or_default();
+    ///         if !v.is_empty() {
+    ///             v.push(b',');
+    ///         }
+    ///         v.extend_from_slice(b"item");
+    ///         Some(v)
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn update<F>(&self, key: &[u8], mut f: F) -> Result<Option<Vec<u8>>, ClientError>
+    where
+        F: FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+    {
+        let mut backoff = Duration::from_millis(1);
+        for _ in 0..self.inner.max_update_attempts {
+            let current = self.gets(key).await?;
+            let Some(new) = f(current.as_ref().map(|v| &v.data[..])) else {
+                return Ok(None);
+            };
+            let done = match &current {
+                Some(v) => {
+                    let cas = v
+                        .cas
+                        .ok_or_else(|| ClientError::Unexpected("gets without cas".into()))?;
+                    self.cas(key, &new, v.flags, 0, cas).await? == CasOutcome::Stored
+                }
+                None => self.add(key, &new, 0, 0).await?,
+            };
+            if done {
+                return Ok(Some(new));
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_millis(100));
+        }
+        Err(ClientError::Contended(self.inner.max_update_attempts))
+    }
+
+    /// `flush_all` on every live server.
+    pub async fn flush_all(&self) -> Result<(), ClientError> {
+        let ring = self.inner.ring.ring.load();
+        let mut pending = Vec::new();
+        for s in 0..self.inner.backends.len() {
+            if !ring.is_ejected(s) {
+                pending.push((
+                    s,
+                    self.send(s, b"flush_all\r\n".to_vec(), ReplyKind::Line)
+                        .await,
+                ));
+            }
+        }
+        for (s, rx) in pending {
+            let reply = self.wait(s, rx).await?;
+            line(&reply)?;
+        }
+        Ok(())
+    }
+}

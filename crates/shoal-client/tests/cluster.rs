@@ -1,0 +1,344 @@
+//! The client against three real shoald processes on loopback: placement, multi-get
+//! order, every command, CAS update under contention, and ejection of a dead server.
+//! Every wait is bounded (client timeouts plus tokio test timeouts).
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use shoal_client::{CasOutcome, Client, ClientError, EjectPolicy};
+use shoal_ring::{Distribution, HashAlgorithm, Ring, RingConfig, Server};
+
+/// shoald from the same target directory (built by `cargo build --workspace`, or here).
+fn shoald_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
+    let bin = profile_dir.join("shoald");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-q", "-p", "shoal-server", "--bin", "shoald"]);
+        if profile_dir.ends_with("release") {
+            cmd.arg("--release");
+        }
+        assert!(cmd.status().expect("cargo").success(), "building shoald");
+    }
+    bin
+}
+
+struct Shoald {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Shoald {
+    fn start() -> Shoald {
+        let mut child = Command::new(shoald_bin())
+            .args(["-p", "0", "-l", "127.0.0.1", "-v", "-t", "1"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn shoald");
+        let err = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines() {
+                let Ok(l) = l else { break };
+                let _ = tx.send(l);
+            }
+        });
+        loop {
+            let Ok(l) = rx.recv_timeout(Duration::from_secs(10)) else {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("shoald did not start");
+            };
+            if let Some(a) = l.split("listening on ").nth(1) {
+                return Shoald {
+                    child,
+                    addr: a.trim().parse().expect("addr"),
+                };
+            }
+        }
+    }
+
+    fn server(&self) -> Server {
+        Server::new("127.0.0.1", self.addr.port())
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Shoald {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn cluster() -> (Vec<Shoald>, Vec<Server>) {
+    let nodes: Vec<Shoald> = (0..3).map(|_| Shoald::start()).collect();
+    let servers = nodes.iter().map(Shoald::server).collect();
+    (nodes, servers)
+}
+
+fn client(servers: &[Server], ring: RingConfig) -> Client {
+    Client::builder(servers.to_vec())
+        .ring(ring)
+        .timeout(Some(Duration::from_millis(500)))
+        .eject_policy(EjectPolicy {
+            auto_eject: true,
+            failure_limit: 2,
+            retry_timeout: Duration::from_secs(60),
+        })
+        .build()
+        .expect("client")
+}
+
+/// A client for one server only, to look at what it holds.
+fn direct(server: &Server) -> Client {
+    client(
+        std::slice::from_ref(server),
+        RingConfig::new(Distribution::Modula),
+    )
+}
+
+async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), f)
+        .await
+        .expect("test step timed out")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_land_where_the_ring_says_for_every_distribution() {
+    within(async {
+        let (_nodes, servers) = cluster();
+        let configs = [
+            RingConfig::new(Distribution::TwemproxyKetama).with_hash(HashAlgorithm::Md5),
+            RingConfig::new(Distribution::LibmemcachedKetama { weighted: false }),
+            RingConfig::new(Distribution::WeightedModula).with_hash(HashAlgorithm::Fnv1a_64),
+            RingConfig::new(Distribution::PymemcacheRendezvous),
+            RingConfig::new(Distribution::XmemcachedKetama),
+            RingConfig::new(Distribution::Maglev),
+            RingConfig::new(Distribution::Jump),
+        ];
+        let directs: Vec<Client> = servers.iter().map(direct).collect();
+        for config in configs {
+            let c = client(&servers, config);
+            c.flush_all().await.expect("flush");
+            let ring = Ring::new(config, servers.clone()).expect("ring");
+            for i in 0..90 {
+                let key = format!("place:{i}");
+                c.set(key.as_bytes(), b"v", 0, 0).await.expect("set");
+                let want = ring.locate(key.as_bytes()).expect("locate");
+                for (s, d) in directs.iter().enumerate() {
+                    let held = d.get(key.as_bytes()).await.expect("direct get").is_some();
+                    assert_eq!(held, s == want, "{config:?} {key} on {s}, want {want}");
+                }
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_get_is_split_and_merged_in_key_order() {
+    within(async {
+        let (_nodes, servers) = cluster();
+        let c = client(&servers, RingConfig::new(Distribution::TwemproxyKetama));
+        let keys: Vec<String> = (0..100).map(|i| format!("m:{i}")).collect();
+        for (i, k) in keys.iter().enumerate() {
+            if i % 5 != 0 {
+                c.set(k.as_bytes(), format!("v{i}").as_bytes(), i as u32, 0)
+                    .await
+                    .expect("set");
+            }
+        }
+        let used: std::collections::HashSet<usize> = keys
+            .iter()
+            .map(|k| c.server_for(k.as_bytes()).expect("server"))
+            .collect();
+        assert_eq!(used.len(), 3);
+        let mut ask: Vec<&str> = keys.iter().rev().map(String::as_str).collect();
+        ask.push(&keys[1]);
+        let got = c.get_multi(&ask).await.expect("get_multi");
+        let want: Vec<String> = ask
+            .iter()
+            .filter(|k| {
+                let i: usize = k[2..].parse().expect("n");
+                i % 5 != 0
+            })
+            .map(|k| k.to_string())
+            .collect();
+        let got_keys: Vec<String> = got
+            .iter()
+            .map(|v| String::from_utf8_lossy(&v.key).into_owned())
+            .collect();
+        assert_eq!(got_keys, want);
+        for v in &got {
+            let i: usize = std::str::from_utf8(&v.key[2..])
+                .expect("utf8")
+                .parse()
+                .expect("n");
+            assert_eq!(&v.data[..], format!("v{i}").as_bytes());
+            assert_eq!(v.flags, i as u32);
+        }
+        let with_cas = c.gets_multi(&["m:1", "m:2"]).await.expect("gets_multi");
+        assert!(with_cas.iter().all(|v| v.cas.is_some()));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_and_pipelined_concurrency() {
+    within(async {
+        let (_nodes, servers) = cluster();
+        let c = client(&servers, RingConfig::new(Distribution::TwemproxyKetama));
+        assert!(c.add(b"a", b"1", 0, 0).await.expect("add"));
+        assert!(!c.add(b"a", b"1", 0, 0).await.expect("add again"));
+        assert!(c.replace(b"a", b"10", 0, 0).await.expect("replace"));
+        assert!(!c
+            .replace(b"nope", b"1", 0, 0)
+            .await
+            .expect("replace missing"));
+        assert!(c.append(b"a", b"0").await.expect("append"));
+        assert!(c.prepend(b"a", b"1").await.expect("prepend"));
+        assert_eq!(
+            &c.get(b"a").await.expect("get").expect("hit").data[..],
+            b"1100"
+        );
+        assert_eq!(c.incr(b"a", 5).await.expect("incr"), Some(1105));
+        assert_eq!(c.decr(b"a", 2000).await.expect("decr"), Some(0));
+        assert_eq!(c.incr(b"missing", 1).await.expect("incr missing"), None);
+        assert!(c.touch(b"a", 100).await.expect("touch"));
+        let v = c.gets(b"a").await.expect("gets").expect("hit");
+        let cas = v.cas.expect("cas");
+        assert_eq!(
+            c.cas(b"a", b"x", 0, 0, cas + 1).await.expect("cas"),
+            CasOutcome::Exists
+        );
+        assert_eq!(
+            c.cas(b"a", b"x", 0, 0, cas).await.expect("cas"),
+            CasOutcome::Stored
+        );
+        assert_eq!(
+            c.cas(b"zz", b"x", 0, 0, 1).await.expect("cas"),
+            CasOutcome::NotFound
+        );
+        assert!(c.delete(b"a").await.expect("delete"));
+        assert!(!c.delete(b"a").await.expect("delete again"));
+        assert_eq!(c.get(b"bad key").await, Err(ClientError::BadKey));
+        c.set_noreply(b"nr", b"quiet", 0, 0).await.expect("noreply");
+        assert_eq!(
+            &c.get(b"nr").await.expect("get").expect("hit").data[..],
+            b"quiet"
+        );
+
+        // Many concurrent tasks share the pipelined connections.
+        let mut tasks = Vec::new();
+        for t in 0..8 {
+            let c = c.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..200 {
+                    let k = format!("c:{t}:{i}");
+                    c.set(k.as_bytes(), k.as_bytes(), 0, 0).await.expect("set");
+                    let v = c.get(k.as_bytes()).await.expect("get").expect("hit");
+                    assert_eq!(&v.data[..], k.as_bytes());
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_retries_cas_conflicts() {
+    within(async {
+        let (_nodes, servers) = cluster();
+        let c = client(&servers, RingConfig::new(Distribution::TwemproxyKetama));
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let c = c.clone();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..10 {
+                    c.update(b"counter", |old| {
+                        let n: u64 = old
+                            .and_then(|b| std::str::from_utf8(b).ok())
+                            .and_then(|s| s.parse().ok())
+                            .unwrap_or(0);
+                        Some((n + 1).to_string().into_bytes())
+                    })
+                    .await
+                    .expect("update");
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+        let v = c.get(b"counter").await.expect("get").expect("hit");
+        assert_eq!(&v.data[..], b"80");
+        assert_eq!(c.update(b"counter", |_| None).await.expect("no-op"), None);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_server_is_ejected_and_its_keys_move() {
+    within(async {
+        let (mut nodes, servers) = cluster();
+        let config = RingConfig::new(Distribution::TwemproxyKetama);
+        let c = client(&servers, config);
+        let keys: Vec<String> = (0..100).map(|i| format!("e:{i}")).collect();
+        for k in &keys {
+            c.set(k.as_bytes(), b"v", 0, 0).await.expect("set");
+        }
+        let dead = c.server_for(keys[0].as_bytes()).expect("server");
+        nodes[dead].kill();
+        // Keys on live servers keep working throughout.
+        for k in &keys {
+            if c.server_for(k.as_bytes()).expect("server") != dead {
+                assert!(c.get(k.as_bytes()).await.expect("live get").is_some());
+            }
+        }
+        // The dead server's keys fail until the failure limit (2) ejects it.
+        let mut failures = 0;
+        while !c.is_ejected(dead) {
+            assert!(c.set(keys[0].as_bytes(), b"w", 0, 0).await.is_err());
+            failures += 1;
+            assert!(failures <= 2, "not ejected after {failures} failures");
+        }
+        c.set(keys[0].as_bytes(), b"w", 0, 0)
+            .await
+            .expect("set after eject");
+        let ring = Ring::new(config, servers.clone())
+            .expect("ring")
+            .with_ejected(dead)
+            .expect("eject");
+        assert_eq!(
+            c.server_for(keys[0].as_bytes()).expect("server"),
+            ring.locate(keys[0].as_bytes()).expect("locate")
+        );
+        assert_eq!(
+            &c.get(keys[0].as_bytes())
+                .await
+                .expect("get")
+                .expect("hit")
+                .data[..],
+            b"w"
+        );
+    })
+    .await;
+}
