@@ -52,3 +52,19 @@ for depth in 1 16; do
     done
   done
 done
+
+# Medians over the repeats, as a markdown table.
+python3 - "$out" "$repeats" <<'PY' | tee "$out/summary.md"
+import json, statistics, sys
+out, repeats = sys.argv[1], int(sys.argv[2])
+print("| target | depth | ops/s (median) | p50 us | p99 us | runs ops/s |")
+print("|---|---:|---:|---:|---:|---|")
+for depth in (1, 16):
+    for name in ("direct", "nutcracker", "shoal-proxy"):
+        runs = [json.load(open(f"{out}/{name}-d{depth}-r{r}.json")) for r in range(1, repeats + 1)]
+        ops = [r["ops_per_sec"] for r in runs]
+        p50 = statistics.median(r["latency"]["p50_us"] for r in runs)
+        p99 = statistics.median(r["latency"]["p99_us"] for r in runs)
+        print(f"| {name} | {depth} | {statistics.median(ops):,.0f} | {p50:,.0f} | {p99:,.0f} | "
+              + " / ".join(f"{o:,.0f}" for o in ops) + " |")
+PY
