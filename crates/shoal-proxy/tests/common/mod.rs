@@ -255,7 +255,12 @@ impl Conn {
 
     fn fill(&mut self) {
         let mut tmp = [0u8; 65536];
-        let n = self.s.read(&mut tmp).expect("read (timed out?)");
+        let n = loop {
+            match self.s.read(&mut tmp) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => break r.expect("read (timed out?)"),
+            }
+        };
         assert!(
             n > 0,
             "connection closed; have {:?}",
