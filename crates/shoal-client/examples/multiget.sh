@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The client's multi-get against 4 shoald nodes vs 1, medians of 3.
+# Usage: crates/shoal-client/examples/multiget.sh [SECS]   (release builds in $CARGO_TARGET_DIR or target/)
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+secs=${1:-5}
+bin="${CARGO_TARGET_DIR:-target}/release"
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+addrs=()
+for i in 0 1 2 3; do
+  log=$(mktemp)
+  "$bin/shoald" -p 0 -l 127.0.0.1 -t 1 -m 128 -v 2>"$log" &
+  pids+=($!)
+  for _ in $(seq 100); do
+    p=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -n1)
+    [ -n "$p" ] && break
+    sleep 0.05
+  done
+  addrs+=("127.0.0.1:$p")
+done
+four=$(IFS=,; echo "${addrs[*]}")
+for r in 1 2 3; do
+  echo "one:  $("$bin/examples/multiget" "${addrs[0]}" "$secs" 16 100)"
+  echo "four: $("$bin/examples/multiget" "$four" "$secs" 16 100)"
+done
