@@ -11,6 +11,7 @@ use crate::backend::{Backend, Reply, ReplyRx};
 use crate::error::{BackendError, ClientError};
 use crate::frame::ReplyKind;
 use crate::health::{EjectPolicy, Health, LockedRing};
+use crate::meta::MetaReply;
 use crate::stats::ServerStats;
 use crate::value::{check_key, line, parse_values, Value};
 
@@ -535,6 +536,52 @@ impl Client {
             backoff = (backoff * 2).min(Duration::from_millis(100));
         }
         Err(ClientError::Contended(self.inner.max_update_attempts))
+    }
+
+    async fn meta(
+        &self,
+        cmd: &str,
+        key: &[u8],
+        flags: &str,
+        data: Option<&[u8]>,
+    ) -> Result<MetaReply, ClientError> {
+        crate::meta::check_flags(flags)?;
+        if flags.split(' ').any(|t| t == "q" || t == "b") {
+            return Err(ClientError::Config(
+                "the q and b meta flags are managed by the client".into(),
+            ));
+        }
+        let req = crate::meta::request(cmd, key, flags, data);
+        let reply = self.roundtrip(key, req, ReplyKind::Meta).await?;
+        crate::meta::parse(&reply)
+    }
+
+    /// `mg key flags`: e.g. `meta_get(b"k", "v c t")` returns the value, CAS and TTL.
+    /// A miss is a reply with code `EN`.
+    pub async fn meta_get(&self, key: &[u8], flags: &str) -> Result<MetaReply, ClientError> {
+        self.meta("mg", key, flags, None).await
+    }
+
+    /// `ms key datalen flags` with `value` (e.g. flags `"T60 C123"` for a TTL and a CAS
+    /// check, `"MA"` to append).
+    pub async fn meta_set(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: &str,
+    ) -> Result<MetaReply, ClientError> {
+        self.meta("ms", key, flags, Some(value)).await
+    }
+
+    /// `md key flags`.
+    pub async fn meta_delete(&self, key: &[u8], flags: &str) -> Result<MetaReply, ClientError> {
+        self.meta("md", key, flags, None).await
+    }
+
+    /// `ma key flags`: atomic arithmetic, e.g. `"N0 J10 D5 v"` (auto-create at 10, add 5,
+    /// return the value) or `"MD D1 v"` to decrement.
+    pub async fn meta_arithmetic(&self, key: &[u8], flags: &str) -> Result<MetaReply, ClientError> {
+        self.meta("ma", key, flags, None).await
     }
 
     /// `flush_all` on every live server.

@@ -5,7 +5,9 @@
 //! with libmemcached, twemproxy, XMemcached or pymemcache fleets byte for byte. Each
 //! server has a small pool of pipelined connections ([`backend`]); multi-gets are split
 //! per server, sent in parallel and merged in key order; failing servers are ejected and
-//! retried with twemproxy's semantics ([`health`]). The protocol is memcached text.
+//! retried with twemproxy's semantics ([`health`]). The protocol is memcached text, with
+//! the meta commands (`mg`, `ms`, `md`, `ma`) available through [`Client::meta_get`] and
+//! friends.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), shoal_client::ClientError> {
@@ -34,10 +36,12 @@ mod client;
 pub mod error;
 pub mod frame;
 pub mod health;
+pub mod meta;
 pub mod stats;
 pub mod value;
 
 pub use client::{CasOutcome, Client, ClientBuilder};
 pub use error::{BackendError, ClientError};
 pub use health::EjectPolicy;
+pub use meta::MetaReply;
 pub use value::Value;

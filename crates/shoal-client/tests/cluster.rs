@@ -243,6 +243,24 @@ async fn commands_and_pipelined_concurrency() {
             b"quiet"
         );
 
+        // Meta commands.
+        let r = c.meta_set(b"mt", b"hey", "T0 F7").await.expect("ms");
+        assert_eq!(&r.code, b"HD");
+        let r = c.meta_get(b"mt", "v f c").await.expect("mg");
+        assert_eq!(r.data.as_deref(), Some(&b"hey"[..]));
+        assert_eq!(r.flag('f'), Some("7"));
+        assert!(r.flag('c').is_some());
+        assert_eq!(
+            &c.meta_get(b"mt-missing", "v").await.expect("mg").code,
+            b"EN"
+        );
+        let r = c.meta_arithmetic(b"mctr", "N0 J10 D5 v").await.expect("ma");
+        assert_eq!(r.data.as_deref(), Some(&b"10"[..]));
+        let r = c.meta_arithmetic(b"mctr", "D5 v").await.expect("ma");
+        assert_eq!(r.data.as_deref(), Some(&b"15"[..]));
+        assert_eq!(&c.meta_delete(b"mt", "").await.expect("md").code, b"HD");
+        assert!(c.meta_get(b"mt", "v q").await.is_err());
+
         // Many concurrent tasks share the pipelined connections.
         let mut tasks = Vec::new();
         for t in 0..8 {
