@@ -42,12 +42,13 @@ fn expected(addrs: &[String], ejected: &[usize], key: &str) -> usize {
 fn killed_backend_is_ejected_and_its_keys_move() {
     let mut backends = three_backends();
     let addrs: Vec<String> = backends.iter().map(|b| b.addr.to_string()).collect();
-    let proxy = Proxy::start(
+    let proxy = Proxy::start_threads(
         &conf(
             &addrs,
             "  auto_eject_hosts: true\n  server_failure_limit: 2\n  server_retry_timeout: 60000\n  timeout: 500\n",
         ),
         1,
+        2,
     );
     let keys: Vec<String> = (0..200).map(|i| format!("k:{i}")).collect();
     set_all(proxy.pools[0], &keys);

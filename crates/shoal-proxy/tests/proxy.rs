@@ -21,7 +21,7 @@ fn pool_conf(backends: &[Shoald], extra: &str) -> String {
 #[test]
 fn multi_get_returns_values_in_request_order() {
     let backends = three_backends();
-    let proxy = Proxy::start(&pool_conf(&backends, ""), 1);
+    let proxy = Proxy::start_threads(&pool_conf(&backends, ""), 1, 2);
     let keys: Vec<String> = (0..60).map(|i| format!("mk:{i}")).collect();
     let mut c = proxy.conn();
     for (i, k) in keys.iter().enumerate() {
@@ -61,7 +61,8 @@ fn multi_get_returns_values_in_request_order() {
 #[test]
 fn pipelined_requests_keep_their_order() {
     let backends = three_backends();
-    let proxy = Proxy::start(&pool_conf(&backends, ""), 1);
+    // Also exercises the multi-threaded runtime.
+    let proxy = Proxy::start_threads(&pool_conf(&backends, ""), 1, 2);
     let mut c = proxy.conn();
     let mut req = Vec::new();
     for i in 0..300 {

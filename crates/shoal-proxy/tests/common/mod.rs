@@ -163,11 +163,19 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Starts shoal-proxy on `conf` (listen addresses may use port 0).
+    /// Starts shoal-proxy on `conf` (listen addresses may use port 0) with its default
+    /// single-threaded event loop.
     pub fn start(conf: &str, npools: usize) -> Proxy {
+        Proxy::start_threads(conf, npools, 1)
+    }
+
+    /// Like [`Proxy::start`] with `--threads threads` (the work-stealing runtime when > 1).
+    pub fn start_threads(conf: &str, npools: usize, threads: usize) -> Proxy {
         let path = write_conf(conf);
         let mut cmd = Command::new(proxy_bin());
-        cmd.arg("-c").arg(&path).args(["-s", "0", "--threads", "2"]);
+        cmd.arg("-c")
+            .arg(&path)
+            .args(["-s", "0", "--threads", &threads.to_string()]);
         let proc = Proc::spawn(cmd);
         let mut pools = Vec::new();
         for _ in 0..npools {
