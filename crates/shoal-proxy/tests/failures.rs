@@ -234,3 +234,78 @@ fn without_auto_eject_a_dead_server_answers_server_error() {
     let live = keys_on(&sorted_addrs, (dead + 1) % 3, 1).remove(0);
     assert_eq!(c.set(&live, "y"), "STORED");
 }
+
+#[test]
+fn ejection_moves_keys_exactly_like_nutcracker() {
+    let mut backends = three_backends();
+    let dists = ["ketama", "modula"];
+    let ports = free_ports(dists.len());
+    let pool = |name: &str, port: u16, dist: &str| {
+        let mut s = format!(
+            "{name}:\n  listen: 127.0.0.1:{port}\n  hash: md5\n  distribution: {dist}\n  auto_eject_hosts: true\n  server_failure_limit: 1\n  server_retry_timeout: 60000\n  timeout: 500\n  servers:\n"
+        );
+        for (i, b) in backends.iter().enumerate() {
+            s.push_str(&format!("   - {}:{}\n", b.addr, i + 1));
+        }
+        s
+    };
+    let theirs_conf: String = dists
+        .iter()
+        .enumerate()
+        .map(|(i, d)| pool(&format!("p{i}"), ports[i], d))
+        .collect();
+    let ours_conf: String = dists
+        .iter()
+        .enumerate()
+        .map(|(i, d)| pool(&format!("p{i}"), 0, d))
+        .collect();
+    let _nut = Nutcracker::start(&theirs_conf, &ports);
+    let proxy = Proxy::start(&ours_conf, dists.len());
+    let dead = 1;
+    backends[dead].proc.kill();
+    for (i, dist) in dists.iter().enumerate() {
+        // Own keys per distribution: flush_all spares items stored in the same second
+        // (memcached's rule), so another phase's keys could still be there.
+        let keys: Vec<String> = (0..300).map(|k| format!("ej:{dist}:{k}")).collect();
+        let addrs = [
+            proxy.pools[i],
+            format!("127.0.0.1:{}", ports[i]).parse().expect("addr"),
+        ];
+        let mut placements = Vec::new();
+        for addr in addrs {
+            // Fail once against the dead server (limit 1 ejects it), then place every key.
+            let mut c = Conn::connect(addr);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut all_stored = false;
+            while !all_stored {
+                assert!(Instant::now() < deadline, "{dist}: {addr} never ejected");
+                all_stored = keys.iter().all(|k| c.set(k, "v") == "STORED");
+            }
+            let live_backends: Vec<&Shoald> = backends
+                .iter()
+                .enumerate()
+                .filter(|(b, _)| *b != dead)
+                .map(|(_, b)| b)
+                .collect();
+            let mut held = vec![Vec::new(); keys.len()];
+            for (bi, b) in live_backends.iter().enumerate() {
+                let mut d = b.conn();
+                let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+                for chunk in refs.chunks(100) {
+                    for (k, _) in d.get(chunk).expect("direct get") {
+                        if let Some(i) = keys.iter().position(|x| *x == k) {
+                            held[i].push(bi);
+                        }
+                    }
+                }
+                assert_eq!(d.cmd("flush_all"), "OK");
+            }
+            assert!(held.iter().all(|h| h.len() == 1), "{dist}: {held:?}");
+            placements.push(held);
+        }
+        assert_eq!(
+            placements[0], placements[1],
+            "{dist}: shoal-proxy vs nutcracker"
+        );
+    }
+}
