@@ -1,15 +1,17 @@
 //! Side-by-side queue benchmark: shoal-queued under each fsync policy against
 //! redis-server LPUSH/RPOP with `appendfsync always` and `everysec`.
 //!
-//! For each system and each connection count: set-only, then get-only (after topping the
-//! queue up so it never runs dry), then mixed (every connection alternates set and get).
-//! Closed loop, one request in flight per connection, 256-byte messages by default.
-//! Reports ops/s, p99 latency, and disk bytes per message queued (after set-only) and
-//! left after draining.
+//! For each connection count: set-only, then get-only (the queue topped up first so it never
+//! runs dry), then mixed (every connection alternates set and get). All systems run at
+//! once; each cell runs on every system in turn, repeated, and the table shows the median,
+//! so load from elsewhere on the machine hits every system alike. Closed loop, one request
+//! in flight per connection (`--depth` to pipeline), 256-byte messages by default. Reports
+//! ops/s, p99 latency, disk bytes per queued message (after set-only) and the bytes left
+//! on disk once drained.
 //!
 //! ```text
-//! cargo build --release -p shoal-queued --examples
-//! target/release/examples/queue_bench --duration-ms 2000
+//! cargo build --release -p shoal-queued --bins --examples
+//! target/release/examples/queue_bench
 //! ```
 
 use clap::Parser;
@@ -25,7 +27,7 @@ use tokio::net::TcpStream;
 #[derive(Parser, Debug, Clone)]
 struct Opts {
     /// Length of each measured phase.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 1000)]
     duration_ms: u64,
     /// Connection counts.
     #[arg(long, value_delimiter = ',', default_value = "1,10,100")]
@@ -33,9 +35,12 @@ struct Opts {
     /// Message size in bytes.
     #[arg(long, default_value_t = 256)]
     size: usize,
-    /// Messages added before each get-only phase.
-    #[arg(long, default_value_t = 400_000)]
+    /// The queue is topped up to this many messages before each get-only phase.
+    #[arg(long, default_value_t = 150_000)]
     fill: usize,
+    /// Runs of each cell (systems interleaved); the table shows the median.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
     /// shoal-queued fsync policies to run.
     #[arg(long, value_delimiter = ',', default_value = "never,5,always")]
     fsync: Vec<String>,
@@ -411,64 +416,110 @@ async fn fill(addr: SocketAddr, proto: Proto, size: usize, n: usize) {
     }
 }
 
-fn cell(work: Work, r: &CellResult) -> String {
-    let ops = r.ops as f64 / r.secs;
+/// One system under test.
+struct System {
+    name: &'static str,
+    durability: String,
+    server: Server,
+    proto: Proto,
+}
+
+/// Median ops/s and median p99 over repetitions, with the worst hit rate of a get phase.
+fn summary(work: Work, runs: &[CellResult]) -> String {
+    let mut ops: Vec<f64> = runs.iter().map(|r| r.ops as f64 / r.secs).collect();
+    let mut p99: Vec<u64> = runs.iter().map(|r| r.p99_us).collect();
+    ops.sort_by(f64::total_cmp);
+    p99.sort_unstable();
+    let (ops, p99) = (ops[ops.len() / 2], p99[p99.len() / 2]);
     // A get phase that ran dry would measure misses, not dequeues: show the hit rate.
-    let gets = match work {
-        Work::Set => 0,
-        Work::Get => r.ops,
-        Work::Mixed => r.ops / 2,
-    };
-    let miss = if gets > 0 && r.hits < gets * 99 / 100 {
-        format!(" ({:.0}% hits)", 100.0 * r.hits as f64 / gets as f64)
+    let hit = runs
+        .iter()
+        .map(|r| {
+            let gets = match work {
+                Work::Set => 0,
+                Work::Get => r.ops,
+                Work::Mixed => r.ops / 2,
+            };
+            if gets == 0 {
+                1.0
+            } else {
+                r.hits as f64 / gets as f64
+            }
+        })
+        .fold(1.0, f64::min);
+    let miss = if hit < 0.99 {
+        format!(" ({:.0}% hits)", 100.0 * hit)
     } else {
         String::new()
     };
-    format!("{ops:.0}{miss} | {}", r.p99_us)
+    format!("{ops:.0}{miss} | {p99}")
 }
 
-/// Runs every phase against one server; returns the table rows and the bytes left on
-/// disk once the queue is drained.
-async fn bench_system(
-    o: &Opts,
-    system: &str,
-    durability: &str,
-    server: &Server,
-    proto: Proto,
-) -> (Vec<String>, u64) {
+/// Every phase, for each connection count, with the systems interleaved and each cell
+/// repeated, so that noise from other work on the machine hits all systems alike.
+async fn bench_all(o: &Opts, systems: &[System]) -> Vec<String> {
     let dur = Duration::from_millis(o.duration_ms);
     let mut rows = Vec::new();
     for &conns in &o.conns {
-        clear(server.addr, proto).await;
-        let set = run_cell(server.addr, proto, Work::Set, conns, o.size, dur, o.depth).await;
-        let items = queue_len(server.addr, proto).await;
-        let disk = dir_bytes(&server.data);
-        let per = if items > 0 {
-            format!("{:.0}", disk as f64 / items as f64)
-        } else {
-            "-".into()
-        };
-        fill(server.addr, proto, o.size, o.fill).await;
-        // Write the fill's dirty pages back first, so the get phase's fsyncs do not pay
-        // for the fill's writeback (the same for both systems).
-        let _ = Command::new("sync").status();
-        let get = run_cell(server.addr, proto, Work::Get, conns, o.size, dur, o.depth).await;
-        clear(server.addr, proto).await;
-        let mixed = run_cell(server.addr, proto, Work::Mixed, conns, o.size, dur, o.depth).await;
-        let row = format!(
-            "| {system} | {durability} | {conns} | {} | {} | {} | {per} |",
-            cell(Work::Set, &set),
-            cell(Work::Get, &get),
-            cell(Work::Mixed, &mixed)
-        );
-        println!("{row}");
-        rows.push(row);
+        let n = systems.len();
+        let mut set: Vec<Vec<CellResult>> = (0..n).map(|_| Vec::new()).collect();
+        let mut get: Vec<Vec<CellResult>> = (0..n).map(|_| Vec::new()).collect();
+        let mut mixed: Vec<Vec<CellResult>> = (0..n).map(|_| Vec::new()).collect();
+        let mut per_msg = vec![String::from("-"); n];
+        for sys in systems {
+            clear(sys.server.addr, sys.proto).await;
+        }
+        for rep in 0..o.repeat {
+            for (i, sys) in systems.iter().enumerate() {
+                let (addr, proto) = (sys.server.addr, sys.proto);
+                set[i].push(run_cell(addr, proto, Work::Set, conns, o.size, dur, o.depth).await);
+                if rep == 0 {
+                    let items = queue_len(addr, proto).await;
+                    if items > 0 {
+                        let disk = dir_bytes(&sys.server.data);
+                        per_msg[i] = format!("{:.0}", disk as f64 / items as f64);
+                    }
+                }
+            }
+        }
+        for _ in 0..o.repeat {
+            for (i, sys) in systems.iter().enumerate() {
+                let (addr, proto) = (sys.server.addr, sys.proto);
+                let have = queue_len(addr, proto).await as usize;
+                if have < o.fill {
+                    fill(addr, proto, o.size, o.fill - have).await;
+                }
+                // Write the fill's dirty pages back first, so the get phase's fsyncs do
+                // not pay for the fill's writeback (the same for every system).
+                let _ = Command::new("sync").status();
+                get[i].push(run_cell(addr, proto, Work::Get, conns, o.size, dur, o.depth).await);
+            }
+        }
+        for sys in systems {
+            clear(sys.server.addr, sys.proto).await;
+        }
+        for _ in 0..o.repeat {
+            for (i, sys) in systems.iter().enumerate() {
+                let (addr, proto) = (sys.server.addr, sys.proto);
+                mixed[i]
+                    .push(run_cell(addr, proto, Work::Mixed, conns, o.size, dur, o.depth).await);
+            }
+        }
+        for (i, sys) in systems.iter().enumerate() {
+            let row = format!(
+                "| {} | {} | {conns} | {} | {} | {} | {} |",
+                sys.name,
+                sys.durability,
+                summary(Work::Set, &set[i]),
+                summary(Work::Get, &get[i]),
+                summary(Work::Mixed, &mixed[i]),
+                per_msg[i]
+            );
+            println!("{row}");
+            rows.push(row);
+        }
     }
-    clear(server.addr, proto).await;
-    // Give the interval fsync and redis' background rewrite a moment, then measure
-    // what an empty queue keeps on disk.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    (rows, dir_bytes(&server.data))
+    rows
 }
 
 const HEADER: &str = "| system | durability | conns | set-only ops/s | p99 µs | get-only ops/s | p99 µs | mixed ops/s | p99 µs | disk B/msg |\n|---|---|---|---|---|---|---|---|---|---|";
@@ -497,45 +548,54 @@ fn main() {
         .prefix("queue-bench")
         .tempdir_in(&o.dir)
         .expect("tempdir");
-    println!(
-        "{}-byte messages, {} ms per phase, closed loop ({} request(s) in flight per connection, {} client thread(s)), shoal-queued -t {}",
-        o.size, o.duration_ms, o.depth, o.client_threads, o.threads
-    );
-    println!();
-    println!("{HEADER}");
-    let mut rows = Vec::new();
-    let mut drained = Vec::new();
+    let mut systems = Vec::new();
     for f in o.fsync.iter().filter(|f| !f.is_empty()) {
         let data = root.path().join(format!("shoal-{f}"));
-        let s = start_shoal(&bin, &data, f, o.threads);
-        let label = match f.as_str() {
-            "never" | "always" => format!("fsync {f}"),
-            ms => format!("fsync every {ms} ms"),
-        };
-        let (r, d) = rt.block_on(bench_system(
-            &o,
-            "shoal-queued",
-            &label,
-            &s,
-            Proto::Memcache,
-        ));
-        rows.extend(r);
-        drained.push(format!("| shoal-queued | {label} | {d} |"));
+        systems.push(System {
+            name: "shoal-queued",
+            durability: match f.as_str() {
+                "never" | "always" => format!("fsync {f}"),
+                ms => format!("fsync every {ms} ms"),
+            },
+            server: start_shoal(&bin, &data, f, o.threads),
+            proto: Proto::Memcache,
+        });
     }
     for a in o.redis.iter().filter(|a| !a.is_empty()) {
         let data = root.path().join(format!("redis-{a}"));
-        let s = start_redis(&data, a);
-        let label = format!("appendfsync {a}");
-        let (r, d) = rt.block_on(bench_system(
-            &o,
-            "redis 7 LPUSH/RPOP",
-            &label,
-            &s,
-            Proto::Redis,
-        ));
-        rows.extend(r);
-        drained.push(format!("| redis 7 LPUSH/RPOP | {label} | {d} |"));
+        systems.push(System {
+            name: "redis 7 LPUSH/RPOP",
+            durability: format!("appendfsync {a}"),
+            server: start_redis(&data, a),
+            proto: Proto::Redis,
+        });
     }
+    println!(
+        "{}-byte messages, {} ms per phase, median of {} interleaved runs, closed loop ({} request(s) in flight per connection, {} client thread(s)), shoal-queued -t {}",
+        o.size, o.duration_ms, o.repeat, o.depth, o.client_threads, o.threads
+    );
+    println!();
+    println!("{HEADER}");
+    let rows = rt.block_on(bench_all(&o, &systems));
+    let drained: Vec<String> = rt.block_on(async {
+        for sys in &systems {
+            clear(sys.server.addr, sys.proto).await;
+        }
+        // Give the interval fsync and redis' background rewrite a moment, then measure
+        // what an empty queue keeps on disk.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        systems
+            .iter()
+            .map(|s| {
+                format!(
+                    "| {} | {} | {} |",
+                    s.name,
+                    s.durability,
+                    dir_bytes(&s.server.data)
+                )
+            })
+            .collect()
+    });
     // Again, in one piece, for pasting.
     println!();
     println!("{HEADER}");
