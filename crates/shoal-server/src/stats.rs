@@ -71,6 +71,10 @@ counters! {
     cas_badval,
     /// Meta commands.
     cmd_meta,
+    /// Authentication attempts (binary SASL auth/step, ASCII-auth `set`).
+    auth_cmds,
+    /// Failed authentication attempts.
+    auth_errors,
     /// Bytes read from clients.
     bytes_read,
     /// Bytes written to clients.

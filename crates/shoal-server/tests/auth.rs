@@ -144,6 +144,37 @@ fn sasl_wrong_password_user_or_mechanism_fails() {
             .is_some(),
         "failures are logged"
     );
+    // And counted, as memcached's auth_cmds / auth_errors.
+    let mut c = s.conn();
+    assert_eq!(
+        sasl_auth(&mut c, b"PLAIN", "alice", "wonderland").status,
+        status::OK
+    );
+    let stats = binary_stats(&mut c);
+    assert_eq!(
+        stats.get("auth_cmds").map(String::as_str),
+        Some("7"),
+        "{stats:?}"
+    );
+    assert_eq!(
+        stats.get("auth_errors").map(String::as_str),
+        Some("6"),
+        "{stats:?}"
+    );
+}
+
+/// General stats over the binary protocol.
+fn binary_stats(c: &mut Conn) -> std::collections::HashMap<String, String> {
+    c.send(&bp::simple(op::STAT, b""));
+    let mut out = std::collections::HashMap::new();
+    loop {
+        let r = bp::read(c);
+        assert_eq!(r.status, status::OK, "{r:?}");
+        if r.key.is_empty() {
+            return out;
+        }
+        out.insert(show(&r.key), r.text());
+    }
 }
 
 #[test]
@@ -322,4 +353,9 @@ fn ascii_auth_wrong_password() {
     // The right one still works on the same connection.
     c.rt(b"set a 0 0 16\r\nalice wonderland\r\n", b"STORED\r\n");
     c.set("k", b"v");
+    let stats = c.stats("");
+    assert_eq!(
+        (stats["auth_cmds"].as_str(), stats["auth_errors"].as_str()),
+        ("4", "3")
+    );
 }

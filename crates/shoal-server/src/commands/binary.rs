@@ -414,6 +414,7 @@ fn sasl(w: &Worker, session: &mut Session, r: &BinaryRequest<'_>, out: &mut Vec<
         binary::error(out, r.opcode, Status::UnknownCommand, r.opaque);
         return;
     };
+    ThreadStats::incr(&w.stats.auth_cmds);
     let ok = r.opcode == op::SASL_AUTH
         && r.key == MECHANISMS
         && parse_plain(r.value).is_some_and(|(user, pass)| db.check(user, pass));
@@ -431,6 +432,7 @@ fn sasl(w: &Worker, session: &mut Session, r: &BinaryRequest<'_>, out: &mut Vec<
         );
     } else {
         session.authenticated = false;
+        ThreadStats::incr(&w.stats.auth_errors);
         session.failed("a binary SASL client");
         binary::error(out, r.opcode, Status::AuthError, r.opaque);
     }

@@ -130,6 +130,7 @@ fn ascii_auth(w: &Worker, session: &mut Session, req: Request<'_>, out: &mut Vec
             data,
             ..
         } => {
+            crate::stats::ThreadStats::incr(&w.stats.auth_cmds);
             let mut parts = data.splitn(2, |&b| b == b' ');
             match (parts.next(), parts.next()) {
                 (Some(user), Some(pass)) if !user.is_empty() => {
@@ -137,11 +138,16 @@ fn ascii_auth(w: &Worker, session: &mut Session, req: Request<'_>, out: &mut Vec
                         session.authenticated = true;
                         out.extend_from_slice(shoal_protocol::reply::STORED);
                     } else {
+                        crate::stats::ThreadStats::incr(&w.stats.auth_errors);
                         session.failed("an ASCII client");
                         out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
                     }
                 }
-                _ => out.extend_from_slice(b"CLIENT_ERROR bad authentication token format\r\n"),
+                _ => {
+                    crate::stats::ThreadStats::incr(&w.stats.auth_errors);
+                    session.failed("an ASCII client");
+                    out.extend_from_slice(b"CLIENT_ERROR bad authentication token format\r\n")
+                }
             }
         }
         Request::Quit => return Flow::Close,

@@ -92,6 +92,8 @@ fn general(w: &Worker, out: &mut Vec<u8>) {
     u64s(out, "cas_badval", t.cas_badval);
     u64s(out, "touch_hits", t.touch_hits);
     u64s(out, "touch_misses", t.touch_misses);
+    u64s(out, "auth_cmds", t.auth_cmds);
+    u64s(out, "auth_errors", t.auth_errors);
     u64s(out, "bytes_read", t.bytes_read);
     u64s(out, "bytes_written", t.bytes_written);
     u64s(out, "limit_maxbytes", st.limit_maxbytes);
