@@ -90,7 +90,12 @@ pub fn line_chart(
             .map_err(draw_err)?;
         let fmt_x = |v: &f64| {
             let x = if log { 10f64.powf(*v) } else { *v };
-            crate::seeds::num(x)
+            let r = round2(x);
+            if r >= 10.0 || r.fract() == 0.0 {
+                crate::seeds::num(r.round())
+            } else {
+                format!("{r:.1}")
+            }
         };
         chart
             .configure_mesh()
@@ -126,6 +131,15 @@ pub fn line_chart(
         root.present().map_err(draw_err)?;
     }
     Ok(file.to_string())
+}
+
+/// `x` rounded to two significant digits (log-axis labels: 1.58 -> 1.6, 251 -> 250).
+fn round2(x: f64) -> f64 {
+    if x <= 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powf(x.log10().floor() - 1.0);
+    (x / scale).round() * scale
 }
 
 /// Draws one bar per (name, value) into `dir/file`. Returns the file name.
@@ -192,6 +206,13 @@ pub fn bar_chart(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_labels_round() {
+        assert_eq!(round2(1.58), 1.6);
+        assert_eq!(round2(251.2), 250.0);
+        assert_eq!(round2(1000.0), 1000.0);
+    }
 
     #[test]
     fn draws_pngs() {

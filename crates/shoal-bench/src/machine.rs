@@ -13,6 +13,8 @@ pub struct MachineInfo {
     pub memory_mib: u64,
     /// Kernel release (`uname -r`).
     pub kernel: String,
+    /// The 1-minute load average when the run started: other work on the machine.
+    pub load_average: f64,
 }
 
 impl MachineInfo {
@@ -37,7 +39,12 @@ impl MachineInfo {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
+        let load_average = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+            .unwrap_or(0.0);
         MachineInfo {
+            load_average,
             nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpu_model,
             memory_mib,
@@ -48,11 +55,12 @@ impl MachineInfo {
     /// One line for a report.
     pub fn line(&self) -> String {
         format!(
-            "{} CPUs ({}), {:.1} GiB memory, Linux {}",
+            "{} CPUs ({}), {:.1} GiB memory, Linux {}; load average {:.1} when the run started",
             self.nproc,
             self.cpu_model,
             self.memory_mib as f64 / 1024.0,
-            self.kernel
+            self.kernel,
+            self.load_average
         )
     }
 }

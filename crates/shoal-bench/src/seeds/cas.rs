@@ -277,7 +277,7 @@ pub fn run(env: &Env) -> Result<CasReport, BenchError> {
         vec![1, 2, 4, 8, 16, 50, 100],
         vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 50, 75, 100],
     );
-    let secs = env.mode.pick(0.1, 0.5, 5.0);
+    let secs = env.mode.pick(0.1, 1.0, 5.0);
     let single_secs = env.mode.pick(0.2, 2.0, 10.0);
     let mut report = CasReport {
         single_loop: Vec::new(),

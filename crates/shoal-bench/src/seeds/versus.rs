@@ -104,8 +104,11 @@ pub fn run(env: &Env) -> Result<VersusReport, BenchError> {
         .mode
         .pick(vec![1, 8], vec![1, 200, 1000], vec![1, 200, 1000]);
     let topologies: Vec<usize> = vec![1, 4];
-    let secs = env.mode.pick(0.1, 0.25, 10.0);
-    let one_client_requests: u64 = env.mode.pick(200, 2000, 10_000);
+    // Like the seed, every cell is a request count: one client sends `one_client`
+    // requests; N connections send `per_conn` each, capped at `budget` bytes of values.
+    let one_client: u64 = env.mode.pick(200, 2000, 10_000);
+    let per_conn: u64 = env.mode.pick(3, 10, 100);
+    let budget: u64 = env.mode.pick(16, 256, 4096) << 20;
     let mut rows = Vec::new();
     for kind in [ServerKind::Shoald, ServerKind::Memcached, ServerKind::Redis] {
         for &n in &topologies {
@@ -146,13 +149,14 @@ pub fn run(env: &Env) -> Result<VersusReport, BenchError> {
                         cfg.value_size = ValueSize::fixed(size);
                         cfg.set_ratio = if op == "set" { 1.0 } else { 0.0 };
                         cfg.prefill = op == "get" && c == concurrency[0];
-                        if c == 1 {
-                            cfg.requests = Some(one_client_requests);
-                            cfg.warmup = Duration::ZERO;
+                        cfg.warmup = Duration::ZERO;
+                        cfg.requests = Some(if c == 1 {
+                            one_client
                         } else {
-                            cfg.duration = Duration::from_secs_f64(secs);
-                            cfg.warmup = Duration::from_secs_f64(secs / 4.0);
-                        }
+                            (per_conn * c as u64)
+                                .min(budget / size as u64)
+                                .max(2 * c as u64)
+                        });
                         let r = load::run(&cfg)?;
                         note(
                             "compare",
@@ -189,8 +193,9 @@ pub fn run(env: &Env) -> Result<VersusReport, BenchError> {
     Ok(VersusReport {
         rows,
         run_length: format!(
-            "one client: {one_client_requests} requests; concurrent: {secs} s after {} s warm-up",
-            secs / 4.0
+            "one client: {one_client} requests; N connections: {per_conn} requests each, \
+             at most {} MiB of values per cell (at least 2 requests per connection)",
+            budget >> 20
         ),
         skipped,
     })
