@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Java client compatibility: XMemcached (from Maven Central) in binary-protocol mode against
-# shoald.
+# shoald, plus SASL PLAIN against a second shoald started with -S.
 #
-# Builds shoald (release, the caller's CARGO_TARGET_DIR) if needed, starts it on an
-# ephemeral loopback port, runs `mvn -B test` in tests/java/xmemcached with the port as a
-# system property, and stops the server whatever happens.
+# Builds shoald (release, the caller's CARGO_TARGET_DIR) if needed, starts both on
+# ephemeral loopback ports, runs `mvn -B test` in tests/java/xmemcached with the ports as
+# system properties, and stops the servers whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -44,9 +44,12 @@ start() {
   echo "$port"
 }
 
+printf 'shoal:shoalpw\n' >"$tmp/pwdb"
 start plain >"$tmp/plain.port"
+start sasl -S --sasl-pwdb "$tmp/pwdb" >"$tmp/sasl.port"
 port=$(cat "$tmp/plain.port")
+sasl_port=$(cat "$tmp/sasl.port")
 
 cd tests/java/xmemcached
-timeout 900 mvn -q -B test -Dshoald.port="$port"
-echo "XMemcached binary suite passed (shoald on $port)"
+timeout 900 mvn -q -B test -Dshoald.port="$port" -Dshoald.sasl.port="$sasl_port"
+echo "XMemcached binary suite passed (shoald on $port, SASL shoald on $sasl_port)"

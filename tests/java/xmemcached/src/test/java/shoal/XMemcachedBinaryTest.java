@@ -15,6 +15,7 @@ import java.util.Map;
 import net.rubyeye.xmemcached.GetsResponse;
 import net.rubyeye.xmemcached.MemcachedClient;
 import net.rubyeye.xmemcached.XMemcachedClientBuilder;
+import net.rubyeye.xmemcached.auth.AuthInfo;
 import net.rubyeye.xmemcached.command.BinaryCommandFactory;
 import net.rubyeye.xmemcached.utils.AddrUtil;
 import org.junit.After;
@@ -24,22 +25,28 @@ import org.junit.Test;
 
 /**
  * XMemcached in binary-protocol mode against a running shoald (port from the system property
- * shoald.port).
+ * shoald.port), and with SASL PLAIN against a shoald started with -S (shoald.sasl.port; user
+ * shoal, password shoalpw).
  */
 public class XMemcachedBinaryTest {
   private static final long OP_TIMEOUT_MS = 5000;
   private MemcachedClient client;
 
-  private static MemcachedClient connect(String portProperty) throws Exception {
+  private static MemcachedClient connect(String portProperty, AuthInfo auth) throws Exception {
     String port = System.getProperty(portProperty);
     Assume.assumeTrue(portProperty + " not set", port != null && !port.isEmpty());
-    String addr = "127.0.0.1:" + port;
+    // XMemcached finds a server's AuthInfo by the host string of the connected session,
+    // which it sees as "localhost" (reverse-resolved), so SASL servers are named that way.
+    String addr = (auth == null ? "127.0.0.1:" : "localhost:") + port;
     List<InetSocketAddress> servers = AddrUtil.getAddresses(addr);
     XMemcachedClientBuilder builder = new XMemcachedClientBuilder(servers);
     builder.setCommandFactory(new BinaryCommandFactory());
     builder.setConnectionPoolSize(1);
     builder.setConnectTimeout(OP_TIMEOUT_MS);
     builder.setOpTimeout(OP_TIMEOUT_MS);
+    if (auth != null) {
+      builder.addAuthInfo(servers.get(0), auth);
+    }
     MemcachedClient c = builder.build();
     c.setOpTimeout(OP_TIMEOUT_MS);
     return c;
@@ -47,7 +54,7 @@ public class XMemcachedBinaryTest {
 
   @Before
   public void setUp() throws Exception {
-    client = connect("shoald.port");
+    client = connect("shoald.port", null);
     client.flushAll();
   }
 
@@ -164,5 +171,58 @@ public class XMemcachedBinaryTest {
     Map<InetSocketAddress, String> versions = client.getVersions();
     assertEquals(1, versions.size());
     assertNotNull(versions.values().iterator().next());
+  }
+
+  @Test
+  public void saslPlain() throws Exception {
+    MemcachedClient authed = connect("shoald.sasl.port", AuthInfo.plain("shoal", "shoalpw"));
+    try {
+      // XMemcached authenticates on its own thread after connecting: until that finishes the
+      // server rightly answers "auth error", so retry the first command for a while.
+      long deadline = System.currentTimeMillis() + 5000;
+      while (true) {
+        try {
+          assertTrue(authed.set("secret", 0, "data"));
+          break;
+        } catch (net.rubyeye.xmemcached.exception.MemcachedServerException e) {
+          if (System.currentTimeMillis() > deadline) {
+            throw e;
+          }
+          Thread.sleep(100);
+        }
+      }
+      assertEquals("data", authed.get("secret"));
+      assertEquals(3L, authed.incr("n", 1, 3));
+    } finally {
+      authed.shutdown();
+    }
+  }
+
+  @Test
+  public void saslWrongPasswordIsRefused() throws Exception {
+    MemcachedClient bad = connect("shoald.sasl.port", AuthInfo.plain("shoal", "wrong"));
+    try {
+      Thread.sleep(500);
+      bad.set("stolen", 0, "x");
+      fail("a client with a wrong password was served");
+    } catch (net.rubyeye.xmemcached.exception.MemcachedException
+        | java.util.concurrent.TimeoutException expected) {
+      // The auth error, or a timeout while XMemcached reconnects after its failed login.
+    } finally {
+      bad.shutdown();
+    }
+  }
+
+  @Test
+  public void saslWithoutCredentialsIsRefused() throws Exception {
+    MemcachedClient anon = connect("shoald.sasl.port", null);
+    try {
+      anon.get("secret");
+      fail("an unauthenticated client was served");
+    } catch (net.rubyeye.xmemcached.exception.MemcachedServerException expected) {
+      // "Authentication required or not successful"
+    } finally {
+      anon.shutdown();
+    }
   }
 }
