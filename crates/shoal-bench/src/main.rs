@@ -242,6 +242,7 @@ fn which(name: &Path) -> Option<PathBuf> {
 }
 
 fn main() -> Result<()> {
+    shoal_bench::server::exit_cleanly_on_interrupt();
     match Cli::parse().cmd {
         Cmd::Load(a) => cmd_load(a),
         Cmd::Fill(a) => cmd_fill(a),

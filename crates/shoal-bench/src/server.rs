@@ -63,6 +63,51 @@ fn command(bin: &Path) -> Command {
     cmd
 }
 
+/// Scratch directories alive now, removed by [`remove_scratch_dirs`] on an interrupt.
+static SCRATCH: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes every scratch directory still registered (for Ctrl-C: the servers using them
+/// die with this process through `PR_SET_PDEATHSIG`).
+pub fn remove_scratch_dirs() {
+    let dirs = match SCRATCH.lock() {
+        Ok(mut g) => std::mem::take(&mut *g),
+        Err(p) => std::mem::take(&mut *p.into_inner()),
+    };
+    for d in dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// Stops tracking `dir` (it has been removed).
+fn forget_scratch_dir(dir: &Path) {
+    if let Ok(mut g) = SCRATCH.lock() {
+        g.retain(|d| d != dir);
+    }
+}
+
+/// On SIGINT or SIGTERM: remove the scratch directories and exit with 130, which kills
+/// every server started here (they die with this process).
+pub fn exit_cleanly_on_interrupt() {
+    static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    extern "C" fn on_signal(_: libc::c_int) {
+        INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+    std::thread::spawn(|| loop {
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            eprintln!("interrupted: stopping the servers started for this run");
+            remove_scratch_dirs();
+            std::process::exit(130);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    });
+}
+
 /// A fresh scratch directory under the system temp dir.
 pub fn scratch_dir(label: &str) -> Result<PathBuf, BenchError> {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -70,6 +115,9 @@ pub fn scratch_dir(label: &str) -> Result<PathBuf, BenchError> {
     let dir = std::env::temp_dir().join(format!("shoal-bench-{label}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| BenchError::io(dir.display().to_string(), e))?;
+    if let Ok(mut g) = SCRATCH.lock() {
+        g.push(dir.clone());
+    }
     Ok(dir)
 }
 
@@ -249,6 +297,7 @@ impl Drop for ServerProcess {
         let _ = self.child.wait();
         if let Some(d) = &self.data_dir {
             let _ = std::fs::remove_dir_all(d);
+            forget_scratch_dir(d);
         }
     }
 }

@@ -148,10 +148,13 @@ fn ring_err(e: shoal_ring::RingError) -> BenchError {
 /// Runs the experiment.
 pub fn run(env: &Env) -> Result<HashReport, BenchError> {
     let mut skipped = Vec::new();
-    let kind = if env.has(ServerKind::Shoald) {
+    // Running servers given with --target win; then shoald, then memcached.
+    let kind = if env.targets.contains_key(&ServerKind::Shoald) {
         ServerKind::Shoald
-    } else {
+    } else if env.targets.contains_key(&ServerKind::Memcached) || !env.has(ServerKind::Shoald) {
         ServerKind::Memcached
+    } else {
+        ServerKind::Shoald
     };
     let mut report = HashReport {
         nodes: kind.name().into(),
