@@ -78,3 +78,33 @@ fn bad_input_is_refused_with_a_message() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_server_answering_errors_fails_the_run_and_targets_are_used() {
+    let shoald = common::workspace_bin("SHOALD_BIN", "shoal-server", "shoald");
+    let srv = shoal_bench::server::ServerProcess::start_shoald(&shoald, &[]).expect("shoald");
+    let addr = srv.addr.to_string();
+    // RESP to a memcached-protocol server: it answers ERROR, which is no RESP reply.
+    let o = bench()
+        .args([
+            "load", "-s", &addr, "-P", "resp", "-t", "200ms", "-w", "0s", "-c", "2",
+        ])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("unexpected reply"), "{err}");
+    // An experiment against a running server: nothing is started, the target is used.
+    let o = bench()
+        .args(["cas", "--smoke", "--memcached", "/nonexistent/memcached"])
+        .arg("--target")
+        .arg(format!("shoald={addr}"))
+        .output()
+        .expect("runs");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("| shoald | gets+cas |"), "{out}");
+    assert!(err.contains("skipped: memcached: not found"), "{err}");
+    assert!(out.contains("apt-get install memcached"), "{out}");
+}
