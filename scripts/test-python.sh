@@ -16,7 +16,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install -q --disable-pip-version-check pymemcache python-binary-memcached pytest
 
-cargo build --release -p shoal-server
 export SHOALD_BIN="${SHOALD_BIN:-$target/release/shoald}"
+# Build only when no binary was handed over: scripts/test.sh has already built the whole
+# workspace, and building one package alone would recompile its dependencies.
+if [ ! -x "$SHOALD_BIN" ]; then
+  cargo build --release --workspace --bins
+fi
 
 exec .venv/bin/pytest -q tests/python "$@"
