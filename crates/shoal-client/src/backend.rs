@@ -165,13 +165,15 @@ async fn connection(target: Arc<Target>, mut rx: mpsc::Receiver<Forward>, precon
         };
         let Some(stream) = connect(&target.addr, target.timeout).await else {
             incr(&target.stats.server_err);
+            // Count (and possibly eject) before failing the requests, so a caller that
+            // sees the error already sees the rebuilt ring.
+            target.health.failure(target.index);
             if let Some(f) = first {
                 fail(f.reply, BackendError::Connect);
             }
             while let Ok(f) = rx.try_recv() {
                 fail(f.reply, BackendError::Connect);
             }
-            target.health.failure(target.index);
             continue;
         };
         incr(&target.stats.server_connections);
