@@ -2,13 +2,20 @@
 //! authentication (`-Y`), both against a `user:password` file.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// How long failed logins from every connection are counted together.
+const FAILURE_WINDOW_SECS: u32 = 10;
 
 /// Users and passwords from a file of `user:password` lines (memcached's
 /// `MEMCACHED_SASL_PWDB` and `-Y` format). Blank lines and `#` comments are skipped.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct PasswordDb {
     entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Failed logins against this database from all connections: the start of the current
+    /// window (high 32 bits, server clock seconds) and the count in it (low 32 bits).
+    recent_failures: AtomicU64,
 }
 
 /// A password file that cannot be used.
@@ -60,7 +67,10 @@ impl PasswordDb {
         if entries.is_empty() {
             return Err(PasswordDbError::Empty(name));
         }
-        Ok(PasswordDb { entries })
+        Ok(PasswordDb {
+            entries,
+            recent_failures: AtomicU64::new(0),
+        })
     }
 
     /// Whether `user` exists with `password`. Compares in time independent of where the
@@ -73,6 +83,33 @@ impl PasswordDb {
             }
         }
         ok
+    }
+}
+
+impl PasswordDb {
+    /// Records a failed login at server time `now` (seconds) and returns how many failures
+    /// from all connections fall in the current window, so a flood spread over many
+    /// connections is slowed down like repeated failures on one.
+    pub fn record_failure(&self, now: u32) -> u32 {
+        let mut cur = self.recent_failures.load(Ordering::Relaxed);
+        loop {
+            let (start, count) = ((cur >> 32) as u32, cur as u32);
+            let (start, count) = if count > 0 && now.wrapping_sub(start) < FAILURE_WINDOW_SECS {
+                (start, count.saturating_add(1))
+            } else {
+                (now, 1)
+            };
+            let next = (u64::from(start) << 32) | u64::from(count);
+            match self.recent_failures.compare_exchange_weak(
+                cur,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return count,
+                Err(actual) => cur = actual,
+            }
+        }
     }
 }
 
@@ -90,7 +127,7 @@ pub struct Session {
     pub authenticated: bool,
     /// Failed attempts on this connection.
     pub failures: u32,
-    /// Delay to apply before reading more, after a failed attempt.
+    /// Delay to apply, after a failed attempt, before the reply is sent and more is read.
     pub penalty: Option<Duration>,
 }
 
@@ -103,14 +140,19 @@ impl Session {
         }
     }
 
-    /// Records a failed login: the connection is slowed down more with each failure, so a
-    /// password cannot be brute-forced at wire speed.
-    pub fn failed(&mut self, who: &str) {
+    /// Records a failed login: the reply is delayed 200 ms, doubling with each failure on
+    /// this connection or as failures from all connections (`recent`, from
+    /// [`PasswordDb::record_failure`]) double, up to 5 s, so passwords cannot be tried at
+    /// wire speed, neither on one connection nor on many.
+    pub fn failed(&mut self, who: &str, recent: u32) {
         self.failures += 1;
-        let ms = 100u64.saturating_mul(1 << self.failures.min(6));
-        self.penalty = Some(Duration::from_millis(ms.min(5000)));
+        let global_level = 32 - recent.leading_zeros();
+        let level = self.failures.max(global_level).min(6);
+        let ms = (100u64 << level).min(5000);
+        self.penalty = Some(Duration::from_millis(ms));
         tracing::warn!(
             failures = self.failures,
+            recent,
             "authentication failure from {who}; delaying this connection {ms} ms"
         );
     }
@@ -168,9 +210,22 @@ mod tests {
     fn failures_slow_down() {
         let mut s = Session::new(true);
         assert!(!s.authenticated);
-        s.failed("test");
+        s.failed("test", 0);
         let first = s.penalty.unwrap();
-        s.failed("test");
+        s.failed("test", 0);
         assert!(s.penalty.unwrap() > first);
+        // Failures elsewhere slow a fresh connection too.
+        let mut fresh = Session::new(true);
+        fresh.failed("test", 40);
+        assert_eq!(fresh.penalty, Some(Duration::from_millis(5000)));
+    }
+
+    #[test]
+    fn failures_are_counted_across_connections_per_window() {
+        let db = PasswordDb::default();
+        assert_eq!(db.record_failure(100), 1);
+        assert_eq!(db.record_failure(100), 2);
+        assert_eq!(db.record_failure(109), 3);
+        assert_eq!(db.record_failure(110), 1, "a new window starts");
     }
 }

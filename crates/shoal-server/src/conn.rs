@@ -152,6 +152,11 @@ where
         if pos > 0 {
             rbuf.drain(..pos);
         }
+        if let Some(delay) = session.penalty.take() {
+            // A failed login: its reply (and anything after it) waits, so a client that
+            // opens a new connection per guess is slowed down too.
+            tokio::time::sleep(delay).await;
+        }
         if !wbuf.is_empty() {
             if stream.write_all(&wbuf).await.is_err() {
                 return;
@@ -165,9 +170,6 @@ where
         if close {
             let _ = stream.shutdown().await;
             return;
-        }
-        if let Some(delay) = session.penalty.take() {
-            tokio::time::sleep(delay).await;
         }
         if more_ready {
             // Let other connections on this thread have a turn (memcached's -R).

@@ -267,6 +267,31 @@ fn repeated_sasl_failures_are_slowed_down() {
     );
 }
 
+#[test]
+fn failures_on_fresh_connections_are_slowed_down_too() {
+    // One guess per connection, as a brute-forcer would do to dodge per-connection delays.
+    let (s, _pw) = sasl_server("flood");
+    let mut took = Vec::new();
+    for _ in 0..4 {
+        let mut c = s.conn();
+        let started = Instant::now();
+        let r = sasl_auth(&mut c, b"PLAIN", "alice", "guess");
+        took.push(started.elapsed());
+        assert_eq!(r.status, status::AUTH_ERROR);
+    }
+    assert!(
+        took[3] > took[0] + Duration::from_millis(300),
+        "a flood over fresh connections is not slowed: {took:?}"
+    );
+    assert!(took[0] >= Duration::from_millis(150), "{took:?}");
+    // The right password still gets in.
+    let mut c = s.conn();
+    assert_eq!(
+        sasl_auth(&mut c, b"PLAIN", "alice", "wonderland").status,
+        status::OK
+    );
+}
+
 fn ascii_server(tag: &str) -> (Server, PwFile) {
     let pw = PwFile::new(tag, USERS);
     let s = Server::with_args(&["-Y", pw.path()]);

@@ -433,7 +433,8 @@ fn sasl(w: &Worker, session: &mut Session, r: &BinaryRequest<'_>, out: &mut Vec<
     } else {
         session.authenticated = false;
         ThreadStats::incr(&w.stats.auth_errors);
-        session.failed("a binary SASL client");
+        let recent = db.record_failure(w.shared.store.clock().now());
+        session.failed("a binary SASL client", recent);
         binary::error(out, r.opcode, Status::AuthError, r.opaque);
     }
 }

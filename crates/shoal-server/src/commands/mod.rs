@@ -139,13 +139,19 @@ fn ascii_auth(w: &Worker, session: &mut Session, req: Request<'_>, out: &mut Vec
                         out.extend_from_slice(shoal_protocol::reply::STORED);
                     } else {
                         crate::stats::ThreadStats::incr(&w.stats.auth_errors);
-                        session.failed("an ASCII client");
+                        session.failed(
+                            "an ASCII client",
+                            db.record_failure(w.shared.store.clock().now()),
+                        );
                         out.extend_from_slice(b"CLIENT_ERROR authentication failure\r\n");
                     }
                 }
                 _ => {
                     crate::stats::ThreadStats::incr(&w.stats.auth_errors);
-                    session.failed("an ASCII client");
+                    session.failed(
+                        "an ASCII client",
+                        db.record_failure(w.shared.store.clock().now()),
+                    );
                     out.extend_from_slice(b"CLIENT_ERROR bad authentication token format\r\n")
                 }
             }
