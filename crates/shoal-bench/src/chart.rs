@@ -90,19 +90,14 @@ pub fn line_chart(
             .map_err(draw_err)?;
         let fmt_x = |v: &f64| {
             let x = if log { 10f64.powf(*v) } else { *v };
-            let r = round2(x);
-            if r >= 10.0 || r.fract() == 0.0 {
-                crate::seeds::num(r.round())
-            } else {
-                format!("{r:.1}")
-            }
+            axis_num(round2(x))
         };
         chart
             .configure_mesh()
             .x_desc(x_label)
             .y_desc(y_label)
             .x_label_formatter(&fmt_x)
-            .y_label_formatter(&|v| crate::seeds::num(*v))
+            .y_label_formatter(&|v| axis_num(*v))
             .draw()
             .map_err(draw_err)?;
         for (i, s) in series.iter().enumerate() {
@@ -131,6 +126,17 @@ pub fn line_chart(
         root.present().map_err(draw_err)?;
     }
     Ok(file.to_string())
+}
+
+/// An axis label: whole numbers without decimals (`1`, `250`, `12,000`), else one.
+fn axis_num(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        crate::seeds::num(v)
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
 }
 
 /// `x` rounded to two significant digits (log-axis labels: 1.58 -> 1.6, 251 -> 250).
@@ -180,7 +186,7 @@ pub fn bar_chart(
             .x_labels(n * 2 + 1)
             .x_label_formatter(&fmt_x)
             .y_desc(y_label)
-            .y_label_formatter(&|v| crate::seeds::num(*v))
+            .y_label_formatter(&|v| axis_num(*v))
             .draw()
             .map_err(draw_err)?;
         chart
@@ -206,6 +212,14 @@ pub fn bar_chart(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn axis_labels() {
+        assert_eq!(axis_num(1.0), "1");
+        assert_eq!(axis_num(0.0), "0");
+        assert_eq!(axis_num(1.6), "1.6");
+        assert_eq!(axis_num(12000.0), "12,000");
+    }
 
     #[test]
     fn log_labels_round() {
