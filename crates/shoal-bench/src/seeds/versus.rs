@@ -300,6 +300,31 @@ impl Experiment for VersusReport {
                 &p99,
             )?);
         }
+        // Percentiles side by side at the busiest 1 KB get cell on one node.
+        let busiest = self.rows.iter().map(|r| r.conns).max().unwrap_or(1);
+        let mut bars = Vec::new();
+        for s in &servers {
+            if let Some(r) = self.rows.iter().find(|r| {
+                r.server == *s
+                    && r.nodes == 1
+                    && r.op == "get"
+                    && r.value_size == 1024
+                    && r.conns == busiest
+            }) {
+                bars.push((format!("{s} p50"), r.latency.p50_us / 1000.0));
+                bars.push((format!("{s} p99"), r.latency.p99_us / 1000.0));
+                bars.push((format!("{s} p99.9"), r.latency.p999_us / 1000.0));
+            }
+        }
+        if !bars.is_empty() {
+            out.push(chart::bar_chart(
+                dir,
+                "compare_latency_percentiles.png",
+                &format!("compare: 1 KB get latency percentiles, 1 node, {busiest} conns"),
+                "latency (ms)",
+                &bars,
+            )?);
+        }
         Ok(out)
     }
 
