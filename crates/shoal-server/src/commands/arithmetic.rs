@@ -9,10 +9,10 @@ use shoal_store::{StoreError, StoreOptions};
 /// The outcome of an arithmetic operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delta {
-    /// The new value and CAS unique.
-    Value(u64, u64),
-    /// The key was absent and was created with the initial value (meta `N`).
-    Created(u64, u64),
+    /// The new value, CAS unique and rel expiry (0 = never).
+    Value(u64, u64, u32),
+    /// The key was absent and was created with the initial value (meta `N`); same fields.
+    Created(u64, u64, u32),
     /// The key is absent.
     NotFound,
     /// The value is not a decimal number.
@@ -91,7 +91,7 @@ pub fn apply_delta(
             };
             let len = format_counter(initial, 0, &mut buf);
             let cas = e.store(&[&buf[..len]], store_opts)?;
-            return Ok(Delta::Created(initial, cas));
+            return Ok(Delta::Created(initial, cas, store_opts.exptime));
         };
         if let Some(expected) = opts.compare_cas {
             let current = if cas_enabled { item.cas() } else { 0 };
@@ -115,7 +115,7 @@ pub fn apply_delta(
             ..StoreOptions::default()
         };
         let cas = e.store(&[&buf[..len]], store_opts)?;
-        Ok(Delta::Value(new, cas))
+        Ok(Delta::Value(new, cas, store_opts.exptime))
     })
 }
 
@@ -135,7 +135,7 @@ pub fn arithmetic(
         (&s.decr_hits, &s.decr_misses)
     };
     match apply_delta(w, key, delta, incr, DeltaOptions::default()) {
-        Ok(Delta::Value(n, _)) | Ok(Delta::Created(n, _)) => {
+        Ok(Delta::Value(n, ..)) | Ok(Delta::Created(n, ..)) => {
             ThreadStats::incr(hits);
             if !noreply {
                 reply::number_line(out, n);

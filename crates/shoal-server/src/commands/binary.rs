@@ -326,7 +326,7 @@ fn arith(w: &Worker, r: &BinaryRequest<'_>, q: bool, out: &mut Vec<u8>) {
         (&s.decr_hits, &s.decr_misses)
     };
     let status = match apply_delta(w, r.key, delta, incr, opts) {
-        Ok(Delta::Value(v, cas)) | Ok(Delta::Created(v, cas)) => {
+        Ok(Delta::Value(v, cas, _)) | Ok(Delta::Created(v, cas, _)) => {
             ThreadStats::incr(hits);
             if !q {
                 binary::response(

@@ -39,10 +39,10 @@ pub fn meta_arithmetic(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &m
     } else {
         (&s.decr_hits, &s.decr_misses)
     };
-    let (value, new_cas) = match apply_delta(w, key, delta, incr, opts) {
-        Ok(Delta::Value(v, c)) | Ok(Delta::Created(v, c)) => {
+    let (value, new_cas, exptime) = match apply_delta(w, key, delta, incr, opts) {
+        Ok(Delta::Value(v, c, e)) | Ok(Delta::Created(v, c, e)) => {
             ThreadStats::incr(hits);
-            (v, c)
+            (v, c, e)
         }
         Ok(Delta::NotFound) => {
             ThreadStats::incr(misses);
@@ -68,14 +68,18 @@ pub fn meta_arithmetic(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &m
     if flags.quiet() && !with_value {
         return;
     }
-    let mut digits = Vec::with_capacity(0);
-    reply::push_u64(&mut digits, value);
     if with_value {
-        reply::meta_value_header(out, digits.len());
+        let digits = value.checked_ilog10().map_or(1, |d| d as usize + 1);
+        reply::meta_value_header(out, digits);
     } else {
         reply::meta_header(out, meta::HD);
     }
-    let ttl = w.shared.store.get(key, |i| i.ttl()).flatten();
+    // The expiry the update itself wrote, rather than a second lookup (which costs a
+    // shard lock and could see a later writer's item).
+    let ttl = match exptime {
+        0 => None,
+        e => Some(e.saturating_sub(clock.now())),
+    };
     for (f, tok) in flags.iter() {
         match f {
             b'c' => reply::meta_flag_u64(out, b'c', cas(w, new_cas)),
@@ -90,7 +94,7 @@ pub fn meta_arithmetic(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &m
     }
     reply::crlf(out);
     if with_value {
-        out.extend_from_slice(&digits);
+        reply::push_u64(out, value);
         reply::crlf(out);
     }
 }
