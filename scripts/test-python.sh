@@ -4,7 +4,7 @@
 # Creates (or updates) the venv at .venv, builds shoald in release mode with the caller's
 # CARGO_TARGET_DIR (default ./target), then runs pytest over tests/python. The tests start
 # their own shoald instances on ephemeral loopback ports (binary: $SHOALD_BIN, default
-# <target>/release/shoald).
+# <target>/release/shoald) and run `shoal ring` ($SHOAL_CLI, default <target>/release/shoal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -21,6 +21,11 @@ export SHOALD_BIN="${SHOALD_BIN:-$target/release/shoald}"
 # workspace, and building one package alone would recompile its dependencies.
 if [ ! -x "$SHOALD_BIN" ]; then
   cargo build --release --workspace --bins
+fi
+# `shoal ring`, which test_hashclient_placement.py cross-checks against pymemcache.
+export SHOAL_CLI="${SHOAL_CLI:-$target/release/shoal}"
+if [ ! -x "$SHOAL_CLI" ]; then
+  cargo build --release -p shoal-cli
 fi
 
 exec .venv/bin/pytest -q tests/python "$@"
