@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Java client compatibility: XMemcached (from Maven Central) in binary-protocol mode against
-# shoald, plus SASL PLAIN against a second shoald started with -S.
+# shoald, plus SASL PLAIN against a second shoald started with -S, plus XMemcached's ketama
+# and election locators (text and binary) over a three-node cluster, checked node by node
+# and against `shoal ring`.
 #
-# Builds shoald (release, the caller's CARGO_TARGET_DIR) if needed, starts both on
-# ephemeral loopback ports, runs `mvn -B test` in tests/java/xmemcached with the ports as
-# system properties, and stops the servers whatever happens.
+# Builds shoald and the shoal CLI (release, the caller's CARGO_TARGET_DIR) if needed, starts
+# five shoalds on ephemeral loopback ports, runs `mvn -B test` in tests/java/xmemcached with
+# the ports and the CLI path as system properties, and stops the servers whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 target="${CARGO_TARGET_DIR:-$root/target}"
 export CARGO_TARGET_DIR="$target"
 bin="${SHOALD_BIN:-$target/release/shoald}"
+cli="${SHOAL_CLI_BIN:-$target/release/shoal}"
 
 if ! command -v mvn >/dev/null || ! command -v java >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
@@ -19,6 +22,9 @@ if ! command -v mvn >/dev/null || ! command -v java >/dev/null; then
 fi
 if [ ! -x "$bin" ]; then
   cargo build --release -p shoal-server
+fi
+if [ ! -x "$cli" ]; then
+  cargo build --release -p shoal-cli
 fi
 
 tmp=$(mktemp -d)
@@ -49,7 +55,14 @@ start plain >"$tmp/plain.port"
 start sasl -S --sasl-pwdb "$tmp/pwdb" >"$tmp/sasl.port"
 port=$(cat "$tmp/plain.port")
 sasl_port=$(cat "$tmp/sasl.port")
+cluster=()
+for n in 1 2 3; do
+  start "node$n" >"$tmp/node$n.port"
+  cluster+=("$(cat "$tmp/node$n.port")")
+done
+cluster_ports=$(IFS=,; echo "${cluster[*]}")
 
 cd tests/java/xmemcached
-timeout 900 mvn -q -B test -Dshoald.port="$port" -Dshoald.sasl.port="$sasl_port"
-echo "XMemcached binary suite passed (shoald on $port, SASL shoald on $sasl_port)"
+timeout 900 mvn -q -B test -Dshoald.port="$port" -Dshoald.sasl.port="$sasl_port" \
+  -Dshoald.cluster.ports="$cluster_ports" -Dshoal.cli="$cli"
+echo "XMemcached suites passed (shoald on $port, SASL shoald on $sasl_port, cluster on $cluster_ports)"
