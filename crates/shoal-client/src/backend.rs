@@ -20,12 +20,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::error::BackendError;
-use crate::frame::{frame, Framed, ReplyKind};
+use crate::frame::{frame, Framed, ReplyKind, BINARY_NOOP_LEN, META_NOOP_LEN};
 use crate::health::HealthSink;
 use crate::stats::{decr, incr, ServerStats};
 
-/// A backend's answer: the reply bytes exactly as sent (for quiet meta requests, without
-/// the trailing `MN\r\n`), or why there is none.
+/// A backend's answer: the reply bytes exactly as sent (for quiet requests, without the
+/// trailing `MN\r\n` or `noop` response), or why there is none.
 pub type Reply = Result<Bytes, BackendError>;
 
 /// The receiving end of one forwarded request.
@@ -280,8 +280,12 @@ async fn read_loop(
                     let kind = w.kind;
                     let Some(w) = queue.pop_front() else { break };
                     let mut bytes = buf.split_to(len).freeze();
-                    if kind == ReplyKind::MetaQuiet {
-                        bytes.truncate(len.saturating_sub(4));
+                    match kind {
+                        ReplyKind::MetaQuiet => bytes.truncate(len.saturating_sub(META_NOOP_LEN)),
+                        ReplyKind::BinaryQuiet => {
+                            bytes.truncate(len.saturating_sub(BINARY_NOOP_LEN))
+                        }
+                        _ => {}
                     }
                     incr(&target.stats.responses);
                     target.health.success(target.index);

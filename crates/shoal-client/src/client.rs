@@ -8,12 +8,13 @@ use bytes::Bytes;
 use shoal_ring::{RingConfig, Server, SharedRing};
 
 use crate::backend::{Backend, Reply, ReplyRx};
+use crate::codec::{Op, Outcome, Protocol, StoreMode};
 use crate::error::{BackendError, ClientError};
 use crate::frame::ReplyKind;
 use crate::health::{EjectPolicy, Health, LockedRing};
 use crate::meta::MetaReply;
 use crate::stats::ServerStats;
-use crate::value::{check_key, line, parse_values, Value};
+use crate::value::{check_key, Value};
 
 /// How [`Client::cas`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,9 +36,16 @@ pub struct ClientBuilder {
     timeout: Option<Duration>,
     policy: EjectPolicy,
     max_update_attempts: u32,
+    protocol: Protocol,
 }
 
 impl ClientBuilder {
+    /// The wire protocol for every server (default [`Protocol::Text`]).
+    pub fn protocol(mut self, protocol: Protocol) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
     /// Keys are placed with `ring` (any shoal-ring distribution and hash; default
     /// twemproxy-compatible ketama with md5).
     pub fn ring(mut self, ring: RingConfig) -> Self {
@@ -116,6 +124,7 @@ impl ClientBuilder {
                 backends,
                 names: self.servers.iter().map(Server::host_port).collect(),
                 max_update_attempts: self.max_update_attempts,
+                protocol: self.protocol,
             }),
         })
     }
@@ -126,9 +135,11 @@ struct Inner {
     backends: Vec<Backend>,
     names: Vec<String>,
     max_update_attempts: u32,
+    protocol: Protocol,
 }
 
-/// An async memcached cluster client (text protocol).
+/// An async memcached cluster client over the text, meta or binary protocol
+/// ([`ClientBuilder::protocol`]).
 ///
 /// Cheap to clone; clones share connections. Concurrent calls are pipelined over each
 /// server's connections. Guarantees: every key goes to the server the configured
@@ -171,6 +182,7 @@ impl Client {
             timeout: Some(Duration::from_secs(1)),
             policy: EjectPolicy::default(),
             max_update_attempts: 16,
+            protocol: Protocol::Text,
         }
     }
 
@@ -228,44 +240,50 @@ impl Client {
         self.wait(server, rx).await
     }
 
+    /// Sends `op` for `key` in the client's protocol and decodes the reply.
+    async fn execute(&self, key: &[u8], op: Op<'_>) -> Result<Outcome, ClientError> {
+        let protocol = self.inner.protocol;
+        let (req, kind) = protocol.encode(&op);
+        let reply = self.roundtrip(key, req, kind).await?;
+        protocol.decode(&op, &reply)
+    }
+
     /// `get`: the item, or `None` on a miss.
     pub async fn get(&self, key: &[u8]) -> Result<Option<Value>, ClientError> {
-        self.retrieve(b"get ", key).await
+        self.retrieve(key, false).await
     }
 
     /// `gets`: the item with its CAS unique, or `None` on a miss.
     pub async fn gets(&self, key: &[u8]) -> Result<Option<Value>, ClientError> {
-        self.retrieve(b"gets ", key).await
+        self.retrieve(key, true).await
     }
 
-    async fn retrieve(&self, cmd: &[u8], key: &[u8]) -> Result<Option<Value>, ClientError> {
-        let mut req = Vec::with_capacity(cmd.len() + key.len() + 2);
-        req.extend_from_slice(cmd);
-        req.extend_from_slice(key);
-        req.extend_from_slice(b"\r\n");
-        let reply = self.roundtrip(key, req, ReplyKind::Retrieval).await?;
-        Ok(parse_values(&reply)?.into_iter().next())
+    async fn retrieve(&self, key: &[u8], cas: bool) -> Result<Option<Value>, ClientError> {
+        let protocol = self.inner.protocol;
+        let (req, kind) = protocol.encode_get(&[key], cas);
+        let reply = self.roundtrip(key, req, kind).await?;
+        Ok(protocol.decode_values(&reply, cas)?.into_iter().next())
     }
 
     /// Multi-get: the hits among `keys`, in the order of `keys` (duplicates repeated,
     /// misses left out). Keys are grouped per server and the groups sent in parallel.
     /// Any server failing fails the whole call.
     pub async fn get_multi<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Value>, ClientError> {
-        self.get_multi_cmd(b"get", keys).await
+        self.get_multi_cas(keys, false).await
     }
 
     /// Like [`Client::get_multi`] with CAS uniques (`gets`).
     pub async fn gets_multi<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Value>, ClientError> {
-        self.get_multi_cmd(b"gets", keys).await
+        self.get_multi_cas(keys, true).await
     }
 
-    async fn get_multi_cmd<K: AsRef<[u8]>>(
+    async fn get_multi_cas<K: AsRef<[u8]>>(
         &self,
-        cmd: &[u8],
         keys: &[K],
+        cas: bool,
     ) -> Result<Vec<Value>, ClientError> {
-        // (server, request) per group, and each key's group.
-        let mut groups: Vec<(usize, Vec<u8>)> = Vec::new();
+        // (server, its keys) per group, and each key's group.
+        let mut groups: Vec<(usize, Vec<&[u8]>)> = Vec::new();
         let mut which = Vec::with_capacity(keys.len());
         for k in keys {
             let k = k.as_ref();
@@ -274,23 +292,23 @@ impl Client {
             let g = match groups.iter().position(|(gs, _)| *gs == s) {
                 Some(g) => g,
                 None => {
-                    groups.push((s, cmd.to_vec()));
+                    groups.push((s, Vec::new()));
                     groups.len() - 1
                 }
             };
-            groups[g].1.push(b' ');
-            groups[g].1.extend_from_slice(k);
+            groups[g].1.push(k);
             which.push(g);
         }
+        let protocol = self.inner.protocol;
         let mut pending = Vec::with_capacity(groups.len());
-        for (s, mut req) in groups {
-            req.extend_from_slice(b"\r\n");
-            pending.push((s, self.send(s, req, ReplyKind::Retrieval).await));
+        for (s, group) in &groups {
+            let (req, kind) = protocol.encode_get(group, cas);
+            pending.push((*s, self.send(*s, req, kind).await));
         }
         let mut per_group = Vec::with_capacity(pending.len());
         for (s, rx) in pending {
             let reply = self.wait(s, rx).await?;
-            per_group.push(parse_values(&reply)?.into_iter().peekable());
+            per_group.push(protocol.decode_values(&reply, cas)?.into_iter().peekable());
         }
         let mut out = Vec::new();
         for (k, g) in keys.iter().zip(which) {
@@ -305,48 +323,38 @@ impl Client {
         Ok(out)
     }
 
-    fn store_request(
-        cmd: &str,
+    async fn store(
+        &self,
+        mode: StoreMode,
         key: &[u8],
         value: &[u8],
         flags: u32,
         exptime: u32,
-        cas: Option<u64>,
-        noreply: bool,
-    ) -> Vec<u8> {
-        let mut req = Vec::with_capacity(key.len() + value.len() + 48);
-        req.extend_from_slice(cmd.as_bytes());
-        req.push(b' ');
-        req.extend_from_slice(key);
-        req.extend_from_slice(format!(" {flags} {exptime} {}", value.len()).as_bytes());
-        if let Some(c) = cas {
-            req.extend_from_slice(format!(" {c}").as_bytes());
-        }
-        if noreply {
-            req.extend_from_slice(b" noreply");
-        }
-        req.extend_from_slice(b"\r\n");
-        req.extend_from_slice(value);
-        req.extend_from_slice(b"\r\n");
-        req
+    ) -> Result<Outcome, ClientError> {
+        let op = Op::Store {
+            mode,
+            key,
+            value,
+            flags,
+            exptime,
+            noreply: false,
+        };
+        self.execute(key, op).await
     }
 
-    async fn store(
+    /// A storage command whose answer is stored / not stored.
+    async fn store_bool(
         &self,
-        cmd: &str,
+        mode: StoreMode,
         key: &[u8],
         value: &[u8],
         flags: u32,
         exptime: u32,
     ) -> Result<bool, ClientError> {
-        let req = Self::store_request(cmd, key, value, flags, exptime, None, false);
-        let reply = self.roundtrip(key, req, ReplyKind::Line).await?;
-        match line(&reply)? {
-            b"STORED" => Ok(true),
-            b"NOT_STORED" => Ok(false),
-            other => Err(ClientError::Unexpected(
-                String::from_utf8_lossy(other).into_owned(),
-            )),
+        match self.store(mode, key, value, flags, exptime).await? {
+            Outcome::Stored => Ok(true),
+            Outcome::NotStored => Ok(false),
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
         }
     }
 
@@ -358,13 +366,13 @@ impl Client {
         flags: u32,
         exptime: u32,
     ) -> Result<(), ClientError> {
-        self.store("set", key, value, flags, exptime)
+        self.store_bool(StoreMode::Set, key, value, flags, exptime)
             .await
             .map(|_| ())
     }
 
-    /// `set ... noreply`: returns once the request is queued; the server sends nothing,
-    /// so failures are not reported.
+    /// `set` without waiting for the answer (`noreply`; quiet mode in the meta and binary
+    /// protocols): returns once the request is queued, so failures are not reported.
     pub async fn set_noreply(
         &self,
         key: &[u8],
@@ -374,8 +382,18 @@ impl Client {
     ) -> Result<(), ClientError> {
         check_key(key)?;
         let server = self.server_for(key)?;
-        let req = Self::store_request("set", key, value, flags, exptime, None, true);
-        self.send(server, req, ReplyKind::None).await;
+        let op = Op::Store {
+            mode: StoreMode::Set,
+            key,
+            value,
+            flags,
+            exptime,
+            noreply: true,
+        };
+        let (req, kind) = self.inner.protocol.encode(&op);
+        // The meta and binary forms end with a no-op whose reply the connection reads
+        // and drops; nobody waits for it.
+        drop(self.send(server, req, kind).await);
         Ok(())
     }
 
@@ -387,7 +405,8 @@ impl Client {
         flags: u32,
         exptime: u32,
     ) -> Result<bool, ClientError> {
-        self.store("add", key, value, flags, exptime).await
+        self.store_bool(StoreMode::Add, key, value, flags, exptime)
+            .await
     }
 
     /// `replace`: true if stored (the key was present).
@@ -398,17 +417,18 @@ impl Client {
         flags: u32,
         exptime: u32,
     ) -> Result<bool, ClientError> {
-        self.store("replace", key, value, flags, exptime).await
+        self.store_bool(StoreMode::Replace, key, value, flags, exptime)
+            .await
     }
 
     /// `append`: true if stored.
     pub async fn append(&self, key: &[u8], value: &[u8]) -> Result<bool, ClientError> {
-        self.store("append", key, value, 0, 0).await
+        self.store_bool(StoreMode::Append, key, value, 0, 0).await
     }
 
     /// `prepend`: true if stored.
     pub async fn prepend(&self, key: &[u8], value: &[u8]) -> Result<bool, ClientError> {
-        self.store("prepend", key, value, 0, 0).await
+        self.store_bool(StoreMode::Prepend, key, value, 0, 0).await
     }
 
     /// `cas`: stores only if the item's CAS unique is still `cas`.
@@ -420,72 +440,51 @@ impl Client {
         exptime: u32,
         cas: u64,
     ) -> Result<CasOutcome, ClientError> {
-        let req = Self::store_request("cas", key, value, flags, exptime, Some(cas), false);
-        let reply = self.roundtrip(key, req, ReplyKind::Line).await?;
-        match line(&reply)? {
-            b"STORED" => Ok(CasOutcome::Stored),
-            b"EXISTS" => Ok(CasOutcome::Exists),
-            b"NOT_FOUND" => Ok(CasOutcome::NotFound),
-            other => Err(ClientError::Unexpected(
-                String::from_utf8_lossy(other).into_owned(),
-            )),
+        match self
+            .store(StoreMode::Cas(cas), key, value, flags, exptime)
+            .await?
+        {
+            Outcome::Stored => Ok(CasOutcome::Stored),
+            Outcome::Exists => Ok(CasOutcome::Exists),
+            Outcome::NotFound => Ok(CasOutcome::NotFound),
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
         }
     }
 
     /// `delete`: true if the key existed.
     pub async fn delete(&self, key: &[u8]) -> Result<bool, ClientError> {
-        let mut req = b"delete ".to_vec();
-        req.extend_from_slice(key);
-        req.extend_from_slice(b"\r\n");
-        let reply = self.roundtrip(key, req, ReplyKind::Line).await?;
-        match line(&reply)? {
-            b"DELETED" => Ok(true),
-            b"NOT_FOUND" => Ok(false),
-            other => Err(ClientError::Unexpected(
-                String::from_utf8_lossy(other).into_owned(),
-            )),
+        match self.execute(key, Op::Delete { key }).await? {
+            Outcome::Deleted => Ok(true),
+            Outcome::NotFound => Ok(false),
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
         }
     }
 
     /// `touch`: true if the key existed.
     pub async fn touch(&self, key: &[u8], exptime: u32) -> Result<bool, ClientError> {
-        let mut req = b"touch ".to_vec();
-        req.extend_from_slice(key);
-        req.extend_from_slice(format!(" {exptime}\r\n").as_bytes());
-        let reply = self.roundtrip(key, req, ReplyKind::Line).await?;
-        match line(&reply)? {
-            b"TOUCHED" => Ok(true),
-            b"NOT_FOUND" => Ok(false),
-            other => Err(ClientError::Unexpected(
-                String::from_utf8_lossy(other).into_owned(),
-            )),
+        match self.execute(key, Op::Touch { key, exptime }).await? {
+            Outcome::Touched => Ok(true),
+            Outcome::NotFound => Ok(false),
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
         }
     }
 
-    async fn arith(&self, cmd: &str, key: &[u8], delta: u64) -> Result<Option<u64>, ClientError> {
-        let mut req = cmd.as_bytes().to_vec();
-        req.push(b' ');
-        req.extend_from_slice(key);
-        req.extend_from_slice(format!(" {delta}\r\n").as_bytes());
-        let reply = self.roundtrip(key, req, ReplyKind::Line).await?;
-        match line(&reply)? {
-            b"NOT_FOUND" => Ok(None),
-            n => std::str::from_utf8(n)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .map(Some)
-                .ok_or_else(|| ClientError::Unexpected(String::from_utf8_lossy(n).into_owned())),
+    async fn arith(&self, incr: bool, key: &[u8], delta: u64) -> Result<Option<u64>, ClientError> {
+        match self.execute(key, Op::Arith { incr, key, delta }).await? {
+            Outcome::Number(n) => Ok(Some(n)),
+            Outcome::NotFound => Ok(None),
+            other => Err(ClientError::Unexpected(format!("{other:?}"))),
         }
     }
 
     /// `incr`: the new value, or `None` if the key does not exist. Atomic on the server.
     pub async fn incr(&self, key: &[u8], delta: u64) -> Result<Option<u64>, ClientError> {
-        self.arith("incr", key, delta).await
+        self.arith(true, key, delta).await
     }
 
     /// `decr`: the new value (floored at 0), or `None` if the key does not exist.
     pub async fn decr(&self, key: &[u8], delta: u64) -> Result<Option<u64>, ClientError> {
-        self.arith("decr", key, delta).await
+        self.arith(false, key, delta).await
     }
 
     /// Read-modify-write with compare-and-swap: reads the item with `gets`, calls `f`
@@ -545,6 +544,13 @@ impl Client {
         flags: &str,
         data: Option<&[u8]>,
     ) -> Result<MetaReply, ClientError> {
+        if self.inner.protocol == Protocol::Binary {
+            return Err(ClientError::Config(
+                "meta commands need Protocol::Text or Protocol::Meta: memcached fixes a \
+                 connection's protocol at its first byte"
+                    .into(),
+            ));
+        }
         crate::meta::check_flags(flags)?;
         if flags.split(' ').any(|t| t == "q" || t == "b") {
             return Err(ClientError::Config(
@@ -587,19 +593,20 @@ impl Client {
     /// `flush_all` on every live server.
     pub async fn flush_all(&self) -> Result<(), ClientError> {
         let ring = self.inner.ring.ring.load();
+        let protocol = self.inner.protocol;
+        let (req, kind) = protocol.encode(&Op::FlushAll);
         let mut pending = Vec::new();
         for s in 0..self.inner.backends.len() {
             if !ring.is_ejected(s) {
-                pending.push((
-                    s,
-                    self.send(s, b"flush_all\r\n".to_vec(), ReplyKind::Line)
-                        .await,
-                ));
+                pending.push((s, self.send(s, req.clone(), kind).await));
             }
         }
         for (s, rx) in pending {
             let reply = self.wait(s, rx).await?;
-            line(&reply)?;
+            match protocol.decode(&Op::FlushAll, &reply)? {
+                Outcome::Ok => {}
+                other => return Err(ClientError::Unexpected(format!("{other:?}"))),
+            }
         }
         Ok(())
     }

@@ -7,6 +7,8 @@
 //! misattributed.
 
 use memchr::memchr;
+use shoal_protocol::binary::opcode;
+use shoal_protocol::{parse_response, ResponseParsed};
 
 /// Longest reply line accepted from a backend (a `VALUE` line with a 250-byte key is far
 /// shorter); a longer line is garbage.
@@ -29,7 +31,18 @@ pub enum ReplyKind {
     /// A quiet meta command sent followed by `mn`: zero or more meta replies ended by
     /// `MN` (the framed length includes the `MN\r\n`, which the proxy strips).
     MetaQuiet,
+    /// A binary-protocol request: one response packet.
+    Binary,
+    /// Quiet binary requests followed by a `noop`: zero or more response packets ended by
+    /// the `noop` response (the framed length includes it; [`BINARY_NOOP_LEN`] bytes).
+    BinaryQuiet,
 }
+
+/// Length of the `noop` response that ends a [`ReplyKind::BinaryQuiet`] reply.
+pub const BINARY_NOOP_LEN: usize = shoal_protocol::binary::HEADER_LEN;
+
+/// Length of the `MN\r\n` that ends a [`ReplyKind::MetaQuiet`] reply.
+pub const META_NOOP_LEN: usize = 4;
 
 /// The result of [`frame`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +85,26 @@ pub fn frame(buf: &[u8], kind: ReplyKind) -> Framed {
                     Unit::Done(end, false) => pos = end,
                     Unit::More => return Framed::Incomplete,
                     Unit::Invalid => return Framed::Invalid,
+                }
+            }
+        }
+        ReplyKind::Binary => match parse_response(buf) {
+            ResponseParsed::Response { consumed, .. } => Framed::Complete { len: consumed },
+            ResponseParsed::Incomplete => Framed::Incomplete,
+            ResponseParsed::Invalid => Framed::Invalid,
+        },
+        ReplyKind::BinaryQuiet => {
+            let mut pos = 0;
+            loop {
+                match parse_response(&buf[pos..]) {
+                    ResponseParsed::Response { response, consumed } => {
+                        pos += consumed;
+                        if response.opcode == opcode::NOOP {
+                            return Framed::Complete { len: pos };
+                        }
+                    }
+                    ResponseParsed::Incomplete => return Framed::Incomplete,
+                    ResponseParsed::Invalid => return Framed::Invalid,
                 }
             }
         }
@@ -254,5 +287,25 @@ mod tests {
         );
         assert_eq!(frame(b"HD\r\n", ReplyKind::MetaQuiet), Framed::Incomplete);
         assert_eq!(frame(b"ZZ\r\n", ReplyKind::Meta), Framed::Invalid);
+    }
+
+    #[test]
+    fn frames_binary() {
+        use shoal_protocol::binary::{response, Status};
+        let mut r = Vec::new();
+        response(&mut r, opcode::GETKQ, Status::Ok, 1, 9, &[0; 4], b"k", b"v");
+        let one = r.len();
+        response(&mut r, opcode::NOOP, Status::Ok, 2, 0, &[], &[], &[]);
+        assert_eq!(frame(&r, ReplyKind::Binary), Framed::Complete { len: one });
+        assert_eq!(
+            frame(&r, ReplyKind::BinaryQuiet),
+            Framed::Complete { len: r.len() }
+        );
+        assert_eq!(r.len() - one, BINARY_NOOP_LEN);
+        for cut in 0..r.len() {
+            assert_eq!(frame(&r[..cut], ReplyKind::BinaryQuiet), Framed::Incomplete);
+        }
+        assert_eq!(frame(b"STORED\r\n", ReplyKind::Binary), Framed::Invalid);
+        assert_eq!(frame(b"END\r\n", ReplyKind::BinaryQuiet), Framed::Invalid);
     }
 }

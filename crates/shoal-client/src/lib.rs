@@ -5,13 +5,13 @@
 //! with libmemcached, twemproxy, XMemcached or pymemcache fleets byte for byte. Each
 //! server has a small pool of pipelined connections ([`backend`]); multi-gets are split
 //! per server, sent in parallel and merged in key order; failing servers are ejected and
-//! retried with twemproxy's semantics ([`health`]). The protocol is memcached text, with
-//! the meta commands (`mg`, `ms`, `md`, `ma`) available through [`Client::meta_get`] and
-//! friends.
+//! retried with twemproxy's semantics ([`health`]). The wire protocol is memcached's text,
+//! meta or binary protocol ([`Protocol`]); with text or meta, the raw meta commands (`mg`,
+//! `ms`, `md`, `ma`) are also available through [`Client::meta_get`] and friends.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), shoal_client::ClientError> {
-//! use shoal_client::Client;
+//! use shoal_client::{Client, Protocol};
 //! use shoal_ring::{Distribution, HashAlgorithm, RingConfig, Server};
 //!
 //! let servers = vec![Server::new("10.0.0.1", 11211), Server::new("10.0.0.2", 11211)];
@@ -20,6 +20,7 @@
 //!     .ring(RingConfig::new(Distribution::LibmemcachedKetama { weighted: true })
 //!         .with_hash(HashAlgorithm::Md5))
 //!     .connections_per_server(2)
+//!     .protocol(Protocol::Binary)
 //!     .build()?;
 //! client.set(b"a", b"1", 0, 0).await?;
 //! client.set(b"b", b"2", 0, 0).await?;
@@ -33,6 +34,7 @@
 
 pub mod backend;
 mod client;
+mod codec;
 pub mod error;
 pub mod frame;
 pub mod health;
@@ -41,6 +43,7 @@ pub mod stats;
 pub mod value;
 
 pub use client::{CasOutcome, Client, ClientBuilder};
+pub use codec::Protocol;
 pub use error::{BackendError, ClientError};
 pub use health::EjectPolicy;
 pub use meta::MetaReply;

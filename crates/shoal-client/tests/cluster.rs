@@ -1,6 +1,8 @@
 //! The client against three real shoald processes on loopback: placement, multi-get
-//! order, every command, CAS update under contention, and ejection of a dead server.
-//! Every wait is bounded (client timeouts plus tokio test timeouts).
+//! order, every command in each of the text, meta and binary protocols, CAS update under
+//! contention, and ejection of a dead server; and the same commands against real memcached
+//! (when installed) as the protocol peer. Every wait is bounded (client timeouts plus tokio
+//! test timeouts).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -9,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use shoal_client::{CasOutcome, Client, ClientError, EjectPolicy};
+use shoal_client::{CasOutcome, Client, ClientError, EjectPolicy, Protocol};
 use shoal_ring::{Distribution, HashAlgorithm, Ring, RingConfig, Server};
 
 /// shoald from the same target directory (built by `cargo build --workspace`, or here).
@@ -91,9 +93,16 @@ fn cluster() -> (Vec<Shoald>, Vec<Server>) {
     (nodes, servers)
 }
 
+const PROTOCOLS: [Protocol; 3] = [Protocol::Text, Protocol::Meta, Protocol::Binary];
+
 fn client(servers: &[Server], ring: RingConfig) -> Client {
+    client_with(servers, ring, Protocol::Text)
+}
+
+fn client_with(servers: &[Server], ring: RingConfig, protocol: Protocol) -> Client {
     Client::builder(servers.to_vec())
         .ring(ring)
+        .protocol(protocol)
         .timeout(Some(Duration::from_millis(500)))
         .eject_policy(EjectPolicy {
             auto_eject: true,
@@ -150,132 +159,274 @@ async fn keys_land_where_the_ring_says_for_every_distribution() {
     .await;
 }
 
+/// Sets 80 of 100 keys over the servers, then multi-gets them in reverse order with a
+/// duplicate: hits come back in request order, with their data and flags.
+async fn check_multi_get(servers: &[Server], protocol: Protocol) {
+    let c = client_with(
+        servers,
+        RingConfig::new(Distribution::TwemproxyKetama),
+        protocol,
+    );
+    c.flush_all().await.expect("flush");
+    let keys: Vec<String> = (0..100).map(|i| format!("m:{i}")).collect();
+    for (i, k) in keys.iter().enumerate() {
+        if i % 5 != 0 {
+            c.set(k.as_bytes(), format!("v{i}").as_bytes(), i as u32, 0)
+                .await
+                .expect("set");
+        }
+    }
+    let used: std::collections::HashSet<usize> = keys
+        .iter()
+        .map(|k| c.server_for(k.as_bytes()).expect("server"))
+        .collect();
+    assert_eq!(used.len(), 3);
+    let mut ask: Vec<&str> = keys.iter().rev().map(String::as_str).collect();
+    ask.push(&keys[1]);
+    let got = c.get_multi(&ask).await.expect("get_multi");
+    let want: Vec<String> = ask
+        .iter()
+        .filter(|k| {
+            let i: usize = k[2..].parse().expect("n");
+            i % 5 != 0
+        })
+        .map(|k| k.to_string())
+        .collect();
+    let got_keys: Vec<String> = got
+        .iter()
+        .map(|v| String::from_utf8_lossy(&v.key).into_owned())
+        .collect();
+    assert_eq!(got_keys, want);
+    for v in &got {
+        let i: usize = std::str::from_utf8(&v.key[2..])
+            .expect("utf8")
+            .parse()
+            .expect("n");
+        assert_eq!(&v.data[..], format!("v{i}").as_bytes());
+        assert_eq!(v.flags, i as u32);
+    }
+    let with_cas = c.gets_multi(&["m:1", "m:2"]).await.expect("gets_multi");
+    assert_eq!(with_cas.len(), 2, "{protocol:?}");
+    assert!(with_cas.iter().all(|v| v.cas.is_some()));
+    assert!(got.iter().all(|v| v.cas.is_none()));
+    assert!(c
+        .get_multi(&["m:0", "m:5"])
+        .await
+        .expect("all miss")
+        .is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_get_is_split_and_merged_in_key_order() {
     within(async {
         let (_nodes, servers) = cluster();
-        let c = client(&servers, RingConfig::new(Distribution::TwemproxyKetama));
-        let keys: Vec<String> = (0..100).map(|i| format!("m:{i}")).collect();
-        for (i, k) in keys.iter().enumerate() {
-            if i % 5 != 0 {
-                c.set(k.as_bytes(), format!("v{i}").as_bytes(), i as u32, 0)
-                    .await
-                    .expect("set");
-            }
+        for protocol in PROTOCOLS {
+            check_multi_get(&servers, protocol).await;
         }
-        let used: std::collections::HashSet<usize> = keys
-            .iter()
-            .map(|k| c.server_for(k.as_bytes()).expect("server"))
-            .collect();
-        assert_eq!(used.len(), 3);
-        let mut ask: Vec<&str> = keys.iter().rev().map(String::as_str).collect();
-        ask.push(&keys[1]);
-        let got = c.get_multi(&ask).await.expect("get_multi");
-        let want: Vec<String> = ask
-            .iter()
-            .filter(|k| {
-                let i: usize = k[2..].parse().expect("n");
-                i % 5 != 0
-            })
-            .map(|k| k.to_string())
-            .collect();
-        let got_keys: Vec<String> = got
-            .iter()
-            .map(|v| String::from_utf8_lossy(&v.key).into_owned())
-            .collect();
-        assert_eq!(got_keys, want);
-        for v in &got {
-            let i: usize = std::str::from_utf8(&v.key[2..])
-                .expect("utf8")
-                .parse()
-                .expect("n");
-            assert_eq!(&v.data[..], format!("v{i}").as_bytes());
-            assert_eq!(v.flags, i as u32);
-        }
-        let with_cas = c.gets_multi(&["m:1", "m:2"]).await.expect("gets_multi");
-        assert!(with_cas.iter().all(|v| v.cas.is_some()));
     })
     .await;
+}
+
+/// Every typed command's outcomes (hit, miss, conflict), noreply, the raw meta commands
+/// where the protocol has them, and concurrent tasks sharing pipelined connections.
+async fn check_commands(servers: &[Server], protocol: Protocol) {
+    let c = client_with(
+        servers,
+        RingConfig::new(Distribution::TwemproxyKetama),
+        protocol,
+    );
+    c.flush_all().await.expect("flush");
+    assert!(c.add(b"a", b"1", 0, 0).await.expect("add"));
+    assert!(!c.add(b"a", b"1", 0, 0).await.expect("add again"));
+    assert!(c.replace(b"a", b"10", 0, 0).await.expect("replace"));
+    assert!(!c
+        .replace(b"nope", b"1", 0, 0)
+        .await
+        .expect("replace missing"));
+    assert!(c.append(b"a", b"0").await.expect("append"));
+    assert!(!c.append(b"nope", b"0").await.expect("append missing"));
+    assert!(!c.prepend(b"nope", b"0").await.expect("prepend missing"));
+    assert!(c.prepend(b"a", b"1").await.expect("prepend"));
+    assert_eq!(
+        &c.get(b"a").await.expect("get").expect("hit").data[..],
+        b"1100"
+    );
+    assert_eq!(c.incr(b"a", 5).await.expect("incr"), Some(1105));
+    assert_eq!(c.decr(b"a", 2000).await.expect("decr"), Some(0));
+    assert_eq!(c.incr(b"missing", 1).await.expect("incr missing"), None);
+    assert!(c.touch(b"a", 100).await.expect("touch"));
+    assert!(!c.touch(b"nope", 100).await.expect("touch missing"));
+    c.set(b"word", b"abc", 0, 0).await.expect("set word");
+    assert!(matches!(
+        c.incr(b"word", 1).await,
+        Err(ClientError::Server(_))
+    ));
+    c.set(b"flagged", b"f", 42, 0).await.expect("set flags");
+    assert_eq!(
+        c.get(b"flagged").await.expect("get").expect("hit").flags,
+        42
+    );
+    assert_eq!(c.get(b"nope").await.expect("get miss"), None);
+    let v = c.gets(b"a").await.expect("gets").expect("hit");
+    let cas = v.cas.expect("cas");
+    assert_eq!(
+        c.cas(b"a", b"x", 0, 0, cas + 1).await.expect("cas"),
+        CasOutcome::Exists
+    );
+    assert_eq!(
+        c.cas(b"a", b"x", 0, 0, cas).await.expect("cas"),
+        CasOutcome::Stored
+    );
+    assert_eq!(
+        c.cas(b"zz", b"x", 0, 0, 1).await.expect("cas"),
+        CasOutcome::NotFound
+    );
+    assert!(c.delete(b"a").await.expect("delete"));
+    assert!(!c.delete(b"a").await.expect("delete again"));
+    assert_eq!(c.get(b"bad key").await, Err(ClientError::BadKey));
+    c.set_noreply(b"nr", b"quiet", 0, 0).await.expect("noreply");
+    assert_eq!(
+        &c.get(b"nr").await.expect("get").expect("hit").data[..],
+        b"quiet"
+    );
+    // A failing noreply write (value over the item limit) must not shift later replies.
+    let huge = vec![b'x'; 2 << 20];
+    c.set_noreply(b"nr-big", &huge, 0, 0)
+        .await
+        .expect("noreply big");
+    assert_eq!(
+        c.get(b"nr-big").await.expect("get after failed noreply"),
+        None
+    );
+    assert_eq!(
+        &c.get(b"nr").await.expect("get").expect("hit").data[..],
+        b"quiet"
+    );
+
+    if protocol == Protocol::Binary {
+        // memcached fixes a connection's protocol; meta commands are text.
+        assert!(matches!(
+            c.meta_get(b"mt", "v").await,
+            Err(ClientError::Config(_))
+        ));
+    } else {
+        check_meta_commands(&c).await;
+    }
+    check_concurrency(&c).await;
+}
+
+async fn check_meta_commands(c: &Client) {
+    let r = c.meta_set(b"mt", b"hey", "T0 F7").await.expect("ms");
+    assert_eq!(&r.code, b"HD");
+    let r = c.meta_get(b"mt", "v f c").await.expect("mg");
+    assert_eq!(r.data.as_deref(), Some(&b"hey"[..]));
+    assert_eq!(r.flag('f'), Some("7"));
+    assert!(r.flag('c').is_some());
+    assert_eq!(
+        &c.meta_get(b"mt-missing", "v").await.expect("mg").code,
+        b"EN"
+    );
+    let r = c.meta_arithmetic(b"mctr", "N0 J10 D5 v").await.expect("ma");
+    assert_eq!(r.data.as_deref(), Some(&b"10"[..]));
+    let r = c.meta_arithmetic(b"mctr", "D5 v").await.expect("ma");
+    assert_eq!(r.data.as_deref(), Some(&b"15"[..]));
+    assert_eq!(&c.meta_delete(b"mt", "").await.expect("md").code, b"HD");
+    assert!(c.meta_get(b"mt", "v q").await.is_err());
+}
+
+/// Many concurrent tasks share the pipelined connections.
+async fn check_concurrency(c: &Client) {
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..200 {
+                let k = format!("c:{t}:{i}");
+                c.set(k.as_bytes(), k.as_bytes(), 0, 0).await.expect("set");
+                let v = c.get(k.as_bytes()).await.expect("get").expect("hit");
+                assert_eq!(&v.data[..], k.as_bytes());
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("task");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_and_pipelined_concurrency() {
     within(async {
         let (_nodes, servers) = cluster();
-        let c = client(&servers, RingConfig::new(Distribution::TwemproxyKetama));
-        assert!(c.add(b"a", b"1", 0, 0).await.expect("add"));
-        assert!(!c.add(b"a", b"1", 0, 0).await.expect("add again"));
-        assert!(c.replace(b"a", b"10", 0, 0).await.expect("replace"));
-        assert!(!c
-            .replace(b"nope", b"1", 0, 0)
-            .await
-            .expect("replace missing"));
-        assert!(c.append(b"a", b"0").await.expect("append"));
-        assert!(c.prepend(b"a", b"1").await.expect("prepend"));
-        assert_eq!(
-            &c.get(b"a").await.expect("get").expect("hit").data[..],
-            b"1100"
-        );
-        assert_eq!(c.incr(b"a", 5).await.expect("incr"), Some(1105));
-        assert_eq!(c.decr(b"a", 2000).await.expect("decr"), Some(0));
-        assert_eq!(c.incr(b"missing", 1).await.expect("incr missing"), None);
-        assert!(c.touch(b"a", 100).await.expect("touch"));
-        let v = c.gets(b"a").await.expect("gets").expect("hit");
-        let cas = v.cas.expect("cas");
-        assert_eq!(
-            c.cas(b"a", b"x", 0, 0, cas + 1).await.expect("cas"),
-            CasOutcome::Exists
-        );
-        assert_eq!(
-            c.cas(b"a", b"x", 0, 0, cas).await.expect("cas"),
-            CasOutcome::Stored
-        );
-        assert_eq!(
-            c.cas(b"zz", b"x", 0, 0, 1).await.expect("cas"),
-            CasOutcome::NotFound
-        );
-        assert!(c.delete(b"a").await.expect("delete"));
-        assert!(!c.delete(b"a").await.expect("delete again"));
-        assert_eq!(c.get(b"bad key").await, Err(ClientError::BadKey));
-        c.set_noreply(b"nr", b"quiet", 0, 0).await.expect("noreply");
-        assert_eq!(
-            &c.get(b"nr").await.expect("get").expect("hit").data[..],
-            b"quiet"
-        );
-
-        // Meta commands.
-        let r = c.meta_set(b"mt", b"hey", "T0 F7").await.expect("ms");
-        assert_eq!(&r.code, b"HD");
-        let r = c.meta_get(b"mt", "v f c").await.expect("mg");
-        assert_eq!(r.data.as_deref(), Some(&b"hey"[..]));
-        assert_eq!(r.flag('f'), Some("7"));
-        assert!(r.flag('c').is_some());
-        assert_eq!(
-            &c.meta_get(b"mt-missing", "v").await.expect("mg").code,
-            b"EN"
-        );
-        let r = c.meta_arithmetic(b"mctr", "N0 J10 D5 v").await.expect("ma");
-        assert_eq!(r.data.as_deref(), Some(&b"10"[..]));
-        let r = c.meta_arithmetic(b"mctr", "D5 v").await.expect("ma");
-        assert_eq!(r.data.as_deref(), Some(&b"15"[..]));
-        assert_eq!(&c.meta_delete(b"mt", "").await.expect("md").code, b"HD");
-        assert!(c.meta_get(b"mt", "v q").await.is_err());
-
-        // Many concurrent tasks share the pipelined connections.
-        let mut tasks = Vec::new();
-        for t in 0..8 {
-            let c = c.clone();
-            tasks.push(tokio::spawn(async move {
-                for i in 0..200 {
-                    let k = format!("c:{t}:{i}");
-                    c.set(k.as_bytes(), k.as_bytes(), 0, 0).await.expect("set");
-                    let v = c.get(k.as_bytes()).await.expect("get").expect("hit");
-                    assert_eq!(&v.data[..], k.as_bytes());
-                }
-            }));
+        for protocol in PROTOCOLS {
+            check_commands(&servers, protocol).await;
         }
-        for t in tasks {
-            t.await.expect("task");
+    })
+    .await;
+}
+
+/// memcached on a free loopback port, killed on drop.
+struct Memcached(Child);
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn memcached_bin() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("memcached"))
+        .find(|p| p.is_file())
+}
+
+fn start_memcached(bin: &PathBuf) -> (Memcached, Server) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    // `-u root` only matters (and is only needed) when the tests run as root.
+    let child = Command::new(bin)
+        .args([
+            "-p",
+            &port.to_string(),
+            "-U",
+            "0",
+            "-l",
+            "127.0.0.1",
+            "-u",
+            "root",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn memcached");
+    let proc = Memcached(child);
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return (proc, Server::new("127.0.0.1", port));
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("memcached did not start on {port}");
+}
+
+/// memcached itself is the reference peer for all three protocols: the same checks pass
+/// against a cluster of real memcached processes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_protocol_works_against_real_memcached() {
+    let Some(bin) = memcached_bin() else {
+        eprintln!("memcached not installed; skipped (scripts/test.sh installs it)");
+        return;
+    };
+    within(async {
+        let (_procs, servers): (Vec<Memcached>, Vec<Server>) =
+            (0..3).map(|_| start_memcached(&bin)).unzip();
+        for protocol in PROTOCOLS {
+            check_commands(&servers, protocol).await;
+            check_multi_get(&servers, protocol).await;
         }
     })
     .await;

@@ -8,6 +8,7 @@
 //! with the connection.
 
 pub mod binary;
+pub mod binary_client;
 pub mod limits;
 pub mod meta;
 mod num;
@@ -16,6 +17,7 @@ pub mod reply;
 pub mod request;
 
 pub use binary::{parse_binary, BinaryParsed, BinaryRequest};
+pub use binary_client::{encode_request, parse_response, BinaryResponse, ResponseParsed};
 pub use limits::Limits;
 pub use meta::{decode_key, encode_key_base64, MetaFlags, MetaMode, MetaNumber};
 pub use parse::{parse, Parsed, ProtocolError};
