@@ -1,6 +1,6 @@
 //! Multi-get throughput of the cluster client against a server list.
 //!
-//! `cargo run --release -p shoal-client --example multiget -- HOST:PORT[,HOST:PORT...] [SECS] [TASKS] [KEYS_PER_GET]`
+//! `cargo run --release -p shoal-client --example multiget -- HOST:PORT[,HOST:PORT...] [SECS] [TASKS] [KEYS_PER_GET] [text|meta|binary]`
 //!
 //! Prefills 10,000 keys (100-byte values), then runs TASKS concurrent loops of
 //! `get_multi` over KEYS_PER_GET random keys for SECS seconds, and prints one JSON line:
@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use shoal_client::Client;
+use shoal_client::{Client, Protocol};
 use shoal_ring::{Distribution, RingConfig, Server};
 
 fn main() {
@@ -20,6 +20,15 @@ fn main() {
     let secs: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
     let tasks: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(16);
     let per_get: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(100);
+    let protocol = match args.get(5).map(String::as_str) {
+        None | Some("text") => Protocol::Text,
+        Some("meta") => Protocol::Meta,
+        Some("binary") => Protocol::Binary,
+        Some(other) => {
+            eprintln!("unknown protocol {other:?}: text, meta or binary");
+            std::process::exit(2);
+        }
+    };
     let servers: Vec<Server> = match shoal_ring::parse_server_list(list) {
         Ok(s) => s,
         Err(e) => {
@@ -42,6 +51,7 @@ fn main() {
         let client = match Client::builder(servers.clone())
             .ring(RingConfig::new(Distribution::TwemproxyKetama))
             .timeout(Some(Duration::from_secs(2)))
+            .protocol(protocol)
             .build()
         {
             Ok(c) => c,
@@ -103,7 +113,7 @@ fn main() {
                 .unwrap_or(0)
         };
         println!(
-            "{{\"servers\": {}, \"multigets_per_sec\": {:.0}, \"keys_per_sec\": {:.0}, \"p50_us\": {}, \"p99_us\": {}}}",
+            "{{\"protocol\": \"{protocol:?}\", \"servers\": {}, \"multigets_per_sec\": {:.0}, \"keys_per_sec\": {:.0}, \"p50_us\": {}, \"p99_us\": {}}}",
             servers.len(),
             lat.len() as f64 / secs as f64,
             keys as f64 / secs as f64,

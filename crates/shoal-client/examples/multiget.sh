@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The client's multi-get against 4 shoald nodes vs 1, medians of 3.
-# Usage: crates/shoal-client/examples/multiget.sh [SECS]   (release builds in $CARGO_TARGET_DIR or target/)
+# The client's multi-get against 4 shoald nodes vs 1, in each protocol, 3 runs each.
+# Usage: crates/shoal-client/examples/multiget.sh [SECS] [PROTOCOLS]
+#   (release builds in $CARGO_TARGET_DIR or target/; PROTOCOLS default "text meta binary")
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 secs=${1:-5}
@@ -20,7 +21,9 @@ for i in 0 1 2 3; do
   addrs+=("127.0.0.1:$p")
 done
 four=$(IFS=,; echo "${addrs[*]}")
-for r in 1 2 3; do
-  echo "one:  $("$bin/examples/multiget" "${addrs[0]}" "$secs" 16 100)"
-  echo "four: $("$bin/examples/multiget" "$four" "$secs" 16 100)"
+for proto in ${2:-text meta binary}; do
+  for r in 1 2 3; do
+    echo "one:  $("$bin/examples/multiget" "${addrs[0]}" "$secs" 16 100 "$proto")"
+    echo "four: $("$bin/examples/multiget" "$four" "$secs" 16 100 "$proto")"
+  done
 done
