@@ -18,13 +18,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     run(data);
 });
 
-/// Without cargo-fuzz this builds as a plain binary that replays the files named on the
-/// command line (e.g. a crash artifact), so the target compiles and runs on stable.
+/// Without cargo-fuzz: replays the files named on the command line.
 #[cfg(not(fuzzing))]
 fn main() {
-    for path in std::env::args().skip(1) {
-        let data = std::fs::read(&path).expect("readable input file");
-        run(&data);
-        println!("{path}: ok");
-    }
+    shoal_protocol_fuzz::replay(run);
 }

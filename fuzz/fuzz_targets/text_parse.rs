@@ -6,13 +6,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     shoal_protocol_fuzz::drive(data);
 });
 
-/// Without cargo-fuzz this builds as a plain binary that replays the files named on the
-/// command line (e.g. a crash artifact), so the target compiles and runs on stable.
+/// Without cargo-fuzz: replays the files named on the command line.
 #[cfg(not(fuzzing))]
 fn main() {
-    for path in std::env::args().skip(1) {
-        let data = std::fs::read(&path).expect("readable input file");
-        shoal_protocol_fuzz::drive(&data);
-        println!("{path}: ok");
-    }
+    shoal_protocol_fuzz::replay(shoal_protocol_fuzz::drive);
 }

@@ -112,3 +112,13 @@ fn exercise(request: &Request<'_>) {
         let _ = token.len();
     }
 }
+
+/// The `main` of a target built without cargo-fuzz: replays the files named on the command
+/// line (e.g. a crash artifact) through `run`, so every target compiles and runs on stable.
+pub fn replay(run: impl Fn(&[u8])) {
+    for path in std::env::args().skip(1) {
+        let data = std::fs::read(&path).expect("readable input file");
+        run(&data);
+        println!("{path}: ok");
+    }
+}

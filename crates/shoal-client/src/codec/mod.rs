@@ -132,6 +132,46 @@ fn unexpected(reply: &[u8]) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Starts that steer random replies into each decoder's deeper paths.
+    const STARTS: [&[u8]; 8] = [
+        b"",
+        b"VALUE k 1 ",
+        b"VA 2 ",
+        b"EN\r\nVA ",
+        b"HD ",
+        b"\x81\x0d\x00\x01\x04\x00\x00\x00\x00\x00\x00\x07",
+        b"\x81\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x08",
+        b"42\r\n",
+    ];
+
+    proptest! {
+        /// Whatever a server sends, decoding returns a value or an error, never panics.
+        #[test]
+        fn decoding_any_reply_never_panics(
+            start in 0..STARTS.len(),
+            tail in proptest::collection::vec(any::<u8>(), 0..96),
+            cas in any::<bool>(),
+        ) {
+            let mut bytes = STARTS[start].to_vec();
+            bytes.extend_from_slice(&tail);
+            let reply = Bytes::from(bytes);
+            let ops = [
+                Op::Store { mode: StoreMode::Add, key: b"k", value: b"", flags: 0, exptime: 0, noreply: false },
+                Op::Delete { key: b"k" },
+                Op::Touch { key: b"k", exptime: 0 },
+                Op::Arith { incr: true, key: b"k", delta: 1 },
+                Op::FlushAll,
+            ];
+            for p in ALL {
+                let _ = p.decode_values(&reply, cas);
+                for op in &ops {
+                    let _ = p.decode(op, &reply);
+                }
+            }
+        }
+    }
 
     const ALL: [Protocol; 3] = [Protocol::Text, Protocol::Meta, Protocol::Binary];
 
