@@ -645,8 +645,16 @@ struct ConnState {
 impl ConnState {
     fn new(cfg: &LoadConfig, seed: u64, quota: Option<u64>) -> Self {
         let per_conn_rate = cfg.rate.map(|r| r / cfg.conns as f64);
+        let gap = per_conn_rate.map_or(Duration::ZERO, |r| {
+            Duration::from_secs_f64((cfg.depth as f64 / r).min(3600.0))
+        });
+        let mut rng = Rng::new(seed);
+        // Each connection starts at a random phase of its gap: started together, every
+        // connection would send in the same instant and the bursts, not the server, would
+        // set the latency.
+        let phase = gap.mul_f64(rng.unit());
         ConnState {
-            rng: Rng::new(seed),
+            rng,
             keys: KeyChooser::new(cfg.key_dist, cfg.keys),
             value: vec![b'x'; cfg.value_size.max],
             key: Vec::with_capacity(64),
@@ -655,10 +663,8 @@ impl ConnState {
             total: Counts::default(),
             last: None,
             quota,
-            next_due: per_conn_rate.map(|_| Instant::now()),
-            gap: per_conn_rate.map_or(Duration::ZERO, |r| {
-                Duration::from_secs_f64((cfg.depth as f64 / r).min(3600.0))
-            }),
+            next_due: per_conn_rate.map(|_| Instant::now() + phase),
+            gap,
         }
     }
 
@@ -689,13 +695,22 @@ impl ConnState {
         cfg.protocol.encode(buf, op, &self.key, &self.value[..len]);
     }
 
-    /// Waits until the next batch is due (rate limit); returns the time it was due.
+    /// Waits until the next batch is due (rate limit); returns the time its latency is
+    /// measured from.
+    ///
+    /// Behind schedule (the server was slow), that is the time the batch was due, so the
+    /// wait the server caused is counted (no coordinated omission). On schedule, it is
+    /// when the sleep ended: tokio's timer fires up to a millisecond late, and that slop is
+    /// the client's, not the server's.
     async fn pace(&mut self) -> Instant {
         match self.next_due {
             Some(due) => {
-                tokio::time::sleep_until(due.into()).await;
                 self.next_due = Some(due + self.gap);
-                due
+                if Instant::now() >= due {
+                    return due;
+                }
+                tokio::time::sleep_until(due.into()).await;
+                Instant::now()
             }
             None => Instant::now(),
         }
