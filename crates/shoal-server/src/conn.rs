@@ -157,7 +157,12 @@ where
             // opens a new connection per guess is slowed down too.
             tokio::time::sleep(delay).await;
         }
-        if !wbuf.is_empty() {
+        // A turn that ended on the per-turn request limit keeps its replies: the other
+        // connections get their turn now, and this one writes once when its input is
+        // used up. Writing every `-R` requests would cost a syscall per 20 quiet meta or
+        // binary gets of a 100-key batch.
+        let hold = more_ready && !close && wbuf.len() < WRITE_HIGH_WATER;
+        if !wbuf.is_empty() && !hold {
             if stream.write_all(&wbuf).await.is_err() {
                 return;
             }

@@ -321,3 +321,30 @@ fn meta_pipeline_with_quiet_mode() {
         b"VA 1 ka\r\n1\r\nVA 1 kc\r\n3\r\nMN\r\n",
     );
 }
+
+#[test]
+fn quiet_batch_longer_than_a_turn_is_answered_whole_and_in_order() {
+    // `-R 5`: the 300-command batch spans 60 turns; replies held across turns must come
+    // out complete, in order, and a second connection is served meanwhile.
+    let s = Server::with_args(&["-R", "5"]);
+    let mut c = s.conn();
+    let mut other = s.conn();
+    let mut batch = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..300 {
+        if i % 3 != 0 {
+            c.rt(
+                format!("ms k{i} 2 q\r\nv{}\r\nmn\r\n", i % 10).as_bytes(),
+                b"MN\r\n",
+            );
+            want.extend_from_slice(format!("VA 2 kk{i}\r\nv{}\r\n", i % 10).as_bytes());
+        }
+        batch.extend_from_slice(format!("mg k{i} v k q\r\n").as_bytes());
+    }
+    batch.extend_from_slice(b"mn\r\n");
+    want.extend_from_slice(b"MN\r\n");
+    c.send(&batch);
+    other.rt(b"mn\r\n", b"MN\r\n");
+    c.expect(&want);
+    c.rt(b"mn\r\n", b"MN\r\n");
+}
