@@ -9,7 +9,7 @@ use std::io::Write;
 use bytes::Bytes;
 use memchr::memchr;
 
-use super::{unexpected, Op, Outcome, StoreMode};
+use super::{command, data_block, unexpected, Op, Outcome, StoreMode};
 use crate::error::ClientError;
 use crate::frame::ReplyKind;
 use crate::value::{line, Value};
@@ -26,9 +26,7 @@ pub(super) fn encode(op: &Op<'_>) -> (Vec<u8>, ReplyKind) {
             exptime,
             noreply,
         } => {
-            req.reserve(key.len() + value.len() + 64);
-            req.extend_from_slice(b"ms ");
-            req.extend_from_slice(key);
+            command(&mut req, b"ms ", key, value.len());
             let _ = write!(req, " {} F{flags} T{exptime}", value.len());
             match mode {
                 StoreMode::Set => {}
@@ -43,9 +41,7 @@ pub(super) fn encode(op: &Op<'_>) -> (Vec<u8>, ReplyKind) {
             if noreply {
                 req.extend_from_slice(b" q");
             }
-            req.extend_from_slice(b"\r\n");
-            req.extend_from_slice(value);
-            req.extend_from_slice(b"\r\n");
+            data_block(&mut req, value);
             if noreply {
                 // Quiet mode still answers failures; `mn` bounds what there is to read.
                 req.extend_from_slice(b"mn\r\n");
@@ -55,20 +51,17 @@ pub(super) fn encode(op: &Op<'_>) -> (Vec<u8>, ReplyKind) {
             }
         }
         Op::Delete { key } => {
-            req.extend_from_slice(b"md ");
-            req.extend_from_slice(key);
+            command(&mut req, b"md ", key, 2);
             req.extend_from_slice(b"\r\n");
             ReplyKind::Meta
         }
         Op::Touch { key, exptime } => {
-            req.extend_from_slice(b"mg ");
-            req.extend_from_slice(key);
+            command(&mut req, b"mg ", key, 0);
             let _ = write!(req, " T{exptime}\r\n");
             ReplyKind::Meta
         }
         Op::Arith { incr, key, delta } => {
-            req.extend_from_slice(b"ma ");
-            req.extend_from_slice(key);
+            command(&mut req, b"ma ", key, 0);
             let mode = if incr { "" } else { " MD" };
             let _ = write!(req, " D{delta}{mode} v\r\n");
             ReplyKind::Meta

@@ -124,6 +124,21 @@ impl Protocol {
     }
 }
 
+/// Starts a text-protocol command line (text and meta share the form): `cmd`, which ends
+/// with its space, then the key; room is reserved for `extra` more bytes.
+fn command(req: &mut Vec<u8>, cmd: &[u8], key: &[u8], extra: usize) {
+    req.reserve(cmd.len() + key.len() + extra + 32);
+    req.extend_from_slice(cmd);
+    req.extend_from_slice(key);
+}
+
+/// Ends a storage command line and appends its data block.
+fn data_block(req: &mut Vec<u8>, value: &[u8]) {
+    req.extend_from_slice(b"\r\n");
+    req.extend_from_slice(value);
+    req.extend_from_slice(b"\r\n");
+}
+
 fn unexpected(reply: &[u8]) -> ClientError {
     let cut = &reply[..reply.len().min(80)];
     ClientError::Unexpected(String::from_utf8_lossy(cut).into_owned())

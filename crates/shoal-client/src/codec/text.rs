@@ -4,7 +4,7 @@ use std::io::Write;
 
 use bytes::Bytes;
 
-use super::{unexpected, Op, Outcome, StoreMode};
+use super::{command, data_block, unexpected, Op, Outcome, StoreMode};
 use crate::error::ClientError;
 use crate::frame::ReplyKind;
 use crate::value::line;
@@ -21,7 +21,6 @@ pub(super) fn encode(op: &Op<'_>) -> (Vec<u8>, ReplyKind) {
             exptime,
             noreply,
         } => {
-            req.reserve(key.len() + value.len() + 64);
             let cmd: &[u8] = match mode {
                 StoreMode::Set => b"set ",
                 StoreMode::Add => b"add ",
@@ -30,8 +29,7 @@ pub(super) fn encode(op: &Op<'_>) -> (Vec<u8>, ReplyKind) {
                 StoreMode::Prepend => b"prepend ",
                 StoreMode::Cas(_) => b"cas ",
             };
-            req.extend_from_slice(cmd);
-            req.extend_from_slice(key);
+            command(&mut req, cmd, key, value.len());
             let _ = write!(req, " {flags} {exptime} {}", value.len());
             if let StoreMode::Cas(c) = mode {
                 let _ = write!(req, " {c}");
@@ -39,9 +37,7 @@ pub(super) fn encode(op: &Op<'_>) -> (Vec<u8>, ReplyKind) {
             if noreply {
                 req.extend_from_slice(b" noreply");
             }
-            req.extend_from_slice(b"\r\n");
-            req.extend_from_slice(value);
-            req.extend_from_slice(b"\r\n");
+            data_block(&mut req, value);
             if noreply {
                 ReplyKind::None
             } else {
@@ -49,20 +45,17 @@ pub(super) fn encode(op: &Op<'_>) -> (Vec<u8>, ReplyKind) {
             }
         }
         Op::Delete { key } => {
-            req.extend_from_slice(b"delete ");
-            req.extend_from_slice(key);
+            command(&mut req, b"delete ", key, 2);
             req.extend_from_slice(b"\r\n");
             ReplyKind::Line
         }
         Op::Touch { key, exptime } => {
-            req.extend_from_slice(b"touch ");
-            req.extend_from_slice(key);
+            command(&mut req, b"touch ", key, 0);
             let _ = write!(req, " {exptime}\r\n");
             ReplyKind::Line
         }
         Op::Arith { incr, key, delta } => {
-            req.extend_from_slice(if incr { b"incr " } else { b"decr " });
-            req.extend_from_slice(key);
+            command(&mut req, if incr { b"incr " } else { b"decr " }, key, 0);
             let _ = write!(req, " {delta}\r\n");
             ReplyKind::Line
         }
