@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Seconds since the unix epoch, as the engine stores times.
 pub fn unix_now() -> u32 {
@@ -302,32 +302,9 @@ fn log_report(name: &str, r: &RecoveryReport) {
     }
 }
 
-/// Longest the sync thread lets writes gather before an fsync.
-const GATHER_MAX: Duration = Duration::from_millis(1);
-/// Writes are considered to have stopped arriving after this long without one.
-const GATHER_QUIET: Duration = Duration::from_micros(50);
-
-/// Waits, briefly, while writes to `batch` are still arriving. When an fsync completes,
-/// every connection it released sends its replies and its next writes in a burst; the
-/// first of them wakes this thread. Starting the next fsync at once would cover that one
-/// writer and make the rest of the burst wait a whole extra fsync. A lone writer pays one
-/// quiet period (~50 µs), small next to an fsync.
-fn settle(batch: &[Arc<Queue>]) {
-    let start = Instant::now();
-    let total = || batch.iter().map(|q| q.written()).sum::<u64>();
-    let mut last = total();
-    while start.elapsed() < GATHER_MAX {
-        std::thread::sleep(GATHER_QUIET);
-        let now = total();
-        if now == last {
-            break;
-        }
-        last = now;
-    }
-}
-
 /// The sync thread: for `always`, fsyncs each queue that has waiters, sharing one fsync
-/// among every write that arrived before it started (group commit); for an interval,
+/// among every write that arrived before it started (group commit: the writes that
+/// arrive during an fsync share the next); for an interval,
 /// fsyncs every queue with unsynced writes once per interval.
 fn sync_main(inner: &Inner) {
     let interval = match inner.cfg.fsync {
@@ -352,10 +329,12 @@ fn sync_main(inner: &Inner) {
                 if g.is_empty() {
                     inner.queues.read().values().cloned().collect()
                 } else {
-                    let batch = std::mem::take(&mut *g);
-                    drop(g);
-                    settle(&batch);
-                    batch
+                    // No waiting for more writes to gather: writes that arrive during this
+                    // fsync are covered by the next one, which starts the moment this one
+                    // ends. (Gathering by sleeping cost a lone writer a timer wake-up,
+                    // ~150 µs here, on top of a ~200 µs fdatasync, and lost throughput
+                    // at every connection count measured.)
+                    std::mem::take(&mut *g)
                 }
             }
         };

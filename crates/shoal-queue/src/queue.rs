@@ -438,11 +438,6 @@ impl Queue {
         }
     }
 
-    /// Bytes written to the log by this process so far.
-    pub(crate) fn written(&self) -> u64 {
-        self.state.lock().written
-    }
-
     /// Forces everything written so far to stable storage and publishes the new durable
     /// position. Called by the sync thread, never on a connection's thread.
     pub(crate) fn sync_now(&self) {

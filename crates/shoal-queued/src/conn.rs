@@ -176,6 +176,13 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
     /// Commits consumption, waits for durability, then sends the pending replies. An
     /// error means the replies could not be confirmed and the connection must close.
     async fn flush_out(&mut self) -> Result<(), ()> {
+        if !self.to_commit.is_empty() {
+            // Let this thread's other connections with requests ready run first: their
+            // consumption joins this one's in the queue, the first of them to commit
+            // writes it all with one write, and the later commits find nothing left to
+            // write (redis batches its AOF per event-loop turn the same way).
+            tokio::task::yield_now().await;
+        }
         for q in std::mem::take(&mut self.to_commit) {
             match q.commit() {
                 Ok(lsn) => self.note_sync(&q, lsn),
