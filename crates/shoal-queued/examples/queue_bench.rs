@@ -50,8 +50,10 @@ struct Opts {
     /// shoal-queued binary (default: next to this example's directory).
     #[arg(long)]
     bin: Option<PathBuf>,
-    /// Server worker threads for shoal-queued.
-    #[arg(long, default_value_t = 2)]
+    /// Server worker threads for shoal-queued. One by default: the load generator shares
+    /// this machine's cores, redis runs its commands on one thread, and with one hot queue
+    /// a second worker mostly contends for that queue's lock.
+    #[arg(long, default_value_t = 1)]
     threads: usize,
     /// Requests in flight per connection (1 = strict request/reply, as the seed's tool).
     #[arg(long, default_value_t = 1)]
