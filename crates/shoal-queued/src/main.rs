@@ -39,12 +39,12 @@ fn main() -> ExitCode {
         }
     };
     match listener.local_addr() {
-        Ok(addr) => tracing::info!(
+        Some(addr) => tracing::info!(
             "listening on {addr} (data {}, fsync {})",
             settings.engine.data_dir.display(),
             settings.engine.fsync
         ),
-        Err(e) => tracing::warn!("local address unknown: {e}"),
+        None => tracing::warn!("local address unknown"),
     }
     match run(settings, engine, listener) {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,13 +4,15 @@
 use crate::config::Settings;
 use crate::conn;
 use crate::stats::Counters;
+use shoal_net::{Acceptor, Event, Incoming, Listener, WorkerPool, WorkerService};
 use shoal_queue::Engine;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 /// How long shutdown waits for connections to finish their replies.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -45,31 +47,17 @@ impl Shared {
 }
 
 /// Binds the listening socket (so the caller can log the real port of `-p 0`).
-pub fn bind(settings: &Settings) -> std::io::Result<std::net::TcpListener> {
-    let addr = SocketAddr::new(settings.listen, settings.port);
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM,
-        Some(socket2::Protocol::TCP),
-    )?;
-    socket.set_reuse_address(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(1024)?;
-    socket.set_nonblocking(true)?;
-    Ok(socket.into())
+pub fn bind(settings: &Settings) -> std::io::Result<Listener> {
+    Listener::bind_tcp(SocketAddr::new(settings.listen, settings.port), 1024)
 }
 
 /// Serves until SIGINT/SIGTERM, then stops accepting, lets connections send the replies
 /// in flight, and fsyncs every queue before returning.
 ///
-/// shoald's thread model: one acceptor hands each connection to one of `-t` worker
-/// threads, each running its own single-threaded event loop, so a connection never
-/// migrates between cores and no request pays for work stealing.
-pub fn run(
-    settings: Settings,
-    engine: Engine,
-    listener: std::net::TcpListener,
-) -> anyhow::Result<()> {
+/// shoald's thread model ([`shoal_net`]): one acceptor hands each connection to one of
+/// `-t` worker threads, each running its own single-threaded event loop, so a connection
+/// never migrates between cores and no request pays for work stealing.
+pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Result<()> {
     let (shutdown_tx, _) = watch::channel(false);
     let shared = Arc::new(Shared {
         settings,
@@ -78,27 +66,26 @@ pub fn run(
         shutdown_tx,
         stopping: AtomicBool::new(false),
     });
-    let mut senders = Vec::new();
-    let mut workers = Vec::new();
-    for i in 0..shared.settings.threads {
-        let (tx, rx) = mpsc::unbounded_channel();
-        senders.push(tx);
+    let make = {
         let shared = shared.clone();
-        workers.push(
-            std::thread::Builder::new()
-                .name(format!("shoal-queued-{i}"))
-                .spawn(move || worker_main(shared, rx))?,
-        );
-    }
+        move |_| QueueWorker {
+            shared: shared.clone(),
+        }
+    };
+    let mut pool = WorkerPool::start(
+        shared.settings.threads,
+        "shoal-queued",
+        &shared.shutdown_signal(),
+        DRAIN_TIMEOUT,
+        make,
+    )?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let served = rt.block_on(accept_loop(shared.clone(), listener, senders));
+    let served = rt.block_on(accept_loop(&shared, listener, &mut pool));
     // Workers stop on the shutdown signal even if accepting failed.
     shared.begin_shutdown();
-    for w in workers {
-        let _ = w.join();
-    }
+    pool.join();
     drop(rt);
     served?;
     match Arc::try_unwrap(shared) {
@@ -110,94 +97,61 @@ pub fn run(
     Ok(())
 }
 
+/// Accepts until SIGINT/SIGTERM, and runs the engine's once-a-second expiry tick.
 async fn accept_loop(
-    shared: Arc<Shared>,
-    listener: std::net::TcpListener,
-    senders: Vec<mpsc::UnboundedSender<std::net::TcpStream>>,
+    shared: &Shared,
+    listener: Listener,
+    pool: &mut WorkerPool,
 ) -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let mut acceptor = Acceptor::new(listener, shared.shutdown_signal())?;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut next = 0usize;
     loop {
-        let stream = tokio::select! {
-            _ = sigterm.recv() => break,
-            _ = sigint.recv() => break,
+        let incoming = tokio::select! {
+            event = acceptor.next() => match event {
+                Event::Conn(c) => c,
+                Event::Signal | Event::Shutdown => return Ok(()),
+            },
             _ = tick.tick() => {
                 shared.engine.tick();
                 continue;
             }
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(e) => {
-                    // Out of descriptors and the like: back off instead of spinning.
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
         };
         let c = &shared.counters;
         if c.curr_connections.load(Ordering::Relaxed) >= shared.settings.conn_limit as u64 {
-            let mut s = stream;
-            let _ = s.write_all(b"ERROR Too many open connections\r\n").await;
+            if let Incoming::Tcp(s, _) = incoming {
+                if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
+                    let _ = s.write_all(b"ERROR Too many open connections\r\n").await;
+                }
+            }
             continue;
         }
-        let Ok(std_stream) = stream.into_std() else {
-            continue;
-        };
         c.curr_connections.fetch_add(1, Ordering::Relaxed);
         c.total_connections.fetch_add(1, Ordering::Relaxed);
-        if senders[next % senders.len()].send(std_stream).is_err() {
+        if pool.dispatch(incoming).is_err() {
             c.curr_connections.fetch_sub(1, Ordering::Relaxed);
         }
-        next = next.wrapping_add(1);
     }
-    shared.begin_shutdown();
-    Ok(())
 }
 
-fn worker_main(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<std::net::TcpStream>) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!("worker runtime: {e}");
-            return;
+/// A worker thread's service: every connection shares the process-wide state.
+struct QueueWorker {
+    shared: Arc<Shared>,
+}
+
+impl WorkerService for QueueWorker {
+    async fn serve(self: Rc<Self>, incoming: Incoming) {
+        let shared = self.shared.clone();
+        // shoal-queued listens on TCP only.
+        if let Incoming::Tcp(stream, _) = incoming {
+            let _ = stream.set_nodelay(true);
+            if let Ok(s) = tokio::net::TcpStream::from_std(stream) {
+                let (r, w) = s.into_split();
+                conn::serve(r, w, shared.clone()).await;
+            }
         }
-    };
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let mut tasks = tokio::task::JoinSet::new();
-        let mut shutdown = shared.shutdown_signal();
-        loop {
-            let stream = tokio::select! {
-                s = rx.recv() => match s { Some(s) => s, None => break },
-                _ = shutdown.changed() => break,
-            };
-            let shared = shared.clone();
-            tasks.spawn_local(async move {
-                let _ = stream.set_nodelay(true);
-                if let Ok(s) = tokio::net::TcpStream::from_std(stream) {
-                    let (r, w) = s.into_split();
-                    conn::serve(r, w, shared.clone()).await;
-                }
-                shared
-                    .counters
-                    .curr_connections
-                    .fetch_sub(1, Ordering::Relaxed);
-            });
-            while tasks.try_join_next().is_some() {}
-        }
-        // Connections see the signal, finish their replies and end; bounded so a
-        // stuck peer cannot hold the process.
-        let drain = async { while tasks.join_next().await.is_some() {} };
-        if tokio::time::timeout(DRAIN_TIMEOUT, drain).await.is_err() {
-            tracing::warn!("some connections did not finish in time");
-        }
-    });
+        shared
+            .counters
+            .curr_connections
+            .fetch_sub(1, Ordering::Relaxed);
+    }
 }

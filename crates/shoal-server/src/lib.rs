@@ -13,4 +13,4 @@ pub mod stats;
 pub mod tls;
 
 pub use config::{Args, Settings, VERSION};
-pub use server::{run, Listener};
+pub use server::{bind, run, Listener};

@@ -1,7 +1,7 @@
 //! The `shoald` binary: parse the command line, set up logging, run the server.
 
 use clap::Parser;
-use shoal_server::{run, Args, Listener, VERSION};
+use shoal_server::{bind, run, Args, VERSION};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -48,7 +48,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let listener = match Listener::bind(&settings) {
+    let listener = match bind(&settings) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("shoald: failed to listen: {e}");

@@ -1,14 +1,15 @@
 //! Listening, accepting, the worker threads and orderly shutdown.
 //!
-//! memcached's thread model: one acceptor hands each new connection to one of N worker
-//! threads, and that thread serves it for its lifetime on its own event loop (here a
-//! single-threaded tokio runtime). A worker owns its store writer and its counters, so
-//! requests never contend on anything but the key's index shard.
+//! memcached's thread model, from [`shoal_net`]: one acceptor hands each new connection to
+//! one of N worker threads, and that thread serves it for its lifetime on its own event
+//! loop. A worker owns its store writer and its counters, so requests never contend on
+//! anything but the key's index shard.
 
 use crate::auth::PasswordDb;
 use crate::config::Settings;
 use crate::conn::{self, ConnInfo, ConnRegistry};
 use crate::stats::{StatsRegistry, ThreadStats};
+use shoal_net::{Acceptor, Event, Incoming, WorkerPool, WorkerService};
 use shoal_store::{Store, StoreConfig, Writer};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -20,7 +21,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
+
+pub use shoal_net::Listener;
+
+/// How long shutdown waits for connections to finish the replies they are writing.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// State shared by every thread.
 pub struct Shared {
@@ -96,53 +102,14 @@ impl Worker {
     }
 }
 
-enum Incoming {
-    Tcp(std::net::TcpStream, SocketAddr),
-    Unix(std::os::unix::net::UnixStream),
-}
-
-/// A bound listener, so tests and callers can learn the port before serving.
-pub enum Listener {
-    /// TCP.
-    Tcp(std::net::TcpListener),
-    /// Unix domain socket.
-    Unix(std::os::unix::net::UnixListener),
-}
-
-impl Listener {
-    /// Binds what `settings` asks for (a unix socket replaces TCP, as in memcached).
-    pub fn bind(settings: &Settings) -> io::Result<Listener> {
-        if let Some(path) = &settings.unix_socket {
-            let _ = std::fs::remove_file(path);
-            let l = std::os::unix::net::UnixListener::bind(path)?;
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(
-                path,
-                std::fs::Permissions::from_mode(settings.unix_mask & 0o777),
-            )?;
-            l.set_nonblocking(true)?;
-            return Ok(Listener::Unix(l));
-        }
-        let addr = SocketAddr::new(settings.listen, settings.port);
-        let socket = socket2::Socket::new(
-            socket2::Domain::for_address(addr),
-            socket2::Type::STREAM,
-            Some(socket2::Protocol::TCP),
-        )?;
-        socket.set_reuse_address(true)?;
-        socket.bind(&addr.into())?;
-        socket.listen(i32::try_from(settings.backlog).unwrap_or(i32::MAX))?;
-        socket.set_nonblocking(true)?;
-        let std_l: std::net::TcpListener = socket.into();
-        Ok(Listener::Tcp(std_l))
-    }
-
-    /// The bound TCP address, if TCP.
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        match self {
-            Listener::Tcp(l) => l.local_addr().ok(),
-            Listener::Unix(_) => None,
-        }
+/// Binds what `settings` asks for (a unix socket replaces TCP, as in memcached).
+pub fn bind(settings: &Settings) -> io::Result<Listener> {
+    match &settings.unix_socket {
+        Some(path) => Listener::bind_unix(path, settings.unix_mask),
+        None => Listener::bind_tcp(
+            SocketAddr::new(settings.listen, settings.port),
+            settings.backlog,
+        ),
     }
 }
 
@@ -214,27 +181,32 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
             })?
     };
 
-    let mut senders = Vec::new();
-    let mut workers = Vec::new();
-    for i in 0..shared.settings.threads {
-        let (tx, rx) = mpsc::unbounded_channel();
-        senders.push(tx);
+    let make = {
         let shared = shared.clone();
-        workers.push(
-            std::thread::Builder::new()
-                .name(format!("shoal-worker-{i}"))
-                .spawn(move || worker_main(shared, rx))?,
-        );
-    }
+        move |_| Worker {
+            writer: RefCell::new(shared.store.writer()),
+            stats: shared.stats.register(),
+            shared: shared.clone(),
+            sockets: RefCell::new(HashMap::new()),
+        }
+    };
+    let mut pool = WorkerPool::start(
+        shared.settings.threads,
+        "shoal-worker",
+        &shared.shutdown_signal(),
+        DRAIN_TIMEOUT,
+        make,
+    )?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    rt.block_on(accept_loop(shared.clone(), listener, senders))?;
-    for w in workers {
-        let _ = w.join();
-    }
+    let served = rt.block_on(accept_loop(&shared, listener, &mut pool));
+    // Also when accepting failed: workers and the maintenance thread stop on this.
+    shared.begin_shutdown();
+    pool.join();
     let _ = maintenance.join();
+    served?;
     if let Some(path) = &shared.settings.unix_socket {
         let _ = std::fs::remove_file(path);
     }
@@ -242,45 +214,13 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn accept_loop(
-    shared: Arc<Shared>,
-    listener: Listener,
-    senders: Vec<mpsc::UnboundedSender<Incoming>>,
-) -> io::Result<()> {
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    let mut shutdown = shared.shutdown_signal();
-    let (tcp, unix) = match listener {
-        Listener::Tcp(l) => (Some(tokio::net::TcpListener::from_std(l)?), None),
-        Listener::Unix(l) => (None, Some(tokio::net::UnixListener::from_std(l)?)),
-    };
-    let mut next = 0usize;
+/// Accepts until a signal or the `shutdown` command.
+async fn accept_loop(shared: &Shared, listener: Listener, pool: &mut WorkerPool) -> io::Result<()> {
+    let mut acceptor = Acceptor::new(listener, shared.shutdown_signal())?;
     loop {
-        let incoming = tokio::select! {
-            _ = sigterm.recv() => { shared.begin_shutdown(); break; }
-            _ = sigint.recv() => { shared.begin_shutdown(); break; }
-            _ = shutdown.changed() => break,
-            r = async { tcp.as_ref().expect("tcp listener").accept().await }, if tcp.is_some() => {
-                match r {
-                    Ok((s, addr)) => s.into_std().map(|s| Incoming::Tcp(s, addr)),
-                    Err(e) => Err(e),
-                }
-            }
-            r = async { unix.as_ref().expect("unix listener").accept().await }, if unix.is_some() => {
-                match r {
-                    Ok((s, _)) => s.into_std().map(Incoming::Unix),
-                    Err(e) => Err(e),
-                }
-            }
-        };
-        let incoming = match incoming {
-            Ok(i) => i,
-            Err(e) => {
-                // Out of descriptors and similar: back off instead of spinning.
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
+        let incoming = match acceptor.next().await {
+            Event::Conn(c) => c,
+            Event::Signal | Event::Shutdown => return Ok(()),
         };
         let curr = shared.curr_connections.load(Ordering::Relaxed);
         if curr >= shared.settings.conn_limit {
@@ -290,14 +230,10 @@ async fn accept_loop(
         }
         shared.curr_connections.fetch_add(1, Ordering::Relaxed);
         shared.total_connections.fetch_add(1, Ordering::Relaxed);
-        if senders[next % senders.len()].send(incoming).is_err() {
+        if pool.dispatch(incoming).is_err() {
             shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
         }
-        next = next.wrapping_add(1);
     }
-    // Dropping the senders lets idle workers finish once their connections are done.
-    drop(senders);
-    Ok(())
 }
 
 /// memcached's answer to a connection over the limit.
@@ -317,94 +253,53 @@ async fn reject(incoming: Incoming) {
     }
 }
 
-fn worker_main(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Incoming>) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!("worker runtime: {e}");
-            return;
-        }
-    };
-    let worker = Rc::new(Worker {
-        writer: RefCell::new(shared.store.writer()),
-        stats: shared.stats.register(),
-        shared: shared.clone(),
-        sockets: RefCell::new(HashMap::new()),
-    });
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let mut tasks = tokio::task::JoinSet::new();
-        let mut shutdown = shared.shutdown_signal();
-        loop {
-            let incoming = tokio::select! {
-                i = rx.recv() => match i { Some(i) => i, None => break },
-                _ = shutdown.changed() => break,
-            };
-            let worker = worker.clone();
-            tasks.spawn_local(async move {
-                let shared = worker.shared.clone();
-                match incoming {
-                    Incoming::Tcp(s, addr) => {
-                        let _ = s.set_nodelay(true);
-                        if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
-                            let info = shared.conns.open(format!("tcp:{addr}"));
-                            worker.sockets.borrow_mut().insert(info.id, s.as_raw_fd());
-                            match &shared.tls {
-                                None => conn::serve(&mut s, &worker, &info).await,
-                                Some(acceptor) => {
-                                    // A plain-text client or a stalled handshake is dropped.
-                                    let handshake = tokio::time::timeout(
-                                        Duration::from_secs(10),
-                                        acceptor.accept(&mut s),
-                                    );
-                                    match handshake.await {
-                                        Ok(Ok(mut tls)) => {
-                                            conn::serve(&mut tls, &worker, &info).await
-                                        }
-                                        Ok(Err(e)) => {
-                                            tracing::info!("TLS handshake from {addr} failed: {e}")
-                                        }
-                                        Err(_) => {
-                                            tracing::info!("TLS handshake from {addr} timed out")
-                                        }
-                                    }
+impl WorkerService for Worker {
+    async fn serve(self: Rc<Self>, incoming: Incoming) {
+        let worker = self;
+        let shared = worker.shared.clone();
+        match incoming {
+            Incoming::Tcp(s, addr) => {
+                let _ = s.set_nodelay(true);
+                if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
+                    let info = shared.conns.open(format!("tcp:{addr}"));
+                    worker.sockets.borrow_mut().insert(info.id, s.as_raw_fd());
+                    match &shared.tls {
+                        None => conn::serve(&mut s, &worker, &info).await,
+                        Some(acceptor) => {
+                            // A plain-text client or a stalled handshake is dropped.
+                            let handshake = tokio::time::timeout(
+                                Duration::from_secs(10),
+                                acceptor.accept(&mut s),
+                            );
+                            match handshake.await {
+                                Ok(Ok(mut tls)) => conn::serve(&mut tls, &worker, &info).await,
+                                Ok(Err(e)) => {
+                                    tracing::info!("TLS handshake from {addr} failed: {e}")
                                 }
+                                Err(_) => tracing::info!("TLS handshake from {addr} timed out"),
                             }
-                            worker.sockets.borrow_mut().remove(&info.id);
-                            shared.conns.close(&info);
                         }
                     }
-                    Incoming::Unix(s) => {
-                        if let Ok(mut s) = tokio::net::UnixStream::from_std(s) {
-                            let info = shared.conns.open("unix".to_string());
-                            worker.sockets.borrow_mut().insert(info.id, s.as_raw_fd());
-                            conn::serve(&mut s, &worker, &info).await;
-                            worker.sockets.borrow_mut().remove(&info.id);
-                            shared.conns.close(&info);
-                        }
-                    }
+                    worker.sockets.borrow_mut().remove(&info.id);
+                    shared.conns.close(&info);
                 }
-                shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
-            });
-            while tasks.try_join_next().is_some() {}
+            }
+            Incoming::Unix(s) => {
+                if let Ok(mut s) = tokio::net::UnixStream::from_std(s) {
+                    let info = shared.conns.open("unix".to_string());
+                    worker.sockets.borrow_mut().insert(info.id, s.as_raw_fd());
+                    conn::serve(&mut s, &worker, &info).await;
+                    worker.sockets.borrow_mut().remove(&info.id);
+                    shared.conns.close(&info);
+                }
+            }
         }
-        // Shutdown: let tasks not yet started see the flag, end every read, and wait for
-        // connections to finish the replies they are writing. A client that stops
-        // reading its replies cannot hold the process forever.
-        tokio::task::yield_now().await;
-        worker.stop_reading();
-        let drained = tokio::time::timeout(Duration::from_secs(10), async {
-            while tasks.join_next().await.is_some() {}
-        });
-        if drained.await.is_err() {
-            tracing::warn!("connections still writing after 10 s; closing them");
-            tasks.abort_all();
-            while tasks.join_next().await.is_some() {}
-        }
-    });
+        shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn stopping(&self) {
+        self.stop_reading();
+    }
 }
 
 /// The connection's own record, kept while it is open.

@@ -1,0 +1,19 @@
+//! shoal-net: the serving skeleton shoald and shoal-queued share.
+//!
+//! memcached's thread model: one acceptor hands each new connection to one of N worker
+//! threads, and that thread serves it for its whole life on its own single-threaded event
+//! loop, so a connection never migrates between cores and no request pays for work
+//! stealing. This crate owns that skeleton, and nothing about protocols:
+//! - [`Listener`]: binding TCP (with the backlog) or a unix socket;
+//! - [`Acceptor`]: the acceptor's events: a connection, or a stop (SIGINT, SIGTERM, or the
+//!   server's own shutdown signal), with accept errors backed off rather than spun on;
+//! - [`WorkerPool`]: the worker threads, round-robin dispatch, and an orderly stop that
+//!   lets connections finish their replies within a bound.
+
+mod accept;
+mod listener;
+mod pool;
+
+pub use accept::{Acceptor, Event};
+pub use listener::{Incoming, Listener};
+pub use pool::{WorkerPool, WorkerService};

@@ -1,0 +1,123 @@
+//! Worker threads, each running one single-threaded event loop.
+
+use std::future::Future;
+use std::io;
+use std::rc::Rc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use crate::listener::Incoming;
+
+/// How one worker thread serves its connections. Built on the worker thread itself, so
+/// it may hold thread-local state (`Rc`, `RefCell`) shared by that thread's connections.
+pub trait WorkerService: 'static {
+    /// Serves one connection until it ends.
+    fn serve(self: Rc<Self>, conn: Incoming) -> impl Future<Output = ()> + 'static;
+
+    /// Called once when the worker stops taking connections, before it waits for the
+    /// ones it has (e.g. to end their reads so they finish).
+    fn stopping(&self) {}
+}
+
+/// The worker threads and the channels that hand them connections.
+pub struct WorkerPool {
+    senders: Vec<mpsc::UnboundedSender<Incoming>>,
+    threads: Vec<JoinHandle<()>>,
+    next: usize,
+}
+
+impl WorkerPool {
+    /// Starts `threads` (at least one) threads named `<name>-<i>`. Each builds its service
+    /// with `make(i)`, serves the connections dispatched to it, and stops when `shutdown`
+    /// changes or the pool is joined; it then gives its connections up to `drain` to
+    /// finish before aborting them.
+    pub fn start<S, F>(
+        threads: usize,
+        name: &str,
+        shutdown: &watch::Receiver<bool>,
+        drain: Duration,
+        make: F,
+    ) -> io::Result<WorkerPool>
+    where
+        S: WorkerService,
+        F: Fn(usize) -> S + Send + Clone + 'static,
+    {
+        let mut pool = WorkerPool {
+            senders: Vec::new(),
+            threads: Vec::new(),
+            next: 0,
+        };
+        for i in 0..threads.max(1) {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let make = make.clone();
+            let shutdown = shutdown.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("{name}-{i}"))
+                .spawn(move || worker_main(rx, shutdown, drain, move || make(i)))?;
+            pool.senders.push(tx);
+            pool.threads.push(handle);
+        }
+        Ok(pool)
+    }
+
+    /// Hands `conn` to the next worker in turn. Returns it back if that worker has
+    /// stopped, so the caller can undo its accounting.
+    pub fn dispatch(&mut self, conn: Incoming) -> Result<(), Incoming> {
+        let i = self.next % self.senders.len();
+        self.next = self.next.wrapping_add(1);
+        self.senders[i].send(conn).map_err(|e| e.0)
+    }
+
+    /// Stops handing out connections and waits for every worker to finish.
+    pub fn join(self) {
+        drop(self.senders);
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn worker_main<S: WorkerService>(
+    mut rx: mpsc::UnboundedReceiver<Incoming>,
+    mut shutdown: watch::Receiver<bool>,
+    drain: Duration,
+    make: impl FnOnce() -> S,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("worker runtime: {e}");
+            return;
+        }
+    };
+    let service = Rc::new(make());
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let mut tasks = tokio::task::JoinSet::new();
+        loop {
+            let conn = tokio::select! {
+                c = rx.recv() => match c { Some(c) => c, None => break },
+                _ = shutdown.changed() => break,
+            };
+            tasks.spawn_local(service.clone().serve(conn));
+            while tasks.try_join_next().is_some() {}
+        }
+        // Let tasks not yet started see the shutdown, tell the service, and wait for the
+        // connections to finish the replies they are writing: bounded, so a client that
+        // stops reading cannot hold the process forever.
+        tokio::task::yield_now().await;
+        service.stopping();
+        let drained =
+            tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} });
+        if drained.await.is_err() {
+            tracing::warn!("connections still open {drain:?} after shutdown; closing them");
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+    });
+}
