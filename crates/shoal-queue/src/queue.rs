@@ -409,12 +409,17 @@ impl Queue {
         Ok(n)
     }
 
-    /// Drops expired messages at the head. Cheap; called periodically.
-    pub fn expire(&self, now: u32) {
+    /// Drops expired messages at the head and returns how many. Cheap; called
+    /// periodically, and by Kestrel's `flush_expired`. (As in Kestrel, an expired message
+    /// behind a live one waits until it reaches the head; it is never delivered.)
+    pub fn expire(&self, now: u32) -> u64 {
         let mut st = self.state.lock();
-        if st.ready.front().is_some_and(|e| e.expired(now)) {
-            self.drop_expired_head(&mut st, now);
+        if !st.ready.front().is_some_and(|e| e.expired(now)) {
+            return 0;
         }
+        let before = st.counters.expired;
+        self.drop_expired_head(&mut st, now);
+        st.counters.expired - before
     }
 
     /// Counters and sizes now.

@@ -57,6 +57,9 @@ pub struct Args {
     /// Verbose logging (-vv for debug).
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Allow the `shutdown` command (Kestrel's; memcached's `-A`).
+    #[arg(short = 'A', long = "enable-shutdown")]
+    pub enable_shutdown: bool,
     /// Default limit on messages per queue (0 = none).
     #[arg(long = "max-items", default_value_t = 0)]
     pub max_items: u64,
@@ -88,6 +91,8 @@ pub struct Settings {
     pub threads: usize,
     /// Log level: 0 warn, 1 info, 2+ debug.
     pub verbose: u8,
+    /// Whether clients may stop the server with `shutdown`.
+    pub enable_shutdown: bool,
     /// The engine's configuration.
     pub engine: EngineConfig,
 }
@@ -203,6 +208,7 @@ impl Args {
             conn_limit: self.conn_limit,
             threads,
             verbose: self.verbose,
+            enable_shutdown: self.enable_shutdown,
             engine,
         })
     }

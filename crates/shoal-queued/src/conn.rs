@@ -29,6 +29,8 @@ const WRITE_FAILED: &[u8] = b"SERVER_ERROR write error storing message\r\n";
 const READ_FAILED: &[u8] = b"SERVER_ERROR read error fetching message\r\n";
 const UNAVAILABLE: &[u8] = b"SERVER_ERROR queue unavailable (its data could not be recovered)\r\n";
 const FLUSH_FAILED: &[u8] = b"SERVER_ERROR write error flushing queue\r\n";
+/// memcached's answer to `shutdown` without `-A`.
+const SHUTDOWN_DISABLED: &[u8] = b"ERROR: shutdown not enabled\r\n";
 
 /// What to do after a request.
 enum Flow {
@@ -277,6 +279,15 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                 }
             }
             Request::Quit => return Flow::Close,
+            Request::Shutdown | Request::ShutdownGraceful => {
+                if self.shared.settings.enable_shutdown {
+                    // Kestrel closes the connection without a reply; every connection then
+                    // finishes its replies and the server exits as on SIGTERM.
+                    self.shared.begin_shutdown();
+                    return Flow::Close;
+                }
+                self.out.extend_from_slice(SHUTDOWN_DISABLED);
+            }
             // add/replace/append/prepend/cas, arithmetic, touch, meta commands and the
             // other stats groups mean nothing for a queue.
             _ => self.out.extend_from_slice(reply::ERROR),
@@ -421,6 +432,9 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
 
     /// Commands memcached's parser does not know: `flush <queue> [noreply]`. True if the
     /// line was one (and has been answered).
+    /// Commands memcached does not have, from MemcacheQ and Kestrel: `flush <q>`,
+    /// `flush_expired <q>`, `flush_all_expired` and `dump_stats`. False if `line` is none
+    /// of them (the caller answers `ERROR`).
     fn queue_command(&mut self, line: &[u8]) -> bool {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -428,28 +442,65 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
             .split(|&b| b == b' ')
             .filter(|t| !t.is_empty())
             .collect();
-        let (name, noreply) = match toks.as_slice() {
-            [b"flush", name] => (*name, false),
-            [b"flush", name, b"noreply"] => (*name, true),
+        match toks.as_slice() {
+            [b"flush", name] => self.flush(name, false),
+            [b"flush", name, b"noreply"] => self.flush(name, true),
+            [b"flush_expired", name] => {
+                let r = match self.named_queue(name) {
+                    Ok(Some(q)) => self.flush_expired(&[q]),
+                    Ok(None) => b"0\r\n".to_vec(),
+                    Err(()) => BAD_NAME.to_vec(),
+                };
+                self.out.extend_from_slice(&r);
+            }
+            [b"flush_all_expired"] => {
+                let r = self.flush_expired(&self.shared.engine.queues());
+                self.out.extend_from_slice(&r);
+            }
+            [b"dump_stats"] => crate::stats::kestrel_dump(&mut self.out, &self.shared.engine),
             _ => return false,
-        };
-        let r: &[u8] = match std::str::from_utf8(name) {
-            Ok(n) if validate_name(name) => match self.shared.engine.queue(n) {
-                Some(q) => {
-                    self.open.remove(n);
-                    match q.flush() {
-                        Ok(_) => reply::END,
-                        Err(_) => FLUSH_FAILED,
-                    }
+        }
+        true
+    }
+
+    /// The existing queue called `name`: `Err` for an invalid name.
+    fn named_queue(&self, name: &[u8]) -> Result<Option<Arc<Queue>>, ()> {
+        match std::str::from_utf8(name) {
+            Ok(n) if validate_name(name) => Ok(self.shared.engine.queue(n)),
+            _ => Err(()),
+        }
+    }
+
+    fn flush(&mut self, name: &[u8], noreply: bool) {
+        let r: &[u8] = match self.named_queue(name) {
+            Ok(Some(q)) => {
+                self.open.remove(q.name());
+                match q.flush() {
+                    Ok(_) => reply::END,
+                    Err(_) => FLUSH_FAILED,
                 }
-                None => reply::END,
-            },
-            _ => BAD_NAME,
+            }
+            Ok(None) => reply::END,
+            Err(()) => BAD_NAME,
         };
         if !noreply {
             self.out.extend_from_slice(r);
         }
-        true
+    }
+
+    /// Drops the expired messages at the head of `queues`, records it, and returns
+    /// Kestrel's reply: how many were dropped.
+    fn flush_expired(&self, queues: &[Arc<Queue>]) -> Vec<u8> {
+        let now = unix_now();
+        let mut n = 0;
+        for q in queues {
+            n += q.expire(now);
+            if let Err(e) = q.commit() {
+                // The drop stays pending and is written with the next write.
+                tracing::warn!(queue = q.name(), "writing expiry: {e}");
+            }
+        }
+        format!("{n}\r\n").into_bytes()
     }
 }
 

@@ -40,7 +40,8 @@ impl Shared {
         self.stopping.load(Ordering::Relaxed)
     }
 
-    fn begin_shutdown(&self) {
+    /// Begins an orderly shutdown: stop accepting, let connections finish their replies.
+    pub(crate) fn begin_shutdown(&self) {
         self.stopping.store(true, Ordering::Relaxed);
         let _ = self.shutdown_tx.send(true);
     }

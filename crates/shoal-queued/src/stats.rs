@@ -2,7 +2,7 @@
 
 use crate::config::VERSION;
 use shoal_protocol::reply;
-use shoal_queue::{unix_now, Engine};
+use shoal_queue::{unix_now, Engine, QueueStats};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -84,21 +84,44 @@ pub fn general(out: &mut Vec<u8>, c: &Counters, engine: &Engine, threads: usize)
         total_items += s.items;
         disk += s.disk_bytes;
         let name = q.name();
-        let mut stat = |k: &str, v: u64| reply::stat_u64(out, &format!("queue_{name}_{k}"), v);
-        stat("items", s.items);
-        stat("bytes", s.bytes);
-        stat("age", s.oldest_age_secs);
-        stat("enqueued", s.enqueued);
-        stat("dequeued", s.dequeued);
-        stat("expired", s.expired);
-        stat("discarded", s.discarded);
-        stat("open_reads", s.open_reads);
-        stat("disk_bytes", s.disk_bytes);
-        stat("segments", s.segments);
-        stat("mem_bytes", s.mem_bytes);
+        for (k, v) in queue_fields(&s) {
+            reply::stat_u64(out, &format!("queue_{name}_{k}"), v);
+        }
     }
     reply::stat_u64(out, "total_items", total_items);
     reply::stat_u64(out, "disk_bytes", disk);
+    reply::end(out);
+}
+
+/// One queue's counters, named as `stats` (prefixed `queue_<name>_`) and `dump_stats`
+/// report them.
+fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 11] {
+    [
+        ("items", s.items),
+        ("bytes", s.bytes),
+        ("age", s.oldest_age_secs),
+        ("enqueued", s.enqueued),
+        ("dequeued", s.dequeued),
+        ("expired", s.expired),
+        ("discarded", s.discarded),
+        ("open_reads", s.open_reads),
+        ("disk_bytes", s.disk_bytes),
+        ("segments", s.segments),
+        ("mem_bytes", s.mem_bytes),
+    ]
+}
+
+/// Kestrel's `dump_stats`: per queue, `queue '<name>' {`, one indented `key=value` line per
+/// counter and `}`; then `END`.
+pub fn kestrel_dump(out: &mut Vec<u8>, engine: &Engine) {
+    let now = unix_now();
+    for q in engine.queues() {
+        out.extend_from_slice(format!("queue '{}' {{\r\n", q.name()).as_bytes());
+        for (k, v) in queue_fields(&q.stats(now)) {
+            out.extend_from_slice(format!("  {k}={v}\r\n").as_bytes());
+        }
+        out.extend_from_slice(b"}\r\n");
+    }
     reply::end(out);
 }
 

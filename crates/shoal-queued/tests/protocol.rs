@@ -324,3 +324,65 @@ fn corrupt_data_directory_is_survived() {
     let logs = s.logs().join("\n");
     assert!(logs.contains("quarantined"), "{logs}");
 }
+
+#[test]
+fn kestrel_admin_commands() {
+    let d = dir();
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    assert_eq!(c.cmd("flush_expired nosuch"), "0");
+    assert_eq!(c.cmd("flush_expired ../etc"), "CLIENT_ERROR bad queue name");
+    for _ in 0..2 {
+        assert_eq!(c.try_set("x", 0, 1, b"soon").expect("set"), "STORED");
+    }
+    assert_eq!(c.try_set("y", 0, 1, b"soon").expect("set"), "STORED");
+    assert_eq!(c.set("z", b"keep"), "STORED");
+    std::thread::sleep(Duration::from_millis(2100));
+    // The once-a-second expiry tick may have dropped some first; between the two, all go.
+    let n: u64 = c.cmd("flush_expired x").parse().expect("a count");
+    assert!(n <= 2, "{n}");
+    let m: u64 = c.cmd("flush_all_expired").parse().expect("a count");
+    assert!(m <= 1, "{m}");
+    assert_eq!(c.stat("queue_x_expired").as_deref(), Some("2"));
+    assert_eq!(c.stat("queue_y_expired").as_deref(), Some("1"));
+    assert_eq!(c.get("x"), None);
+
+    // Kestrel's dump_stats: a block per queue, then END.
+    c.send(b"dump_stats\r\n");
+    let mut lines = Vec::new();
+    loop {
+        let l = c.line();
+        if l == "END" {
+            break;
+        }
+        lines.push(l);
+    }
+    let z = lines
+        .iter()
+        .position(|l| l == "queue 'z' {")
+        .expect("z block");
+    assert_eq!(lines[z + 1], "  items=1");
+    assert!(lines[z + 1..].iter().any(|l| l == "}"));
+    assert!(lines.iter().any(|l| l == "queue 'x' {"));
+    assert!(lines.iter().any(|l| l == "  expired=2"));
+
+    // shutdown needs -A, as in memcached.
+    assert_eq!(c.cmd("shutdown"), "ERROR: shutdown not enabled");
+    assert_eq!(c.get_str("z").as_deref(), Some("keep"));
+}
+
+#[test]
+fn shutdown_command_with_enable_shutdown_stops_the_server() {
+    let d = dir();
+    let s = Server::start(d.path(), &["-A"]);
+    let mut c = s.client();
+    assert_eq!(c.set("q", b"kept"), "STORED");
+    c.send(b"shutdown\r\n");
+    assert!(c.try_line().is_err(), "connection closed without a reply");
+    // Signal 0 only waits: the server is already on its way out.
+    let status = s.signal_and_wait(0);
+    assert_eq!(status.code(), Some(0));
+    // The message survived the shutdown.
+    let s = Server::start(d.path(), &[]);
+    assert_eq!(s.client().get_str("q").as_deref(), Some("kept"));
+}
