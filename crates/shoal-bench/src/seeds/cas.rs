@@ -5,14 +5,14 @@
 //! atomic `decr` and meta arithmetic (`ma ... MD`), which never fail. Each run checks the
 //! counter: it must have dropped by exactly the successes counted.
 
+use super::conn::SyncConn;
 use super::{note, num, Env, ServerKind};
 use crate::chart::{self, Series};
 use crate::report::Experiment;
 use crate::BenchError;
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -88,63 +88,8 @@ const SEED_001: &[(usize, f64, f64, f64)] = &[
 
 const START: u64 = 1_000_000_000;
 
-struct Conn {
-    s: TcpStream,
-    buf: Vec<u8>,
-    addr: SocketAddr,
-}
-
-impl Conn {
-    fn open(addr: SocketAddr) -> Result<Self, BenchError> {
-        let s = TcpStream::connect(addr)
-            .map_err(|e| BenchError::io(format!("connect to {addr}"), e))?;
-        let _ = s.set_nodelay(true);
-        let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-        Ok(Conn {
-            s,
-            buf: Vec::with_capacity(256),
-            addr,
-        })
-    }
-
-    fn send(&mut self, req: &[u8]) -> Result<(), BenchError> {
-        self.s
-            .write_all(req)
-            .map_err(|e| BenchError::io(format!("write to {}", self.addr), e))
-    }
-
-    /// Reads until `buf` holds `lines` complete lines; returns them without `\r\n`.
-    fn lines(&mut self, lines: usize) -> Result<Vec<String>, BenchError> {
-        let mut chunk = [0u8; 1024];
-        loop {
-            if self.buf.iter().filter(|&&b| b == b'\n').count() >= lines {
-                let mut out = Vec::with_capacity(lines);
-                for _ in 0..lines {
-                    let nl = self.buf.iter().position(|&b| b == b'\n').unwrap_or(0);
-                    out.push(
-                        String::from_utf8_lossy(&self.buf[..nl])
-                            .trim_end()
-                            .to_string(),
-                    );
-                    self.buf.drain(..=nl);
-                }
-                return Ok(out);
-            }
-            let n = self
-                .s
-                .read(&mut chunk)
-                .map_err(|e| BenchError::io(format!("read from {}", self.addr), e))?;
-            if n == 0 {
-                return Err(BenchError::Closed(self.addr.to_string()));
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    fn line(&mut self) -> Result<String, BenchError> {
-        Ok(self.lines(1)?.remove(0))
-    }
-
+/// The experiment's commands, on the seeds' shared blocking connection.
+impl SyncConn {
     /// `gets key`: (value, cas unique).
     fn gets(&mut self, key: &str) -> Result<(u64, u64), BenchError> {
         self.send(format!("gets {key}\r\n").as_bytes())?;
@@ -217,10 +162,10 @@ fn level(
     secs: f64,
 ) -> Result<CasRow, BenchError> {
     let key = "shoal-bench:counter";
-    let mut admin = Conn::open(addr)?;
+    let mut admin = SyncConn::open(addr)?;
     admin.set(key, START)?;
     let mut cs = (0..conns)
-        .map(|_| Conn::open(addr))
+        .map(|_| SyncConn::open(addr))
         .collect::<Result<Vec<_>, _>>()?;
     let barrier = Barrier::new(conns);
     let results: Vec<Result<(u64, u64), BenchError>> = std::thread::scope(|s| {

@@ -8,6 +8,7 @@
 //!   one_at_a_time, MD5 and Hsieh over modulo, and Hsieh over consistent hashing.
 //! - Keys moved when a fourth node joins, for every placement.
 
+use super::conn::SyncConn;
 use super::{note, num, Env, ServerKind};
 use crate::chart::{self, Series};
 use crate::load::{self, Latency, LoadConfig};
@@ -19,8 +20,7 @@ use crate::BenchError;
 use serde::Serialize;
 use shoal_ring::{Distribution, HashAlgorithm, Ring, RingConfig, Server};
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -319,52 +319,6 @@ fn moved(keys: u64) -> Result<Vec<Moved>, BenchError> {
     Ok(out)
 }
 
-struct Conn {
-    s: TcpStream,
-    buf: Vec<u8>,
-    addr: SocketAddr,
-}
-
-impl Conn {
-    fn open(addr: SocketAddr) -> Result<Self, BenchError> {
-        let s = TcpStream::connect(addr)
-            .map_err(|e| BenchError::io(format!("connect to {addr}"), e))?;
-        let _ = s.set_nodelay(true);
-        Ok(Conn {
-            s,
-            buf: Vec::new(),
-            addr,
-        })
-    }
-
-    fn send(&mut self, req: &[u8]) -> Result<(), BenchError> {
-        self.s
-            .write_all(req)
-            .map_err(|e| BenchError::io(format!("write to {}", self.addr), e))
-    }
-
-    fn read<T>(
-        &mut self,
-        mut parse: impl FnMut(&[u8]) -> Result<Option<(T, usize)>, BenchError>,
-    ) -> Result<T, BenchError> {
-        let mut chunk = [0u8; 32 * 1024];
-        loop {
-            if let Some((v, used)) = parse(&self.buf)? {
-                self.buf.drain(..used);
-                return Ok(v);
-            }
-            let n = self
-                .s
-                .read(&mut chunk)
-                .map_err(|e| BenchError::io(format!("read from {}", self.addr), e))?;
-            if n == 0 {
-                return Err(BenchError::Closed(self.addr.to_string()));
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-}
-
 /// libmemcached testapp's generate_data / get_read / mget_read over `ring`.
 fn testapp(
     addrs: &[SocketAddr],
@@ -374,7 +328,7 @@ fn testapp(
 ) -> Result<TestappRow, BenchError> {
     let mut conns = addrs
         .iter()
-        .map(|&a| Conn::open(a))
+        .map(|&a| SyncConn::open(a))
         .collect::<Result<Vec<_>, _>>()?;
     let prefix = format!("{}:", label.replace(' ', "_"));
     let value = vec![b'd'; 400];

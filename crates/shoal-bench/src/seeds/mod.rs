@@ -3,6 +3,7 @@
 //! servers to start (or which running ones to use) and how big a run is.
 
 pub mod cas;
+mod conn;
 pub mod hash;
 pub mod queue;
 pub mod versus;
