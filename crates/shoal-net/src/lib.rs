@@ -8,12 +8,16 @@
 //! - [`Acceptor`]: the acceptor's events: a connection, or a stop (SIGINT, SIGTERM, or the
 //!   server's own shutdown signal), with accept errors backed off rather than spun on;
 //! - [`WorkerPool`]: the worker threads, round-robin dispatch, and an orderly stop that
-//!   lets connections finish their replies within a bound.
+//!   lets connections finish their replies within a bound;
+//! - [`Budget`]: the process-wide memory budget that bounds what hostile clients can make
+//!   a daemon buffer.
 
 mod accept;
+mod budget;
 mod listener;
 mod pool;
 
 pub use accept::{Acceptor, Event};
+pub use budget::{Budget, Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
 pub use listener::{Incoming, Listener};
-pub use pool::{WorkerPool, WorkerService};
+pub use pool::{panic_message, WorkerPool, WorkerService};

@@ -74,7 +74,10 @@ impl WorkerPool {
     pub fn join(self) {
         drop(self.senders);
         for t in self.threads {
-            let _ = t.join();
+            let name = t.thread().name().unwrap_or("worker").to_string();
+            if let Err(panic) = t.join() {
+                tracing::error!("{name} panicked: {}", panic_message(&*panic));
+            }
         }
     }
 }
@@ -100,24 +103,54 @@ fn worker_main<S: WorkerService>(
     local.block_on(&rt, async move {
         let mut tasks = tokio::task::JoinSet::new();
         loop {
+            // Biased: a connection already handed to this worker is served (and so drained)
+            // rather than dropped unserved when shutdown arrives at the same time.
             let conn = tokio::select! {
+                biased;
                 c = rx.recv() => match c { Some(c) => c, None => break },
                 _ = shutdown.changed() => break,
             };
             tasks.spawn_local(service.clone().serve(conn));
-            while tasks.try_join_next().is_some() {}
+            while let Some(done) = tasks.try_join_next() {
+                log_panic(done);
+            }
         }
         // Let tasks not yet started see the shutdown, tell the service, and wait for the
         // connections to finish the replies they are writing: bounded, so a client that
         // stops reading cannot hold the process forever.
         tokio::task::yield_now().await;
         service.stopping();
-        let drained =
-            tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} });
+        let drained = tokio::time::timeout(drain, async {
+            while let Some(done) = tasks.join_next().await {
+                log_panic(done);
+            }
+        });
         if drained.await.is_err() {
             tracing::warn!("connections still open {drain:?} after shutdown; closing them");
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
         }
     });
+}
+
+/// Logs a connection task that panicked. The task's own drop guards have already given
+/// back its connection slot and its buffers; the log is what tells an operator.
+fn log_panic(done: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = done {
+        if e.is_panic() {
+            let panic = e.into_panic();
+            tracing::error!("a connection task panicked: {}", panic_message(&*panic));
+        }
+    }
+}
+
+/// The text of a panic payload, when it has one.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s
+    } else {
+        "(no message)"
+    }
 }

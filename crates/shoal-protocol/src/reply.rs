@@ -31,6 +31,12 @@ pub const EN: &[u8] = b"EN\r\n";
 pub const OBJECT_TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
 /// `SERVER_ERROR out of memory storing object\r\n`
 pub const OUT_OF_MEMORY_STORING: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
+/// The reply when the server cannot take the memory to receive a request (memcached's
+/// wording for a read buffer it cannot grow); the connection is then closed.
+pub const OUT_OF_MEMORY_READING: &[u8] = b"SERVER_ERROR out of memory reading request\r\n";
+/// The reply when a multi-get's reply cannot take more memory (memcached's wording); the
+/// multi-get stops there.
+pub const OUT_OF_MEMORY_WRITING_GET: &[u8] = b"SERVER_ERROR out of memory writing get response\r\n";
 /// `CLIENT_ERROR cannot increment or decrement non-numeric value\r\n`
 pub const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
 /// `CLIENT_ERROR flush_all not allowed\r\n` (memcached with flush disabled).

@@ -62,6 +62,27 @@ impl<'a> Keys<'a> {
     pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
         self.raw.split(|&b| b == b' ').filter(|k| !k.is_empty())
     }
+
+    /// The keys from byte offset `from` of the list on (an offset a previous
+    /// [`Keys::iter_from`] returned, or 0), each with the offset where the key starts, so a
+    /// multi-get that stops half-way can continue where it stopped without rescanning.
+    /// An offset past the end yields nothing.
+    pub fn iter_from(&self, from: usize) -> impl Iterator<Item = (usize, &'a [u8])> + 'a {
+        let raw = self.raw;
+        let mut pos = from.min(raw.len());
+        std::iter::from_fn(move || {
+            while pos < raw.len() && raw[pos] == b' ' {
+                pos += 1;
+            }
+            if pos >= raw.len() {
+                return None;
+            }
+            let start = pos;
+            let len = memchr::memchr(b' ', &raw[start..]).unwrap_or(raw.len() - start);
+            pos = start + len;
+            Some((start, &raw[start..pos]))
+        })
+    }
 }
 
 /// One complete request.
@@ -144,4 +165,21 @@ pub enum Request<'a> {
     /// `me <key> [b]`: debug dump of one item. Like memcached, every flag except a `b`
     /// right after the key is ignored, so `flags` is either empty or just `b`.
     MetaDebug { key: &'a [u8], flags: MetaFlags<'a> },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Keys;
+
+    #[test]
+    fn iter_from_resumes_at_a_key_boundary() {
+        let keys = Keys::from_validated(b"a  bb ccc");
+        let all: Vec<_> = keys.iter_from(0).collect();
+        assert_eq!(all, vec![(0, &b"a"[..]), (3, &b"bb"[..]), (6, &b"ccc"[..])]);
+        let rest: Vec<_> = keys.iter_from(3).map(|(_, k)| k).collect();
+        assert_eq!(rest, vec![&b"bb"[..], &b"ccc"[..]]);
+        assert_eq!(keys.iter_from(1).count(), 2, "separator runs are skipped");
+        assert_eq!(keys.iter_from(100).count(), 0);
+        assert!(keys.iter().eq(keys.iter_from(0).map(|(_, k)| k)));
+    }
 }

@@ -150,6 +150,10 @@ pub struct Settings {
     pub reqs_per_event: usize,
     /// Close connections idle this many seconds (0 = never).
     pub idle_timeout: u64,
+    /// Bytes all connections together may hold in read buffers beyond their fixed 16 KB
+    /// (memcached's `-o read_buf_mem_limit`, given there in megabytes). 0: as much as
+    /// `-m`, so stalled senders can at most double the configured memory.
+    pub read_buf_mem_limit: usize,
     /// Scan for expired items in the background.
     pub lru_crawler: bool,
     /// Initial index size hint, log2 of items (memcached's hashpower).
@@ -175,6 +179,14 @@ struct TlsOpts {
 }
 
 impl Settings {
+    /// The read-buffer budget in bytes: `read_buf_mem_limit`, or `-m` when that is 0.
+    pub fn read_buffer_budget(&self) -> usize {
+        match self.read_buf_mem_limit {
+            0 => self.memory_limit,
+            n => n,
+        }
+    }
+
     /// Whether a non-zero UDP port was asked for (shoald serves TCP only).
     pub fn udp_port_warning(&self) -> bool {
         self.udp_port != 0
@@ -273,6 +285,7 @@ impl Args {
             backlog: self.backlog,
             reqs_per_event: self.reqs_per_event.max(1),
             idle_timeout: 0,
+            read_buf_mem_limit: 0,
             lru_crawler: true,
             hashpower: None,
             udp_port: self.udp_port,
@@ -335,6 +348,12 @@ fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigError> {
     };
     match key {
         "idle_timeout" => s.idle_timeout = number(value)?,
+        "read_buf_mem_limit" => {
+            s.read_buf_mem_limit = usize::try_from(number(value)?)
+                .ok()
+                .and_then(|mb| mb.checked_mul(1024 * 1024))
+                .ok_or_else(bad)?
+        }
         "lru_crawler" if value.is_none() => s.lru_crawler = true,
         "no_lru_crawler" if value.is_none() => s.lru_crawler = false,
         "hashpower" => {

@@ -4,26 +4,34 @@
 //! complete request in it (pipelined requests included), appends every reply to one
 //! reusable write buffer, and writes that buffer with a single call. Nothing is allocated
 //! per request: keys and values are parsed in place and copied once, into the reply.
+//!
+//! Memory per connection is bounded whatever the client does:
+//! - replies: generation stops at [`OUTPUT_HIGH_WATER`] unsent bytes, even in the middle
+//!   of one multi-get (see [`ReplyWindow`]), and resumes when the client has read them;
+//! - requests: the read buffer stays at [`READ_CHUNK`] unless a request needs more, and
+//!   growth past [`FREE_READ_BYTES`] is charged to the process-wide buffer budget
+//!   (`-o read_buf_mem_limit`, by default `-m`). A value the budget cannot cover is
+//!   refused as memcached refuses one it has no item memory for (`SERVER_ERROR out of
+//!   memory storing object`) and its bytes are discarded as they arrive, so a stalled
+//!   sender holds at most its own item's size, and all of them together the budget.
 
 use crate::auth::Session;
 use crate::commands::{self, Flow};
+use crate::reply_window::ReplyWindow;
 use crate::server::Worker;
 use crate::stats::ThreadStats;
 use parking_lot::Mutex;
+use shoal_net::{Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
 use shoal_protocol::binary::{self, Status, REQUEST_MAGIC};
-use shoal_protocol::{parse, parse_binary, BinaryParsed, Limits, Parsed};
+use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-const READ_CHUNK: usize = 16 * 1024;
-/// Replies are written early once this much is pending, bounding the buffer for huge
-/// pipelines and multi-gets.
-const WRITE_HIGH_WATER: usize = 256 * 1024;
-/// Buffers that grew for a large value shrink back to this when idle.
-const IDLE_BUFFER: usize = 64 * 1024;
+/// Read-buffer bytes a connection may hold without charging the buffer budget.
+pub const FREE_READ_BYTES: usize = 2 * READ_CHUNK;
 
 /// What `stats conns` shows about one connection.
 #[derive(Debug)]
@@ -76,6 +84,9 @@ where
     let limits = Limits {
         max_value_len: shared.settings.max_item_size,
     };
+    // Re-parsing a storage request with this limit turns it into the "too large" shape
+    // (key, bytes to drop, bytes to swallow): how a value the budget refused is skipped.
+    let refused = Limits { max_value_len: 0 };
     let idle = match shared.settings.idle_timeout {
         0 => None,
         s => Some(Duration::from_secs(s)),
@@ -83,14 +94,21 @@ where
     let per_turn = shared.settings.reqs_per_event;
     let mut rbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut wbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut read_reservation = shared.buffers.empty();
+    let mut window = ReplyWindow::new(shared.buffers.empty());
     // Bytes of a rejected data block still to discard (they may not have arrived yet).
     let mut swallow = 0usize;
+    // The next request's value was refused by the budget: answer and skip it.
+    let mut refuse_next = false;
     let mut session = Session::new(shared.sasl.is_some() || shared.ascii_auth.is_some());
     loop {
         let mut pos = 0usize;
         let mut close = false;
         let mut served = 0usize;
         let mut more_ready = false;
+        let mut suspended = false;
+        // Bytes the request at the head of the buffer needs in all (0: unknown or none).
+        let mut want = 0usize;
         loop {
             if swallow > 0 {
                 let n = swallow.min(rbuf.len() - pos);
@@ -108,8 +126,10 @@ where
                 break;
             }
             let input = &rbuf[pos..];
+            let oom = std::mem::take(&mut refuse_next);
+            let limits = if oom { &refused } else { &limits };
             let step = if input[0] == REQUEST_MAGIC {
-                binary_step(worker, &mut session, input, &limits, &mut wbuf)
+                binary_step(worker, &mut session, input, limits, oom, &mut wbuf)
             } else if shared.sasl.is_some() {
                 // With SASL on, only the binary protocol can authenticate (memcached).
                 wbuf.extend_from_slice(SASL_ONLY);
@@ -119,7 +139,13 @@ where
                     close: true,
                 }
             } else {
-                text_step(worker, &mut session, info, input, &limits, &mut wbuf)
+                let mut ctx = TextContext {
+                    worker,
+                    session: &mut session,
+                    info,
+                    window: &mut window,
+                };
+                ctx.step(input, limits, oom, &mut wbuf)
             };
             match step {
                 Step::Done {
@@ -135,22 +161,43 @@ where
                         break;
                     }
                 }
+                Step::Suspended => {
+                    // Write what the multi-get generated; it continues where it stopped.
+                    more_ready = true;
+                    suspended = true;
+                    break;
+                }
                 Step::Incomplete { needed } => {
-                    // Make room for the whole request at once rather than growing by
-                    // doubling through a large value.
-                    if needed > input.len() {
-                        rbuf.reserve(needed - input.len());
-                    }
+                    want = needed;
                     break;
                 }
             }
-            if wbuf.len() >= WRITE_HIGH_WATER {
+            if wbuf.len() >= OUTPUT_HIGH_WATER {
                 more_ready = true;
                 break;
             }
         }
         if pos > 0 {
             rbuf.drain(..pos);
+        }
+        if want > rbuf.capacity() {
+            // Make room for the whole request at once rather than growing by doubling
+            // through a large value, if the budget allows.
+            if !grow_read_buffer(&mut rbuf, &mut read_reservation, want) {
+                tracing::debug!(
+                    conn = info.id,
+                    "buffer budget refused a {want}-byte request"
+                );
+                refuse_next = true;
+                more_ready = true;
+            }
+        } else if want <= FREE_READ_BYTES
+            && rbuf.len() <= READ_CHUNK
+            && rbuf.capacity() > FREE_READ_BYTES
+        {
+            // A large request is done: give its memory back.
+            rbuf.shrink_to(READ_CHUNK);
+            read_reservation.release();
         }
         if let Some(delay) = session.penalty.take() {
             // A failed login: its reply (and anything after it) waits, so a client that
@@ -161,16 +208,14 @@ where
         // connections get their turn now, and this one writes once when its input is
         // used up. Writing every `-R` requests would cost a syscall per 20 quiet meta or
         // binary gets of a 100-key batch.
-        let hold = more_ready && !close && wbuf.len() < WRITE_HIGH_WATER;
+        let hold = more_ready && !suspended && !close && wbuf.len() < OUTPUT_HIGH_WATER;
         if !wbuf.is_empty() && !hold {
             if stream.write_all(&wbuf).await.is_err() {
                 return;
             }
             ThreadStats::add(&worker.stats.bytes_written, wbuf.len() as u64);
             wbuf.clear();
-            if wbuf.capacity() > IDLE_BUFFER * 16 {
-                wbuf.shrink_to(IDLE_BUFFER);
-            }
+            window.written(&mut wbuf);
         }
         if close {
             let _ = stream.shutdown().await;
@@ -184,11 +229,15 @@ where
         if shared.stopping() {
             return;
         }
-        if rbuf.is_empty() && rbuf.capacity() > IDLE_BUFFER * 16 {
-            rbuf.shrink_to(READ_CHUNK);
-        }
-        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 2 {
-            rbuf.reserve(READ_CHUNK);
+        let (len, spare) = (rbuf.len(), rbuf.capacity() - rbuf.len());
+        if (spare < READ_CHUNK / 2 && len >= want)
+            && !grow_read_buffer(&mut rbuf, &mut read_reservation, len + READ_CHUNK)
+        {
+            // A request line longer than the budget can hold (only multi-gets may be
+            // long): memcached closes such a connection with this reply.
+            let _ = stream.write_all(reply::OUT_OF_MEMORY_READING).await;
+            let _ = stream.shutdown().await;
+            return;
         }
         // No shutdown signal is watched here: that would put every read of every thread
         // through one shared waiter list. Shutdown ends reads with shutdown(SHUT_RD).
@@ -209,6 +258,19 @@ where
     }
 }
 
+/// Grows `rbuf` to hold `total` bytes, charging what exceeds [`FREE_READ_BYTES`] to the
+/// budget; false (and no growth) when the budget cannot cover it.
+fn grow_read_buffer(rbuf: &mut Vec<u8>, reservation: &mut Reservation, total: usize) -> bool {
+    if total <= rbuf.capacity() {
+        return true;
+    }
+    if total > FREE_READ_BYTES && !reservation.grow_to(total - FREE_READ_BYTES) {
+        return false;
+    }
+    rbuf.reserve_exact(total - rbuf.len());
+    true
+}
+
 /// What one parse-and-execute step did.
 enum Step {
     /// A request (or error) used `consumed` bytes; discard `swallow` more; maybe close.
@@ -219,64 +281,79 @@ enum Step {
     },
     /// The request is not complete; the buffer needs `needed` bytes in all (0: unknown).
     Incomplete { needed: usize },
+    /// The request is partly served; run it again once the replies are written.
+    Suspended,
 }
 
 /// The reply to a text request on a SASL-only server.
 const SASL_ONLY: &[u8] = b"CLIENT_ERROR authentication required (binary SASL only)\r\n";
 
-fn text_step(
-    worker: &Worker,
-    session: &mut Session,
-    info: &ConnInfo,
-    input: &[u8],
-    limits: &Limits,
-    wbuf: &mut Vec<u8>,
-) -> Step {
-    match parse(input, limits) {
-        Parsed::Request { request, consumed } => {
-            let close = commands::execute(worker, session, request, wbuf) == Flow::Close;
-            Step::Done {
-                consumed,
-                swallow: 0,
-                close,
+/// What a text request runs with.
+struct TextContext<'a> {
+    worker: &'a Worker,
+    session: &'a mut Session,
+    info: &'a ConnInfo,
+    window: &'a mut ReplyWindow,
+}
+
+impl TextContext<'_> {
+    /// Parses and executes the request at the head of `input`. `oom`: the limits were
+    /// lowered because the buffer budget refused the value, so "too large" means "no
+    /// memory".
+    fn step(&mut self, input: &[u8], limits: &Limits, oom: bool, wbuf: &mut Vec<u8>) -> Step {
+        let worker = self.worker;
+        match parse(input, limits) {
+            Parsed::Request { request, consumed } => {
+                match commands::execute(worker, self.session, request, self.window, wbuf) {
+                    Flow::Suspend => Step::Suspended,
+                    flow => Step::Done {
+                        consumed,
+                        swallow: 0,
+                        close: flow == Flow::Close,
+                    },
+                }
             }
-        }
-        Parsed::Incomplete { needed } => Step::Incomplete { needed },
-        Parsed::Error {
-            error,
-            consumed,
-            swallow,
-            close,
-            silent,
-        } => {
-            if !silent {
-                wbuf.extend_from_slice(error.reply());
-            }
-            tracing::debug!(conn = info.id, "protocol error: {error}");
-            Step::Done {
+            Parsed::Incomplete { needed } => Step::Incomplete { needed },
+            Parsed::Error {
+                error,
                 consumed,
                 swallow,
                 close,
+                silent,
+            } => {
+                if !silent {
+                    wbuf.extend_from_slice(error.reply());
+                }
+                tracing::debug!(conn = self.info.id, "protocol error: {error}");
+                Step::Done {
+                    consumed,
+                    swallow,
+                    close,
+                }
             }
-        }
-        Parsed::TooLarge {
-            key,
-            consumed,
-            swallow,
-            noreply,
-            remove_old,
-            key_base64,
-        } => {
-            if session.authenticated {
-                commands::storage::too_large(worker, key, key_base64, remove_old);
-            }
-            if !noreply {
-                wbuf.extend_from_slice(shoal_protocol::reply::OBJECT_TOO_LARGE);
-            }
-            Step::Done {
+            Parsed::TooLarge {
+                key,
                 consumed,
                 swallow,
-                close: false,
+                noreply,
+                remove_old,
+                key_base64,
+            } => {
+                if self.session.authenticated {
+                    commands::storage::too_large(worker, key, key_base64, remove_old);
+                }
+                if !noreply {
+                    wbuf.extend_from_slice(if oom {
+                        reply::OUT_OF_MEMORY_STORING
+                    } else {
+                        reply::OBJECT_TOO_LARGE
+                    });
+                }
+                Step::Done {
+                    consumed,
+                    swallow,
+                    close: false,
+                }
             }
         }
     }
@@ -287,6 +364,7 @@ fn binary_step(
     session: &mut Session,
     input: &[u8],
     limits: &Limits,
+    oom: bool,
     wbuf: &mut Vec<u8>,
 ) -> Step {
     match parse_binary(input, limits) {
@@ -310,7 +388,12 @@ fn binary_step(
                 let is_set = matches!(opcode, binary::opcode::SET | binary::opcode::SETQ);
                 commands::storage::too_large(worker, key, false, is_set);
             }
-            binary::error(wbuf, opcode, Status::TooLarge, opaque);
+            let status = if oom {
+                Status::OutOfMemory
+            } else {
+                Status::TooLarge
+            };
+            binary::error(wbuf, opcode, status, opaque);
             Step::Done {
                 consumed,
                 swallow,

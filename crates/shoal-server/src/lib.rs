@@ -1,4 +1,4 @@
-//! shoald: a drop-in memcached server speaking the text and meta protocols.
+//! shoald: a drop-in memcached server speaking the text, meta and binary protocols.
 //!
 //! The crate is the server on top of `shoal-protocol` (parsing, no I/O) and `shoal-store`
 //! (memory, no protocol): configuration, the thread model, connections and the command
@@ -8,6 +8,7 @@ pub mod auth;
 pub mod commands;
 pub mod config;
 pub mod conn;
+pub mod reply_window;
 pub mod server;
 pub mod stats;
 pub mod tls;

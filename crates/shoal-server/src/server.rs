@@ -9,7 +9,7 @@ use crate::auth::PasswordDb;
 use crate::config::Settings;
 use crate::conn::{self, ConnInfo, ConnRegistry};
 use crate::stats::{StatsRegistry, ThreadStats};
-use shoal_net::{Acceptor, Event, Incoming, WorkerPool, WorkerService};
+use shoal_net::{Acceptor, Budget, Event, Incoming, WorkerPool, WorkerService};
 use shoal_store::{Store, StoreConfig, Writer};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -54,6 +54,8 @@ pub struct Shared {
     pub ascii_auth: Option<PasswordDb>,
     /// TLS acceptor, when `-Z` is on.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// What connections may hold in buffers beyond their fixed allowance, all together.
+    pub buffers: Budget,
     shutdown_tx: watch::Sender<bool>,
     stopping: AtomicBool,
 }
@@ -160,6 +162,7 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
         sasl,
         ascii_auth,
         tls,
+        buffers: Budget::new(settings.read_buffer_budget()),
         shutdown_tx,
         stopping: AtomicBool::new(false),
         settings,
@@ -205,7 +208,12 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
     // Also when accepting failed: workers and the maintenance thread stop on this.
     shared.begin_shutdown();
     pool.join();
-    let _ = maintenance.join();
+    if let Err(panic) = maintenance.join() {
+        tracing::error!(
+            "the maintenance thread panicked: {}",
+            shoal_net::panic_message(&*panic)
+        );
+    }
     served?;
     if let Some(path) = &shared.settings.unix_socket {
         let _ = std::fs::remove_file(path);
@@ -255,50 +263,80 @@ async fn reject(incoming: Incoming) {
 
 impl WorkerService for Worker {
     async fn serve(self: Rc<Self>, incoming: Incoming) {
-        let worker = self;
-        let shared = worker.shared.clone();
+        // Every exit, a panic included, gives the connection slot back.
+        let slot = ConnSlot {
+            shared: self.shared.clone(),
+        };
         match incoming {
             Incoming::Tcp(s, addr) => {
                 let _ = s.set_nodelay(true);
-                if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
-                    let info = shared.conns.open(format!("tcp:{addr}"));
-                    worker.sockets.borrow_mut().insert(info.id, s.as_raw_fd());
-                    match &shared.tls {
-                        None => conn::serve(&mut s, &worker, &info).await,
-                        Some(acceptor) => {
-                            // A plain-text client or a stalled handshake is dropped.
-                            let handshake = tokio::time::timeout(
-                                Duration::from_secs(10),
-                                acceptor.accept(&mut s),
-                            );
-                            match handshake.await {
-                                Ok(Ok(mut tls)) => conn::serve(&mut tls, &worker, &info).await,
-                                Ok(Err(e)) => {
-                                    tracing::info!("TLS handshake from {addr} failed: {e}")
-                                }
-                                Err(_) => tracing::info!("TLS handshake from {addr} timed out"),
-                            }
+                let Ok(mut s) = tokio::net::TcpStream::from_std(s) else {
+                    return;
+                };
+                let open = OpenConn::register(&self, format!("tcp:{addr}"), s.as_raw_fd());
+                let (worker, info) = (&*self, &*open.info);
+                match &slot.shared.tls {
+                    None => conn::serve(&mut s, worker, info).await,
+                    Some(acceptor) => {
+                        // A plain-text client or a stalled handshake is dropped.
+                        let handshake =
+                            tokio::time::timeout(Duration::from_secs(10), acceptor.accept(&mut s));
+                        match handshake.await {
+                            Ok(Ok(mut tls)) => conn::serve(&mut tls, worker, info).await,
+                            Ok(Err(e)) => tracing::info!("TLS handshake from {addr} failed: {e}"),
+                            Err(_) => tracing::info!("TLS handshake from {addr} timed out"),
                         }
                     }
-                    worker.sockets.borrow_mut().remove(&info.id);
-                    shared.conns.close(&info);
                 }
             }
             Incoming::Unix(s) => {
-                if let Ok(mut s) = tokio::net::UnixStream::from_std(s) {
-                    let info = shared.conns.open("unix".to_string());
-                    worker.sockets.borrow_mut().insert(info.id, s.as_raw_fd());
-                    conn::serve(&mut s, &worker, &info).await;
-                    worker.sockets.borrow_mut().remove(&info.id);
-                    shared.conns.close(&info);
-                }
+                let Ok(mut s) = tokio::net::UnixStream::from_std(s) else {
+                    return;
+                };
+                let open = OpenConn::register(&self, "unix".to_string(), s.as_raw_fd());
+                conn::serve(&mut s, &self, &open.info).await;
             }
         }
-        shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
     }
 
     fn stopping(&self) {
         self.stop_reading();
+    }
+}
+
+/// A connection counted in `curr_connections`; uncounted on drop, however the
+/// connection's task ends.
+struct ConnSlot {
+    shared: Arc<Shared>,
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A connection listed in `stats conns` and in its worker's socket registry; removed from
+/// both on drop, before its socket is closed (the guard is created after the socket and
+/// so dropped before it), which is what makes [`Worker::stop_reading`]'s use of the raw
+/// fd sound.
+struct OpenConn<'w> {
+    worker: &'w Worker,
+    info: Arc<ConnInfo>,
+}
+
+impl<'w> OpenConn<'w> {
+    fn register(worker: &'w Worker, addr: String, fd: RawFd) -> OpenConn<'w> {
+        let info = worker.shared.conns.open(addr);
+        worker.sockets.borrow_mut().insert(info.id, fd);
+        OpenConn { worker, info }
+    }
+}
+
+impl Drop for OpenConn<'_> {
+    fn drop(&mut self) {
+        self.worker.sockets.borrow_mut().remove(&self.info.id);
+        self.worker.shared.conns.close(&self.info);
     }
 }
 

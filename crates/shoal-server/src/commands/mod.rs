@@ -12,6 +12,7 @@ pub mod storage;
 pub mod touch;
 
 use crate::auth::Session;
+use crate::reply_window::ReplyWindow;
 use crate::server::Worker;
 use shoal_protocol::Request;
 
@@ -22,12 +23,22 @@ pub enum Flow {
     Continue,
     /// Send what is pending, then close.
     Close,
+    /// The request is only partly served (its reply reached the connection's high-water
+    /// mark): send what is pending, then run the same request again; the
+    /// [`ReplyWindow`] says where it continues.
+    Suspend,
 }
 
 /// Executes one request, appending its reply (if any) to `out`. Until an ASCII-auth
 /// (`-Y`) client has authenticated, the only command served is the `set` that carries
-/// `user password`.
-pub fn execute(w: &Worker, session: &mut Session, req: Request<'_>, out: &mut Vec<u8>) -> Flow {
+/// `user password`. Multi-key retrievals generate only what `window` has room for.
+pub fn execute(
+    w: &Worker,
+    session: &mut Session,
+    req: Request<'_>,
+    window: &mut ReplyWindow,
+    out: &mut Vec<u8>,
+) -> Flow {
     if !session.authenticated {
         return ascii_auth(w, session, req, out);
     }
@@ -39,12 +50,12 @@ pub fn execute(w: &Worker, session: &mut Session, req: Request<'_>, out: &mut Ve
         tracing::debug!("request: {req:?}");
     }
     match req {
-        Request::Get { keys, with_cas } => retrieval::get(w, keys, with_cas, out),
+        Request::Get { keys, with_cas } => return retrieval::get(w, keys, with_cas, window, out),
         Request::GetAndTouch {
             exptime,
             keys,
             with_cas,
-        } => retrieval::get_and_touch(w, exptime, keys, with_cas, out),
+        } => return retrieval::get_and_touch(w, exptime, keys, with_cas, window, out),
         Request::Store {
             kind,
             key,
