@@ -32,12 +32,26 @@ impl WorkerService for Echo {
         if line == "hang" {
             std::future::pending::<()>().await;
         }
+        if line == "panic" {
+            // A connection's drop guard must still run, and the worker keep serving.
+            let _guard = Counted(self.stopped.clone());
+            panic!("a connection task panicked on purpose");
+        }
         let name = std::thread::current().name().unwrap_or("?").to_string();
         let _ = s.write_all(format!("{name} {line}\n").as_bytes()).await;
     }
 
     fn stopping(&self) {
         self.stopped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Adds 100 to its counter when dropped, as a connection's accounting guard would.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(100, Ordering::SeqCst);
     }
 }
 
@@ -125,4 +139,30 @@ fn acceptor_reports_connections_and_shutdown() {
             .expect("an event");
         assert!(matches!(event, Event::Shutdown));
     });
+}
+
+#[test]
+fn a_panicking_connection_runs_its_guards_and_the_worker_keeps_serving() {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let (_tx, rx) = watch::channel(false);
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let s2 = stopped.clone();
+    let mut pool = WorkerPool::start(1, "panicky", &rx, Duration::from_secs(2), move |_| Echo {
+        stopped: s2.clone(),
+    })
+    .expect("start");
+    let (mut a, conn) = pair(&l);
+    pool.dispatch(conn).ok().expect("dispatch");
+    assert_eq!(
+        ask(&mut a, "panic"),
+        "",
+        "the panicking connection is closed"
+    );
+    assert_eq!(stopped.load(Ordering::SeqCst), 100, "its guard ran");
+    let (mut b, conn) = pair(&l);
+    pool.dispatch(conn).ok().expect("dispatch");
+    assert_eq!(ask(&mut b, "after"), "panicky-0 after\n");
+    let started = Instant::now();
+    pool.join();
+    assert!(started.elapsed() < Duration::from_secs(5));
 }

@@ -292,3 +292,41 @@ fn a_suspended_multiget_resumes_exactly() {
         format!("VERSION {}\r\n", shoal_server::VERSION).as_bytes(),
     );
 }
+
+/// A value the buffer budget cannot cover is refused in every protocol with memcached's
+/// out-of-memory reply, its bytes are skipped, the old value is removed as memcached does
+/// for a failed `set`, and the connection stays in step. Values that fit are stored.
+#[test]
+fn values_past_the_buffer_budget_are_refused_in_every_protocol() {
+    use common::binproto;
+    // 1 MB budget; 2 MB values allowed by -I, so only the budget refuses them.
+    let server = Server::with_args(&["-m", "64", "-I", "4m", "-o", "read_buf_mem_limit=1"]);
+    let mut c = server.conn();
+    let big = vec![b'b'; 2 << 20];
+    c.set("k", b"old");
+    let mut req = format!("set k 0 0 {}\r\n", big.len()).into_bytes();
+    req.extend_from_slice(&big);
+    req.extend_from_slice(b"\r\n");
+    c.rt(&req, b"SERVER_ERROR out of memory storing object\r\n");
+    assert_eq!(c.get("k"), None, "a failed set removes the old value");
+    // noreply: no answer, and the next command is in step.
+    let mut req = format!("set k 0 0 {} noreply\r\n", big.len()).into_bytes();
+    req.extend_from_slice(&big);
+    req.extend_from_slice(b"\r\n");
+    c.send(&req);
+    c.rt(b"mn\r\n", b"MN\r\n");
+    let mut req = format!("ms k {} T0\r\n", big.len()).into_bytes();
+    req.extend_from_slice(&big);
+    req.extend_from_slice(b"\r\n");
+    c.rt(&req, b"SERVER_ERROR out of memory storing object\r\n");
+    let resp = binproto::expect_status(
+        &mut c,
+        &binproto::store(binproto::op::SET, b"k", &big, 0, 7, 0),
+        0x0082,
+    );
+    assert_eq!(resp.opaque, 7);
+    // Within the budget (its free 32 KB plus 1 MB): stored.
+    let fits = vec![b'f'; 900 * 1024];
+    c.set("k", &fits);
+    assert_eq!(c.get("k").as_deref(), Some(&fits[..]));
+}
