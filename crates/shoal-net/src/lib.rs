@@ -9,6 +9,7 @@
 //!   server's own shutdown signal), with accept errors backed off rather than spun on;
 //! - [`WorkerPool`]: the worker threads, round-robin dispatch, and an orderly stop that
 //!   lets connections finish their replies within a bound;
+//! - [`ReadBuffer`]: a connection's input buffer, growing only within the budget;
 //! - [`Budget`]: the process-wide memory budget that bounds what hostile clients can make
 //!   a daemon buffer.
 
@@ -16,8 +17,10 @@ mod accept;
 mod budget;
 mod listener;
 mod pool;
+mod read_buffer;
 
 pub use accept::{Acceptor, Event};
 pub use budget::{Budget, Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
 pub use listener::{Incoming, Listener};
 pub use pool::{panic_message, WorkerPool, WorkerService};
+pub use read_buffer::{Need, ReadBuffer, ReadError, FREE_READ_BYTES};

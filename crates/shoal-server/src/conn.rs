@@ -9,7 +9,7 @@
 //! - replies: generation stops at [`OUTPUT_HIGH_WATER`] unsent bytes, even in the middle
 //!   of one multi-get (see [`ReplyWindow`]), and resumes when the client has read them;
 //! - requests: the read buffer stays at [`READ_CHUNK`] unless a request needs more, and
-//!   growth past [`FREE_READ_BYTES`] is charged to the process-wide buffer budget
+//!   growth past [`shoal_net::FREE_READ_BYTES`] is charged to the process-wide buffer budget
 //!   (`-o read_buf_mem_limit`, by default `-m`). A value the budget cannot cover is
 //!   refused as memcached refuses one it has no item memory for (`SERVER_ERROR out of
 //!   memory storing object`) and its bytes are discarded as they arrive, so a stalled
@@ -21,17 +21,14 @@ use crate::reply_window::ReplyWindow;
 use crate::server::Worker;
 use crate::stats::ThreadStats;
 use parking_lot::Mutex;
-use shoal_net::{Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
+use shoal_net::{Need, ReadBuffer, ReadError, OUTPUT_HIGH_WATER, READ_CHUNK};
 use shoal_protocol::binary::{self, Status, REQUEST_MAGIC};
 use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-
-/// Read-buffer bytes a connection may hold without charging the buffer budget.
-pub const FREE_READ_BYTES: usize = 2 * READ_CHUNK;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 /// What `stats conns` shows about one connection.
 #[derive(Debug)]
@@ -92,40 +89,26 @@ where
         s => Some(Duration::from_secs(s)),
     };
     let per_turn = shared.settings.reqs_per_event;
-    let mut rbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut rbuf = ReadBuffer::new(&shared.buffers);
     let mut wbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut read_reservation = shared.buffers.empty();
     let mut window = ReplyWindow::new(shared.buffers.empty());
-    // Bytes of a rejected data block still to discard (they may not have arrived yet).
-    let mut swallow = 0usize;
     // The next request's value was refused by the budget: answer and skip it.
     let mut refuse_next = false;
     let mut session = Session::new(shared.sasl.is_some() || shared.ascii_auth.is_some());
     loop {
-        let mut pos = 0usize;
         let mut close = false;
         let mut served = 0usize;
         let mut more_ready = false;
         let mut suspended = false;
-        // Bytes the request at the head of the buffer needs in all (0: unknown or none).
-        let mut want = 0usize;
         loop {
-            if swallow > 0 {
-                let n = swallow.min(rbuf.len() - pos);
-                pos += n;
-                swallow -= n;
-                if swallow > 0 {
-                    break;
-                }
-            }
-            if pos == rbuf.len() {
+            let input = rbuf.input();
+            if input.is_empty() {
                 break;
             }
             if served >= per_turn {
                 more_ready = true;
                 break;
             }
-            let input = &rbuf[pos..];
             let oom = std::mem::take(&mut refuse_next);
             let limits = if oom { &refused } else { &limits };
             let step = if input[0] == REQUEST_MAGIC {
@@ -150,11 +133,10 @@ where
             match step {
                 Step::Done {
                     consumed,
-                    swallow: s,
+                    swallow,
                     close: c,
                 } => {
-                    pos += consumed;
-                    swallow = s;
+                    rbuf.consume(consumed, swallow);
                     served += 1;
                     if c {
                         close = true;
@@ -168,7 +150,11 @@ where
                     break;
                 }
                 Step::Incomplete { needed } => {
-                    want = needed;
+                    if rbuf.need(needed) == Need::Refused {
+                        tracing::debug!(conn = info.id, "buffer budget refused {needed} bytes");
+                        refuse_next = true;
+                        more_ready = true;
+                    }
                     break;
                 }
             }
@@ -176,28 +162,6 @@ where
                 more_ready = true;
                 break;
             }
-        }
-        if pos > 0 {
-            rbuf.drain(..pos);
-        }
-        if want > rbuf.capacity() {
-            // Make room for the whole request at once rather than growing by doubling
-            // through a large value, if the budget allows.
-            if !grow_read_buffer(&mut rbuf, &mut read_reservation, want) {
-                tracing::debug!(
-                    conn = info.id,
-                    "buffer budget refused a {want}-byte request"
-                );
-                refuse_next = true;
-                more_ready = true;
-            }
-        } else if want <= FREE_READ_BYTES
-            && rbuf.len() <= READ_CHUNK
-            && rbuf.capacity() > FREE_READ_BYTES
-        {
-            // A large request is done: give its memory back.
-            rbuf.shrink_to(READ_CHUNK);
-            read_reservation.release();
         }
         if let Some(delay) = session.penalty.take() {
             // A failed login: its reply (and anything after it) waits, so a client that
@@ -229,26 +193,23 @@ where
         if shared.stopping() {
             return;
         }
-        let (len, spare) = (rbuf.len(), rbuf.capacity() - rbuf.len());
-        if (spare < READ_CHUNK / 2 && len >= want)
-            && !grow_read_buffer(&mut rbuf, &mut read_reservation, len + READ_CHUNK)
-        {
-            // A request line longer than the budget can hold (only multi-gets may be
-            // long): memcached closes such a connection with this reply.
-            let _ = stream.write_all(reply::OUT_OF_MEMORY_READING).await;
-            let _ = stream.shutdown().await;
-            return;
-        }
         // No shutdown signal is watched here: that would put every read of every thread
         // through one shared waiter list. Shutdown ends reads with shutdown(SHUT_RD).
         let read = match idle {
-            Some(t) => tokio::time::timeout(t, stream.read_buf(&mut rbuf))
+            Some(t) => tokio::time::timeout(t, rbuf.read_from(&mut stream))
                 .await
                 .unwrap_or(Ok(0)),
-            None => stream.read_buf(&mut rbuf).await,
+            None => rbuf.read_from(&mut stream).await,
         };
         match read {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(ReadError::Io(_)) => return,
+            Err(ReadError::OutOfMemory) => {
+                // A request line longer than the budget can hold (only multi-gets may
+                // be long): memcached closes such a connection with this reply.
+                let _ = stream.write_all(reply::OUT_OF_MEMORY_READING).await;
+                let _ = stream.shutdown().await;
+                return;
+            }
             Ok(n) => {
                 ThreadStats::add(&worker.stats.bytes_read, n as u64);
                 info.last_cmd
@@ -256,19 +217,6 @@ where
             }
         }
     }
-}
-
-/// Grows `rbuf` to hold `total` bytes, charging what exceeds [`FREE_READ_BYTES`] to the
-/// budget; false (and no growth) when the budget cannot cover it.
-fn grow_read_buffer(rbuf: &mut Vec<u8>, reservation: &mut Reservation, total: usize) -> bool {
-    if total <= rbuf.capacity() {
-        return true;
-    }
-    if total > FREE_READ_BYTES && !reservation.grow_to(total - FREE_READ_BYTES) {
-        return false;
-    }
-    rbuf.reserve_exact(total - rbuf.len());
-    true
 }
 
 /// What one parse-and-execute step did.
