@@ -35,6 +35,8 @@ pub struct Series {
     pub name: String,
     /// Points, in x order.
     pub points: Vec<(f64, f64)>,
+    /// A dot at every point (off for dense time series, where dots would hide the line).
+    pub markers: bool,
 }
 
 impl Series {
@@ -43,6 +45,15 @@ impl Series {
         Series {
             name: name.into(),
             points,
+            markers: true,
+        }
+    }
+
+    /// A named series drawn as a bare line, without a dot at every point.
+    pub fn line(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
+        Series {
+            markers: false,
+            ..Series::new(name, points)
         }
     }
 }
@@ -60,6 +71,28 @@ pub fn line_chart(
     x_label: &str,
     y_label: &str,
     series: &[Series],
+) -> Result<String, BenchError> {
+    line_chart_legend_at(
+        dir,
+        file,
+        title,
+        x_label,
+        y_label,
+        series,
+        SeriesLabelPosition::UpperRight,
+    )
+}
+
+/// [`line_chart`] with the legend where the lines are not (a curve that rises and stays
+/// high wants it at the lower right).
+pub fn line_chart_legend_at(
+    dir: &Path,
+    file: &str,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    legend: SeriesLabelPosition,
 ) -> Result<String, BenchError> {
     register();
     let path = dir.join(file);
@@ -110,16 +143,18 @@ pub fn line_chart(
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
                 });
-            chart
-                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
-                .map_err(draw_err)?;
+            if s.markers {
+                chart
+                    .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
+                    .map_err(draw_err)?;
+            }
         }
         if series.iter().any(|s| !s.name.is_empty()) {
             chart
                 .configure_series_labels()
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperRight)
+                .position(legend)
                 .draw()
                 .map_err(draw_err)?;
         }
@@ -235,6 +270,7 @@ mod tests {
         let s = vec![
             Series::new("a", vec![(1.0, 10.0), (10.0, 50.0), (100.0, 40.0)]),
             Series::new("b", vec![(1.0, 5.0), (100.0, 60.0)]),
+            Series::line("c", vec![(1.0, 20.0), (100.0, 20.0)]),
         ];
         line_chart(&dir, "l.png", "title", "x", "y", &s).unwrap();
         bar_chart(

@@ -8,6 +8,8 @@
 //! - [`fill`]: bulk sets and multi-get counting (prefill, memory efficiency).
 //! - [`compare`]: shoald against memcached, same flags, same load.
 //! - [`server`]: starting servers under test and reading their `stats`.
+//! - [`soak`]: a long mixed load with churn and slow readers, judging the server's RSS
+//!   against its memory limit.
 //! - [`seeds`]: the field reports, one experiment each, and [`report`] / [`chart`] to
 //!   write them up.
 
@@ -24,6 +26,7 @@ pub mod resp;
 pub mod rng;
 pub mod seeds;
 pub mod server;
+pub mod soak;
 pub mod text;
 pub mod workload;
 

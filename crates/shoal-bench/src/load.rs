@@ -91,7 +91,8 @@ pub enum Refill {
     Window,
 }
 
-fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+/// Serialises a duration as seconds (a float).
+pub(crate) fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
 
@@ -744,7 +745,8 @@ impl ConnState {
     }
 }
 
-async fn connect(addr: SocketAddr) -> Result<TcpStream, BenchError> {
+/// Connects to `addr` (waiting at most 10 s) with `TCP_NODELAY`.
+pub(crate) async fn connect(addr: SocketAddr) -> Result<TcpStream, BenchError> {
     let stream = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(addr))
         .await
         .map_err(|_| {
@@ -787,7 +789,7 @@ async fn conn_main(
 }
 
 /// Reads into `rbuf` from `stream`; an end of stream is an error.
-async fn fill_buf(
+pub(crate) async fn fill_buf(
     stream: &mut TcpStream,
     rbuf: &mut Vec<u8>,
     addr: SocketAddr,

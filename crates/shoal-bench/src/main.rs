@@ -10,6 +10,7 @@ use shoal_bench::parse_duration;
 use shoal_bench::proto::Protocol;
 use shoal_bench::report::{self, Section};
 use shoal_bench::seeds::{self, Env, Mode, ServerKind};
+use shoal_bench::soak::{self, SoakConfig};
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -46,6 +47,76 @@ enum Cmd {
     Queue(ExpArgs),
     /// Every seed experiment, one report.
     All(ExpArgs),
+    /// Memory under abuse: starts a server with -m, runs mixed load with connection churn
+    /// and slow readers, samples its RSS every second; fails when RSS after warm-up
+    /// exceeds -m plus an overhead allowance.
+    Soak(SoakArgs),
+}
+
+#[derive(clap::Args)]
+struct SoakArgs {
+    /// The server to start: shoald, memcached or shoal-queued.
+    #[arg(long, value_parser = ["shoald", "memcached", "shoal-queued"])]
+    server: String,
+    /// Its binary (default: shoald and shoal-queued next to this program, else on PATH;
+    /// memcached on PATH).
+    #[arg(long)]
+    bin: Option<PathBuf>,
+    /// How long the load runs (600s, 10m, 5s).
+    #[arg(short = 't', long, default_value = "600s", value_parser = dur)]
+    duration: Duration,
+    /// The start of the run that is not judged, while memory fills [default: a fifth of
+    /// --duration, at most 60s].
+    #[arg(short, long, value_parser = dur)]
+    warmup: Option<Duration>,
+    /// The server's memory limit, MiB: -m for shoald and memcached; for shoal-queued,
+    /// split over its queues as --queue-memory.
+    #[arg(short, long, default_value_t = 64)]
+    memory_mb: u64,
+    /// Connections in total (churners and slow readers).
+    #[arg(short, long, default_value_t = 100)]
+    conns: usize,
+    /// Fraction of the connections that are slow readers.
+    #[arg(long, default_value_t = 0.1)]
+    slow_readers: f64,
+    /// The verdict's fixed allowance above --memory-mb, MiB (code, hash table, thread
+    /// stacks, allocator slack).
+    #[arg(long, default_value_t = 64.0)]
+    overhead_mb: f64,
+    /// The verdict's allowance per 100 connections, MiB (their buffers).
+    #[arg(long, default_value_t = 2.0)]
+    overhead_per_100_conns_mb: f64,
+    /// Value sizes, drawn log-uniformly from this range (k/m suffixes).
+    #[arg(long, default_value = "10-500k")]
+    value_size: String,
+    /// Key space as a multiple of memory (keys x mean value size = this x -m).
+    #[arg(long, default_value_t = 4.0)]
+    key_space: f64,
+    /// Fraction of churners' requests that are sets [default: 0.3; 0.5 for shoal-queued,
+    /// so dequeues keep up with enqueues].
+    #[arg(long)]
+    set_ratio: Option<f64>,
+    /// Keys in each slow reader's multi-get.
+    #[arg(long, default_value_t = 100)]
+    multiget_keys: usize,
+    /// KiB a slow reader reads per 100 ms.
+    #[arg(long, default_value_t = 4)]
+    slow_read_kb: usize,
+    /// Client threads.
+    #[arg(short = 'T', long, default_value_t = 2)]
+    threads: usize,
+    /// Server worker threads (-t).
+    #[arg(long, default_value_t = 2)]
+    server_threads: usize,
+    /// shoal-queued's --fsync (always, never, or an interval in ms).
+    #[arg(long, default_value = "5")]
+    queue_fsync: String,
+    /// Random seed.
+    #[arg(long, default_value_t = 0x50a6)]
+    seed: u64,
+    /// Write soak-SERVER.png, .json and .md here.
+    #[arg(long, default_value = "bench/results/soak")]
+    out: PathBuf,
 }
 
 #[derive(clap::Args, Clone)]
@@ -252,7 +323,18 @@ fn main() -> Result<()> {
         Cmd::Compare(a) => cmd_seeds(a, &[Exp::Compare]),
         Cmd::Queue(a) => cmd_seeds(a, &[Exp::Queue]),
         Cmd::All(a) => cmd_seeds(a, &[Exp::Hash, Exp::Cas, Exp::Compare, Exp::Queue]),
+        Cmd::Soak(a) => cmd_soak(a),
     }
+}
+
+/// This command line for reports: the program's file name and its arguments.
+fn command_line() -> String {
+    std::env::args()
+        .map(|a| a.rsplit('/').next().unwrap_or("").to_string())
+        .take(1)
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[derive(Clone, Copy)]
@@ -282,15 +364,9 @@ fn parse_targets(list: &[String]) -> Result<HashMap<ServerKind, Vec<SocketAddr>>
         let (name, addrs) = t
             .split_once('=')
             .with_context(|| format!("--target {t:?}: expected NAME=ADDR[,ADDR...]"))?;
-        let kind = match name {
-            "shoald" => ServerKind::Shoald,
-            "memcached" => ServerKind::Memcached,
-            "redis" => ServerKind::Redis,
-            "shoal-queued" => ServerKind::ShoalQueued,
-            other => anyhow::bail!(
-                "--target {other:?}: the name must be shoald, memcached, redis or shoal-queued"
-            ),
-        };
+        let kind = ServerKind::from_name(name).with_context(|| {
+            format!("--target {name:?}: the name must be shoald, memcached, redis or shoal-queued")
+        })?;
         let addrs = addrs.split(',').map(resolve).collect::<Result<Vec<_>>>()?;
         for a in &addrs {
             std::net::TcpStream::connect_timeout(a, Duration::from_secs(3))
@@ -351,12 +427,7 @@ fn cmd_seeds(a: ExpArgs, which_exps: &[Exp]) -> Result<()> {
         }
         sections.push(section);
     }
-    let command = std::env::args()
-        .map(|a| a.rsplit('/').next().unwrap_or("").to_string())
-        .take(1)
-        .chain(std::env::args().skip(1))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let command = command_line();
     let mode_name = match mode {
         Mode::Smoke => "smoke",
         Mode::Quick => "quick",
@@ -519,6 +590,61 @@ fn cmd_compare(a: CompareArgs) -> Result<()> {
             serde_json::to_string_pretty(&report)?,
         )?;
         std::fs::write(dir.join("results.md"), md)?;
+    }
+    Ok(())
+}
+
+fn cmd_soak(a: SoakArgs) -> Result<()> {
+    let kind = ServerKind::from_name(&a.server)
+        .with_context(|| format!("--server {:?}: shoald, memcached or shoal-queued", a.server))?;
+    let bin = match kind {
+        ServerKind::Memcached => which(a.bin.as_deref().unwrap_or(Path::new("memcached"))),
+        _ => workspace_bin(a.bin, kind.name())?,
+    }
+    .with_context(|| format!("{} not found; {}", kind.name(), kind.provider()))?;
+    let mut cfg = SoakConfig::new(kind, bin);
+    cfg.duration = a.duration;
+    cfg.warmup = a
+        .warmup
+        .unwrap_or_else(|| SoakConfig::auto_warmup(a.duration));
+    cfg.memory_mb = a.memory_mb;
+    cfg.conns = a.conns;
+    cfg.slow_readers = a.slow_readers;
+    cfg.overhead_mb = a.overhead_mb;
+    cfg.overhead_per_100_conns_mb = a.overhead_per_100_conns_mb;
+    cfg.value_size = a.value_size.parse()?;
+    cfg.key_space = a.key_space;
+    if let Some(r) = a.set_ratio {
+        cfg.set_ratio = r;
+    }
+    cfg.multiget_keys = a.multiget_keys;
+    cfg.slow_read_bytes = a
+        .slow_read_kb
+        .checked_mul(1024)
+        .context("--slow-read-kb is too large")?;
+    cfg.threads = a.threads;
+    cfg.server_threads = a.server_threads;
+    cfg.queue_fsync = a.queue_fsync;
+    cfg.seed = a.seed;
+    cfg.validate()?;
+    eprintln!(
+        "soak: {} for {:.0}s, warm-up {:.0}s; budget {}",
+        kind.name(),
+        cfg.duration.as_secs_f64(),
+        cfg.warmup.as_secs_f64(),
+        cfg.budget_line()
+    );
+    let mut report = soak::run(&cfg).context("soak run failed")?;
+    report.command = command_line();
+    let files = report
+        .write(&a.out)
+        .with_context(|| format!("writing results to {}", a.out.display()))?;
+    println!("{}", report.markdown());
+    for f in files {
+        eprintln!("wrote {}", f.display());
+    }
+    if !report.pass {
+        anyhow::bail!("soak failed: {}", report.reasons.join("; "));
     }
     Ok(())
 }

@@ -159,6 +159,26 @@ impl ValueSize {
             self.min + rng.below((self.max - self.min + 1) as u64) as usize
         }
     }
+
+    /// The size of the next value drawn log-uniformly from `min..=max`: every order of
+    /// magnitude equally likely (10 B-100 B as often as 100 KB-1 MB), which is how mixed
+    /// caches see sizes; a uniform draw over 10 B-500 KB would be almost all large values.
+    pub fn next_log_uniform(&self, rng: &mut Rng) -> usize {
+        if self.min >= self.max || self.min == 0 {
+            return self.next(rng);
+        }
+        let (lo, hi) = ((self.min as f64).ln(), ((self.max + 1) as f64).ln());
+        let v = (lo + (hi - lo) * rng.unit()).exp() as usize;
+        v.clamp(self.min, self.max)
+    }
+
+    /// The mean of [`ValueSize::next_log_uniform`]: (max - min) / ln(max / min).
+    pub fn log_uniform_mean(&self) -> f64 {
+        if self.min >= self.max || self.min == 0 {
+            return (self.min + self.max) as f64 / 2.0;
+        }
+        (self.max - self.min) as f64 / (self.max as f64 / self.min as f64).ln()
+    }
 }
 
 impl FromStr for ValueSize {
@@ -266,5 +286,20 @@ mod tests {
         let sizes: Vec<usize> = (0..10_000).map(|_| v.next(&mut rng)).collect();
         assert!(sizes.iter().all(|s| (20..=256).contains(s)));
         assert!(sizes.contains(&20) && sizes.contains(&256));
+    }
+
+    #[test]
+    fn log_uniform_sizes_spread_over_orders_of_magnitude() {
+        let v: ValueSize = "10-500k".parse().unwrap();
+        let mut rng = Rng::new(9);
+        let sizes: Vec<usize> = (0..100_000).map(|_| v.next_log_uniform(&mut rng)).collect();
+        assert!(sizes.iter().all(|s| (10..=512_000).contains(s)));
+        // ln(100)/ln(51200) of the draws fall in 10..1000: about 42%.
+        let small = sizes.iter().filter(|&&s| s < 1000).count();
+        assert!((40_000..45_000).contains(&small), "{small}");
+        let mean = sizes.iter().sum::<usize>() as f64 / sizes.len() as f64;
+        let want = v.log_uniform_mean();
+        assert!((mean / want - 1.0).abs() < 0.03, "{mean} vs {want}");
+        assert_eq!(ValueSize::fixed(7).next_log_uniform(&mut rng), 7);
     }
 }

@@ -63,6 +63,18 @@ impl ServerKind {
         }
     }
 
+    /// The kind named `name` (as [`ServerKind::name`] spells it), if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [
+            ServerKind::Shoald,
+            ServerKind::Memcached,
+            ServerKind::Redis,
+            ServerKind::ShoalQueued,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
+    }
+
     /// Where the binary comes from, for a "skipped" line.
     pub fn provider(self) -> &'static str {
         match self {
