@@ -48,9 +48,17 @@ pub struct Args {
     /// Payload bytes each queue keeps in memory; more is read back from disk.
     #[arg(long = "queue-memory", default_value = "64m", value_parser = parse_size)]
     pub queue_memory: u64,
-    /// Most simultaneous connections.
+    /// Most simultaneous connections; more are answered `ERROR Too many open connections`
+    /// and closed, as memcached does.
     #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
     pub conn_limit: usize,
+    /// Megabytes all connections together may hold in read buffers beyond the 32 KB each
+    /// may hold for free (values being received, long multi-get lines). Past it a value is
+    /// answered `SERVER_ERROR out of memory storing object` and discarded as it arrives,
+    /// so clients that stall mid-message cannot exhaust memory (memcached's
+    /// `-o read_buf_mem_limit`). 0 = no limit; otherwise at least --max-item-size.
+    #[arg(long = "read-buf-mem-limit", value_name = "MB", default_value_t = 64)]
+    pub read_buf_mem_limit: u64,
     /// Worker threads (default: number of cores).
     #[arg(short = 't', long = "threads")]
     pub threads: Option<usize>,
@@ -87,6 +95,9 @@ pub struct Settings {
     pub port: u16,
     /// Most simultaneous connections.
     pub conn_limit: usize,
+    /// Bytes all read buffers together may hold beyond what each holds for free
+    /// (`usize::MAX`: no limit).
+    pub read_buf_mem_limit: usize,
     /// Runtime worker threads.
     pub threads: usize,
     /// Log level: 0 warn, 1 info, 2+ debug.
@@ -167,6 +178,15 @@ impl Args {
         if self.conn_limit == 0 {
             return Err("-c must be at least 1".into());
         }
+        let read_buf_mem_limit = match self.read_buf_mem_limit {
+            0 => usize::MAX,
+            mb => usize::try_from(mb)
+                .ok()
+                .and_then(|mb| mb.checked_mul(1 << 20))
+                // A smaller budget could never receive the largest allowed message.
+                .filter(|&bytes| bytes >= max_item_size)
+                .ok_or("--read-buf-mem-limit must be 0 or at least --max-item-size")?,
+        };
         let threads = match self.threads {
             Some(0) => return Err("-t must be at least 1".into()),
             Some(t) => t,
@@ -206,6 +226,7 @@ impl Args {
             listen,
             port: self.port,
             conn_limit: self.conn_limit,
+            read_buf_mem_limit,
             threads,
             verbose: self.verbose,
             enable_shutdown: self.enable_shutdown,
@@ -217,6 +238,22 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_buffer_budget() {
+        let settings = |args: &[&str]| {
+            let argv = ["shoal-queued"].iter().chain(args);
+            Args::try_parse_from(argv).expect("parses").settings()
+        };
+        let s = settings(&[]).expect("defaults are valid");
+        assert_eq!(s.read_buf_mem_limit, 64 << 20);
+        let s = settings(&["--read-buf-mem-limit", "0"]).expect("no limit");
+        assert_eq!(s.read_buf_mem_limit, usize::MAX);
+        assert!(
+            settings(&["--max-item-size", "2m", "--read-buf-mem-limit", "1"]).is_err(),
+            "a budget smaller than one message"
+        );
+    }
 
     #[test]
     fn sizes() {

@@ -5,22 +5,30 @@
 //! policy promises; under `--fsync always` all connections waiting at the same moment
 //! share one fsync. If durability cannot be confirmed the connection is closed without
 //! the replies, so nothing unconfirmed is ever acknowledged.
+//!
+//! Memory per connection is bounded against hostile clients:
+//! - output: once [`OUTPUT_HIGH_WATER`] bytes of replies are pending the connection sends
+//!   them and executes nothing more until the client has taken them, so one that never
+//!   reads holds at most that plus one message (and dequeues nothing further);
+//! - input: [`ReadBuffer`] holds a few kilobytes for free; growth for a larger request (a
+//!   big value, a long multi-get line) is first charged to the server-wide read budget.
+//!   Past the budget a value is refused with `SERVER_ERROR out of memory storing object`
+//!   and its bytes are discarded through the small buffer as they arrive, so stalled
+//!   senders together hold at most the budget; a line is refused with `SERVER_ERROR out
+//!   of memory reading request` and the connection closed, as memcached does.
 
 use crate::options::{parse_key, ReadOptions};
 use crate::server::Shared;
 use crate::stats::bump;
+use shoal_net::{Need, ReadBuffer, ReadError, OUTPUT_HIGH_WATER, READ_CHUNK};
 use shoal_protocol::reply;
 use shoal_protocol::{parse, Limits, Parsed, ProtocolError, Request, StatsGroup, StoreKind};
 use shoal_queue::{expiry_from_exptime, unix_now, validate_name, Queue, QueueError, Take};
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
-
-const READ_CHUNK: usize = 16 * 1024;
-/// Replies are sent early once this much is pending, bounding memory for huge pipelines.
-const WRITE_HIGH_WATER: usize = 256 * 1024;
 
 const BAD_NAME: &[u8] = b"CLIENT_ERROR bad queue name\r\n";
 const READ_ALREADY_OPEN: &[u8] = b"CLIENT_ERROR read already open on this queue\r\n";
@@ -31,6 +39,9 @@ const UNAVAILABLE: &[u8] = b"SERVER_ERROR queue unavailable (its data could not 
 const FLUSH_FAILED: &[u8] = b"SERVER_ERROR write error flushing queue\r\n";
 /// memcached's answer to `shutdown` without `-A`.
 const SHUTDOWN_DISABLED: &[u8] = b"ERROR: shutdown not enabled\r\n";
+/// Parses a storage command whose value the budget refused: every value counts as too
+/// large, so the parser reports the line's length, the bytes to discard and `noreply`.
+const REFUSE_VALUES: Limits = Limits { max_value_len: 0 };
 
 /// What to do after a request.
 enum Flow {
@@ -62,6 +73,7 @@ where
     let limits = Limits {
         max_value_len: shared.settings.engine.max_item_size,
     };
+    let mut rbuf = ReadBuffer::new(&shared.read_budget);
     let mut conn = Conn {
         shutdown: shared.shutdown_signal(),
         shared,
@@ -71,94 +83,114 @@ where
         to_sync: Vec::new(),
         open: HashMap::new(),
     };
-    let mut rbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut swallow = 0usize;
     'conn: loop {
-        let mut pos = 0usize;
         let mut close = false;
         loop {
-            if swallow > 0 {
-                let n = swallow.min(rbuf.len() - pos);
-                pos += n;
-                swallow -= n;
-                if swallow > 0 {
-                    break;
-                }
-            }
-            if pos == rbuf.len() {
+            // Bytes still to be swallowed never show here: the buffer drops them itself.
+            let input = rbuf.input();
+            if input.is_empty() {
                 break;
             }
-            match parse(&rbuf[pos..], &limits) {
+            let (consumed, swallow) = match parse(input, &limits) {
                 Parsed::Request { request, consumed } => {
-                    pos += consumed;
                     if let Flow::Close = conn.execute(request).await {
                         close = true;
                         break;
                     }
+                    (consumed, 0)
                 }
                 Parsed::Incomplete { needed } => {
-                    if needed > rbuf.len() - pos {
-                        rbuf.reserve(needed - (rbuf.len() - pos));
+                    // A storage command announced its size: make room for all of it at
+                    // once if the budget allows. (A long line, `needed == 0`, grows as it
+                    // arrives, within the budget too: see the read below.)
+                    if needed == 0 || rbuf.need(needed) == Need::Granted {
+                        break;
                     }
-                    break;
+                    match parse(rbuf.input(), &REFUSE_VALUES) {
+                        // memcached's answer when it cannot allocate the item; the value
+                        // is discarded as it arrives and the connection goes on.
+                        Parsed::TooLarge {
+                            consumed,
+                            swallow,
+                            noreply,
+                            ..
+                        } => {
+                            if !noreply {
+                                conn.out.extend_from_slice(reply::OUT_OF_MEMORY_STORING);
+                            }
+                            (consumed, swallow)
+                        }
+                        // Not a storage command after all (cannot happen: only they
+                        // announce a size); nothing to skip to, so close.
+                        _ => {
+                            conn.out.extend_from_slice(reply::OUT_OF_MEMORY_READING);
+                            close = true;
+                            break;
+                        }
+                    }
                 }
                 Parsed::Error {
                     error,
                     consumed,
-                    swallow: s,
+                    swallow,
                     close: c,
                     silent,
                 } => {
-                    let line = &rbuf[pos..pos + consumed];
+                    let line = &input[..consumed];
                     if error == ProtocolError::UnknownCommand && conn.queue_command(line) {
-                        pos += consumed;
+                        rbuf.consume(consumed, 0);
                         continue;
                     }
                     if !silent {
                         conn.out.extend_from_slice(error.reply());
                     }
-                    pos += consumed;
-                    swallow = s;
                     if c {
                         close = true;
                         break;
                     }
+                    (consumed, swallow)
                 }
                 Parsed::TooLarge {
                     consumed,
-                    swallow: s,
+                    swallow,
                     noreply,
                     ..
                 } => {
                     if !noreply {
                         conn.out.extend_from_slice(reply::OBJECT_TOO_LARGE);
                     }
-                    pos += consumed;
-                    swallow = s;
+                    (consumed, swallow)
                 }
-            }
-            if conn.out.len() >= WRITE_HIGH_WATER && conn.flush_out().await.is_err() {
+            };
+            rbuf.consume(consumed, swallow);
+            // Stop executing this connection's requests until the client has taken the
+            // replies so far: one that never reads then costs a bounded amount.
+            if conn.out.len() >= OUTPUT_HIGH_WATER && conn.flush_out().await.is_err() {
                 break 'conn;
             }
         }
-        if pos > 0 {
-            rbuf.drain(..pos);
-        }
+        // Give back a large request's memory before sending the replies, which may wait
+        // on a slow reader.
+        rbuf.compact();
         if conn.flush_out().await.is_err() || close {
             break;
         }
         if conn.shared.stopping() {
             break;
         }
-        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 2 {
-            rbuf.reserve(READ_CHUNK);
-        }
-        let n = tokio::select! {
-            r = reader.read_buf(&mut rbuf) => r,
+        let read = tokio::select! {
+            r = rbuf.read_from(&mut reader) => r,
             _ = conn.shutdown.changed() => break,
         };
-        match n {
-            Ok(0) | Err(_) => break,
+        match read {
+            Ok(0) | Err(ReadError::Io(_)) => break,
+            Err(ReadError::OutOfMemory) => {
+                // A request line longer than the budget can hold (only multi-gets may be
+                // long): memcached answers this and closes.
+                conn.out.extend_from_slice(reply::OUT_OF_MEMORY_READING);
+                let _ = conn.flush_out().await;
+                break;
+            }
             Ok(_) => {}
         }
     }
@@ -204,7 +236,9 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
         }
         let r = self.writer.write_all(&self.out).await;
         self.out.clear();
-        if self.out.capacity() > WRITE_HIGH_WATER * 4 {
+        // A large message can leave a large buffer behind; an idle connection should
+        // hold only the usual pipeline's worth.
+        if self.out.capacity() > OUTPUT_HIGH_WATER * 4 {
             self.out.shrink_to(READ_CHUNK);
         }
         r.map_err(|_| ())
@@ -225,6 +259,11 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                         Step::Next => {}
                         Step::Stop => return Flow::Continue,
                         Step::Close => return Flow::Close,
+                    }
+                    // A multi-get of many keys is bounded like a pipeline: send what is
+                    // pending before taking (and so dequeuing) more.
+                    if self.out.len() >= OUTPUT_HIGH_WATER && self.flush_out().await.is_err() {
+                        return Flow::Close;
                     }
                 }
                 reply::end(&mut self.out);
@@ -268,6 +307,7 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                 &self.shared.counters,
                 &self.shared.engine,
                 self.shared.settings.threads,
+                &self.shared.read_budget,
             ),
             Request::Stats(StatsGroup::Other(b"queue")) => {
                 crate::stats::memcacheq_queues(&mut self.out, &self.shared.engine)

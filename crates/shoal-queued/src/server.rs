@@ -4,8 +4,9 @@
 use crate::config::Settings;
 use crate::conn;
 use crate::stats::Counters;
-use shoal_net::{Acceptor, Event, Incoming, Listener, WorkerPool, WorkerService};
+use shoal_net::{Acceptor, Budget, Event, Incoming, Listener, WorkerPool, WorkerService};
 use shoal_queue::Engine;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,11 +26,27 @@ pub struct Shared {
     pub engine: Engine,
     /// Server counters.
     pub counters: Counters,
+    /// What connections' read buffers may hold beyond what each holds for free, all
+    /// together (`--read-buf-mem-limit`).
+    pub read_budget: Budget,
     shutdown_tx: watch::Sender<bool>,
     stopping: AtomicBool,
 }
 
 impl Shared {
+    /// The state for a server with these settings and queues.
+    pub fn new(settings: Settings, engine: Engine) -> Arc<Shared> {
+        let (shutdown_tx, _) = watch::channel(false);
+        Arc::new(Shared {
+            read_budget: Budget::new(settings.read_buf_mem_limit),
+            settings,
+            engine,
+            counters: Counters::default(),
+            shutdown_tx,
+            stopping: AtomicBool::new(false),
+        })
+    }
+
     /// A receiver that changes when shutdown begins.
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown_tx.subscribe()
@@ -59,14 +76,7 @@ pub fn bind(settings: &Settings) -> std::io::Result<Listener> {
 /// `-t` worker threads, each running its own single-threaded event loop, so a connection
 /// never migrates between cores and no request pays for work stealing.
 pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Result<()> {
-    let (shutdown_tx, _) = watch::channel(false);
-    let shared = Arc::new(Shared {
-        settings,
-        engine,
-        counters: Counters::default(),
-        shutdown_tx,
-        stopping: AtomicBool::new(false),
-    });
+    let shared = Shared::new(settings, engine);
     let make = {
         let shared = shared.clone();
         move |_| QueueWorker {
@@ -100,7 +110,7 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Re
 
 /// Accepts until SIGINT/SIGTERM, and runs the engine's once-a-second expiry tick.
 async fn accept_loop(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     listener: Listener,
     pool: &mut WorkerPool,
 ) -> anyhow::Result<()> {
@@ -117,20 +127,58 @@ async fn accept_loop(
                 continue;
             }
         };
-        let c = &shared.counters;
-        if c.curr_connections.load(Ordering::Relaxed) >= shared.settings.conn_limit as u64 {
+        if !take_slot(shared) {
             if let Incoming::Tcp(s, _) = incoming {
                 if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
+                    // memcached's answer; the socket is closed when `s` drops. A short
+                    // write to a fresh socket never waits, so this cannot stall accepting.
                     let _ = s.write_all(b"ERROR Too many open connections\r\n").await;
                 }
             }
             continue;
         }
-        c.curr_connections.fetch_add(1, Ordering::Relaxed);
-        c.total_connections.fetch_add(1, Ordering::Relaxed);
         if pool.dispatch(incoming).is_err() {
-            c.curr_connections.fetch_sub(1, Ordering::Relaxed);
+            // The worker is gone (shutting down): nobody will adopt the slot.
+            drop(ConnSlot::adopt(shared));
         }
+    }
+}
+
+/// Counts a new connection in `curr_connections` if that stays within `-c`. Only the
+/// acceptor takes slots and it is one task, so the check and the increment cannot race
+/// with another taker (releases only make room).
+fn take_slot(shared: &Shared) -> bool {
+    let c = &shared.counters;
+    if c.curr_connections.load(Ordering::Relaxed) >= shared.settings.conn_limit as u64 {
+        return false;
+    }
+    c.curr_connections.fetch_add(1, Ordering::Relaxed);
+    c.total_connections.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
+/// One connection's slot under `-c`, taken by the acceptor with [`take_slot`] and given
+/// back when this drops. Being a drop guard, it returns the slot however the connection
+/// ends: normally, on error, when its task is aborted at shutdown, or when it panics.
+struct ConnSlot {
+    shared: Arc<Shared>,
+}
+
+impl ConnSlot {
+    /// Takes charge of a slot the acceptor counted.
+    fn adopt(shared: &Arc<Shared>) -> ConnSlot {
+        ConnSlot {
+            shared: shared.clone(),
+        }
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.shared
+            .counters
+            .curr_connections
+            .fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -140,19 +188,78 @@ struct QueueWorker {
 }
 
 impl WorkerService for QueueWorker {
-    async fn serve(self: Rc<Self>, incoming: Incoming) {
-        let shared = self.shared.clone();
-        // shoal-queued listens on TCP only.
-        if let Incoming::Tcp(stream, _) = incoming {
-            let _ = stream.set_nodelay(true);
-            if let Ok(s) = tokio::net::TcpStream::from_std(stream) {
-                let (r, w) = s.into_split();
-                conn::serve(r, w, shared.clone()).await;
+    // Not an `async fn`: the slot is adopted when the task is created, not when it is
+    // first polled, so a task dropped before it ever runs still gives its slot back.
+    fn serve(self: Rc<Self>, incoming: Incoming) -> impl Future<Output = ()> + 'static {
+        let slot = ConnSlot::adopt(&self.shared);
+        async move {
+            let shared = slot.shared.clone();
+            // shoal-queued listens on TCP only.
+            if let Incoming::Tcp(stream, _) = incoming {
+                let _ = stream.set_nodelay(true);
+                if let Ok(s) = tokio::net::TcpStream::from_std(stream) {
+                    let (r, w) = s.into_split();
+                    conn::serve(r, w, shared).await;
+                }
             }
+            drop(slot);
         }
-        shared
-            .counters
-            .curr_connections
-            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn shared(dir: &std::path::Path, conn_limit: &str) -> Arc<Shared> {
+        let args = crate::Args::try_parse_from(
+            ["shoal-queued", "-c", conn_limit, "-d"]
+                .map(std::ffi::OsStr::new)
+                .into_iter()
+                .chain([dir.as_os_str()]),
+        )
+        .expect("arguments parse");
+        let settings = args.settings().expect("valid settings");
+        let engine = Engine::open(settings.engine.clone()).expect("engine opens");
+        Shared::new(settings, engine)
+    }
+
+    fn curr(shared: &Shared) -> u64 {
+        shared.counters.curr_connections.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn slots_come_back_from_panicking_and_unstarted_tasks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = shared(dir.path(), "2");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            assert!(take_slot(&shared));
+            assert!(take_slot(&shared));
+            assert!(!take_slot(&shared), "-c 2 allows two connections");
+            // A connection task that panics mid-service.
+            let slot = ConnSlot::adopt(&shared);
+            let panicked = tokio::task::spawn_local(async move {
+                let _slot = slot;
+                tokio::task::yield_now().await;
+                panic!("a bug in a connection task");
+            })
+            .await;
+            assert!(panicked.is_err_and(|e| e.is_panic()));
+            assert_eq!(curr(&shared), 1);
+            // A task aborted before it ever ran (shutdown's drain timeout).
+            let slot = ConnSlot::adopt(&shared);
+            let never_ran = tokio::task::spawn_local(async move {
+                let _slot = slot;
+            });
+            never_ran.abort();
+            assert!(never_ran.await.is_err_and(|e| e.is_cancelled()));
+            assert_eq!(curr(&shared), 0);
+            assert!(take_slot(&shared), "the slots can be taken again");
+        });
     }
 }

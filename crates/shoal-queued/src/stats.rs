@@ -1,6 +1,7 @@
 //! Server-wide counters and the `stats` replies.
 
 use crate::config::VERSION;
+use shoal_net::Budget;
 use shoal_protocol::reply;
 use shoal_queue::{unix_now, Engine, QueueStats};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,7 +54,15 @@ fn get(c: &AtomicU64) -> u64 {
 }
 
 /// Plain `stats`: server counters, then per queue `queue_<name>_<stat>` lines.
-pub fn general(out: &mut Vec<u8>, c: &Counters, engine: &Engine, threads: usize) {
+/// `read_budget` gives memcached's `read_buf_bytes` (held beyond what buffers hold for free) and
+/// `read_buf_oom` (values and lines refused for want of it).
+pub fn general(
+    out: &mut Vec<u8>,
+    c: &Counters,
+    engine: &Engine,
+    threads: usize,
+    read_budget: &Budget,
+) {
     let now = unix_now();
     reply::stat_u64(out, "pid", u64::from(std::process::id()));
     reply::stat_u64(out, "uptime", c.started.elapsed().as_secs());
@@ -67,6 +76,8 @@ pub fn general(out: &mut Vec<u8>, c: &Counters, engine: &Engine, threads: usize)
     reply::stat_u64(out, "get_hits", get(&c.get_hits));
     reply::stat_u64(out, "get_misses", get(&c.get_misses));
     reply::stat_u64(out, "write_errors", get(&c.write_errors));
+    reply::stat_u64(out, "read_buf_bytes", read_budget.used() as u64);
+    reply::stat_u64(out, "read_buf_oom", read_budget.refused() as u64);
     reply::stat_u64(out, "threads", threads as u64);
     reply::stat_str(out, "fsync", &engine.config().fsync.to_string());
     reply::stat_u64(

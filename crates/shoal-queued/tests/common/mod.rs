@@ -151,6 +151,11 @@ impl Client {
         self.stream.write_all(b).expect("send");
     }
 
+    /// Sends raw bytes, returning the error (a server that closes mid-request).
+    pub fn try_send(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(b)
+    }
+
     fn fill(&mut self) -> std::io::Result<()> {
         let mut chunk = [0u8; 16384];
         let n = self.stream.read(&mut chunk)?;
@@ -170,6 +175,28 @@ impl Client {
                 return Ok(line);
             }
             self.fill()?;
+        }
+    }
+
+    /// Reads one line if one arrives within `wait`; `None` if none does (a partial line
+    /// is kept for the next read).
+    pub fn line_within(&mut self, wait: Duration) -> Option<String> {
+        self.stream.set_read_timeout(Some(wait)).expect("timeout");
+        let line = self.try_line();
+        self.stream
+            .set_read_timeout(Some(IO_TIMEOUT))
+            .expect("timeout");
+        match line {
+            Ok(l) => Some(l),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                None
+            }
+            Err(e) => panic!("read line: {e}"),
         }
     }
 
