@@ -48,6 +48,13 @@ struct Args {
     /// does; more use a work-stealing pool (helps only with spare cores).
     #[arg(long = "threads", default_value_t = 1)]
     threads: usize,
+    /// Memory (MB) all client read buffers together may hold beyond their first 16 KB,
+    /// for large values being received. A value larger than what is left is refused with
+    /// 'SERVER_ERROR out of memory storing object' and its bytes discarded, so clients
+    /// that stall half-way through large values cannot grow the proxy without bound.
+    /// 0: no limit.
+    #[arg(long = "read-buf-mem-limit", value_name = "MB", default_value_t = 64)]
+    read_buf_mem_limit: usize,
     /// Print the version and exit.
     #[arg(short = 'V', long = "version")]
     version: bool,
@@ -117,9 +124,14 @@ fn run(args: Args, config: ProxyConfig) -> anyhow::Result<()> {
     let stats_addr = u16::try_from(args.stats_port)
         .ok()
         .map(|port| SocketAddr::new(args.stats_addr, port));
+    let read_buf_mem_limit = match args.read_buf_mem_limit {
+        0 => usize::MAX,
+        mb => mb.saturating_mul(1 << 20),
+    };
     let opts = Options {
         stats_addr,
         verbose: args.verbose >= 5,
+        read_buf_mem_limit,
     };
     rt.block_on(async move {
         let _running = start(config, opts).await?;

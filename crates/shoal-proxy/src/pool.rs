@@ -9,6 +9,7 @@ use crate::backend::Backend;
 use crate::config::PoolConfig;
 use crate::health::Health;
 use crate::placement::Placement;
+use crate::session::ValueSize;
 use crate::stats::{PoolStats, ServerStats};
 
 /// A running pool. Cheap to share (`Arc<Pool>`) between client sessions.
@@ -25,6 +26,9 @@ pub struct Pool {
     pub stats: Arc<PoolStats>,
     /// Display names of the servers (configured name, else `host:port`).
     pub names: Vec<String>,
+    /// How large retrieved values are lately: sizes multi-get batches and every
+    /// connection's in-flight window (see [`crate::session`]).
+    pub value_size: ValueSize,
 }
 
 impl Pool {
@@ -75,6 +79,7 @@ impl Pool {
             backends,
             stats,
             names,
+            value_size: ValueSize::default(),
         }))
     }
 

@@ -1,16 +1,28 @@
-//! Listeners: one per pool (TCP or unix socket), plus the stats port.
+//! Listeners: one per pool (TCP or unix socket), plus the stats port, bound and accepted
+//! with shoal-net's [`Listener`] and [`Acceptor`].
+//!
+//! Every client connection holds a [`ConnGuard`] from the moment it is accepted: the
+//! `client_connections` limit and the connection counters are given back when the guard
+//! drops, however the connection's task ends, so a panicking task never leaks a slot
+//! (and the panic is logged).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
+use shoal_net::{Acceptor, Budget, Event, Incoming, Listener};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpSocket, UnixListener};
+use tokio::net::{TcpStream, UnixStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use crate::config::{Listen, ProxyConfig};
 use crate::pool::Pool;
 use crate::session::serve;
 use crate::stats::{decr, document, incr, unix_now};
+
+/// Listen backlog of the stats port.
+const STATS_BACKLOG: u32 = 128;
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -42,9 +54,14 @@ pub struct Options {
     pub stats_addr: Option<SocketAddr>,
     /// Log connection failures and ejections to stderr.
     pub verbose: bool,
+    /// Bytes all client read buffers together may hold beyond their first
+    /// [`shoal_net::READ_CHUNK`] (`usize::MAX`: no limit). A value larger than what is
+    /// left is refused with `SERVER_ERROR out of memory storing object`.
+    pub read_buf_mem_limit: usize,
 }
 
-/// A started proxy: the pools and the addresses they actually listen on.
+/// A started proxy: the pools and the addresses they actually listen on. Dropping it
+/// (or calling [`Running::stop`]) stops accepting connections.
 pub struct Running {
     /// The pools, in configuration order.
     pub pools: Vec<Arc<Pool>>,
@@ -52,12 +69,49 @@ pub struct Running {
     pub addrs: Vec<String>,
     /// The stats port's bound address, if any.
     pub stats_addr: Option<SocketAddr>,
+    /// The read-buffer budget every client connection draws from.
+    pub budget: Budget,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Running {
+    /// Stops accepting connections on every listener (open connections keep being
+    /// served).
+    pub fn stop(&self) {
+        let _ = self.shutdown.send(true);
+    }
 }
 
 struct Counters {
     total: AtomicU64,
     current: AtomicU64,
     started: u64,
+}
+
+/// One client connection's place in the counters, taken when it is accepted and given
+/// back on drop, however its task ends (a panic included).
+struct ConnGuard {
+    pool: Arc<Pool>,
+    counters: Arc<Counters>,
+}
+
+impl ConnGuard {
+    fn new(pool: &Arc<Pool>, counters: &Arc<Counters>) -> ConnGuard {
+        incr(&pool.stats.client_connections);
+        incr(&counters.total);
+        incr(&counters.current);
+        ConnGuard {
+            pool: pool.clone(),
+            counters: counters.clone(),
+        }
+    }
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        decr(&self.pool.stats.client_connections);
+        decr(&self.counters.current);
+    }
 }
 
 /// Binds every listener and starts serving; returns once all are bound. Every
@@ -70,6 +124,8 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         current: AtomicU64::new(0),
         started: unix_now(),
     });
+    let budget = Budget::new(opts.read_buf_mem_limit);
+    let (shutdown, _) = watch::channel(false);
     let mut pools = Vec::new();
     let mut addrs = Vec::new();
     for pc in config.pools {
@@ -81,124 +137,154 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
             pool: name.clone(),
             source,
         })?;
-        match listen {
-            Listen::Tcp(addr) => {
-                let l = bind_tcp(&addr, backlog).map_err(|source| StartError::Listen {
-                    pool: name.clone(),
-                    addr: addr.clone(),
-                    source,
-                })?;
-                let bound = l.local_addr().map(|a| a.to_string()).unwrap_or(addr);
-                eprintln!("pool {name} listening on {bound}");
-                addrs.push(bound);
-                tokio::spawn(accept_tcp(l, pool.clone(), counters.clone(), limit));
-            }
-            Listen::Unix { path, mode } => {
-                let _ = std::fs::remove_file(&path);
-                let l = UnixListener::bind(&path).map_err(|source| StartError::Listen {
-                    pool: name.clone(),
-                    addr: path.display().to_string(),
-                    source,
-                })?;
-                if let Some(m) = mode {
-                    use std::os::unix::fs::PermissionsExt;
-                    let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(m));
-                }
-                eprintln!("pool {name} listening on {}", path.display());
-                addrs.push(path.display().to_string());
-                let (pool2, c2) = (pool.clone(), counters.clone());
-                tokio::spawn(async move {
-                    loop {
-                        let Ok((s, _)) = l.accept().await else {
-                            continue;
-                        };
-                        if over_limit(&pool2, limit) {
-                            continue;
-                        }
-                        let (p, c) = (pool2.clone(), c2.clone());
-                        tokio::spawn(async move {
-                            incr(&c.total);
-                            incr(&c.current);
-                            serve(s, p).await;
-                            decr(&c.current);
-                        });
-                    }
-                });
-            }
-        }
+        let (label, bound) = match &listen {
+            Listen::Tcp(addr) => (addr.clone(), bind_tcp(addr, backlog)),
+            Listen::Unix { path, mode } => (path.display().to_string(), bind_unix(path, *mode)),
+        };
+        let listen_err = |source| StartError::Listen {
+            pool: name.clone(),
+            addr: label.clone(),
+            source,
+        };
+        let listener = bound.map_err(listen_err)?;
+        let shown = listener
+            .local_addr()
+            .map_or_else(|| label.clone(), |a| a.to_string());
+        let acceptor = Acceptor::new(listener, shutdown.subscribe()).map_err(listen_err)?;
+        eprintln!("pool {name} listening on {shown}");
+        addrs.push(shown);
+        tokio::spawn(accept_clients(
+            acceptor,
+            pool.clone(),
+            counters.clone(),
+            limit,
+            budget.clone(),
+        ));
         pools.push(pool);
     }
     let mut stats_addr = None;
     if let Some(addr) = opts.stats_addr {
-        let l = TcpListener::bind(addr)
-            .await
-            .map_err(|source| StartError::Listen {
-                pool: "stats".into(),
-                addr: addr.to_string(),
-                source,
-            })?;
-        let bound = l.local_addr().ok();
+        let listen_err = |source| StartError::Listen {
+            pool: "stats".into(),
+            addr: addr.to_string(),
+            source,
+        };
+        let listener = Listener::bind_tcp(addr, STATS_BACKLOG).map_err(listen_err)?;
+        let bound = listener.local_addr();
+        let acceptor = Acceptor::new(listener, shutdown.subscribe()).map_err(listen_err)?;
         if let Some(b) = bound {
             eprintln!("stats listening on {b}");
         }
         stats_addr = bound;
-        tokio::spawn(serve_stats(l, pools.clone(), counters.clone()));
+        tokio::spawn(serve_stats(acceptor, pools.clone(), counters.clone()));
     }
     Ok(Running {
         pools,
         addrs,
         stats_addr,
+        budget,
+        shutdown,
     })
 }
 
-fn bind_tcp(addr: &str, backlog: u32) -> std::io::Result<TcpListener> {
+fn bind_tcp(addr: &str, backlog: u32) -> std::io::Result<Listener> {
     use std::net::ToSocketAddrs;
     let sa = addr
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| std::io::Error::other("address resolves to nothing"))?;
-    let sock = if sa.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    sock.set_reuseaddr(true)?;
-    sock.bind(sa)?;
-    sock.listen(backlog.max(1))
+    Listener::bind_tcp(sa, backlog.max(1))
+}
+
+fn bind_unix(path: &std::path::Path, mode: Option<u32>) -> std::io::Result<Listener> {
+    match mode {
+        Some(m) => Listener::bind_unix(path, m),
+        None => {
+            // No mode configured: keep the permissions the umask gives, as twemproxy does
+            // (shoal-net's bind_unix always sets one).
+            let _ = std::fs::remove_file(path);
+            let l = std::os::unix::net::UnixListener::bind(path)?;
+            l.set_nonblocking(true)?;
+            Ok(Listener::Unix(l))
+        }
+    }
 }
 
 fn over_limit(pool: &Pool, limit: usize) -> bool {
     limit > 0 && pool.stats.client_connections.load(Relaxed) >= limit as u64
 }
 
-async fn accept_tcp(l: TcpListener, pool: Arc<Pool>, c: Arc<Counters>, limit: usize) {
+/// Accepts a pool's clients until the proxy stops (a signal, or [`Running`] dropped),
+/// serving each on its own task and logging the tasks that panic.
+async fn accept_clients(
+    mut acceptor: Acceptor,
+    pool: Arc<Pool>,
+    counters: Arc<Counters>,
+    limit: usize,
+    budget: Budget,
+) {
+    let mut tasks = JoinSet::new();
     loop {
-        let s = match l.accept().await {
-            Ok((s, _)) => s,
-            Err(_) => {
-                // EMFILE and friends: back off briefly instead of spinning.
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let event = tokio::select! {
+            event = acceptor.next() => event,
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                log_panic(done);
                 continue;
             }
         };
+        let conn = match event {
+            Event::Conn(conn) => conn,
+            Event::Signal | Event::Shutdown => break,
+        };
         if over_limit(&pool, limit) {
+            // twemproxy closes a connection over the pool's limit at once.
             continue;
         }
-        let _ = s.set_nodelay(true);
-        let (p, c) = (pool.clone(), c.clone());
-        tokio::spawn(async move {
-            incr(&c.total);
-            incr(&c.current);
-            serve(s, p).await;
-            decr(&c.current);
-        });
+        // Counted before the task runs, so a burst of accepts cannot pass the limit.
+        let guard = ConnGuard::new(&pool, &counters);
+        tasks.spawn(serve_client(conn, pool.clone(), budget.clone(), guard));
+    }
+    // Connections already open finish on their own; only accepting stops.
+    tasks.detach_all();
+}
+
+async fn serve_client(conn: Incoming, pool: Arc<Pool>, budget: Budget, guard: ConnGuard) {
+    // Dropped when this task ends, however it ends.
+    let _guard = guard;
+    match conn {
+        Incoming::Tcp(s, _) => {
+            let _ = s.set_nodelay(true);
+            if let Ok(s) = TcpStream::from_std(s) {
+                serve(s, pool, budget).await;
+            }
+        }
+        Incoming::Unix(s) => {
+            if let Ok(s) = UnixStream::from_std(s) {
+                serve(s, pool, budget).await;
+            }
+        }
     }
 }
 
-async fn serve_stats(l: TcpListener, pools: Vec<Arc<Pool>>, c: Arc<Counters>) {
+/// Logs a connection task that panicked; its guard has already given its slot back.
+fn log_panic(done: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = done {
+        if e.is_panic() {
+            let panic = e.into_panic();
+            eprintln!(
+                "shoal-proxy: a connection task panicked: {}",
+                shoal_net::panic_message(&*panic)
+            );
+        }
+    }
+}
+
+async fn serve_stats(mut acceptor: Acceptor, pools: Vec<Arc<Pool>>, c: Arc<Counters>) {
     loop {
-        let Ok((mut s, _)) = l.accept().await else {
-            continue;
+        let s = match acceptor.next().await {
+            Event::Conn(Incoming::Tcp(s, _)) => s,
+            Event::Conn(Incoming::Unix(_)) => continue,
+            Event::Signal | Event::Shutdown => break,
         };
         let doc = document(
             c.started,
@@ -211,6 +297,9 @@ async fn serve_stats(l: TcpListener, pools: Vec<Arc<Pool>>, c: Arc<Counters>) {
         );
         let body = doc.to_string();
         tokio::spawn(async move {
+            let Ok(mut s) = TcpStream::from_std(s) else {
+                return;
+            };
             let _ = s.write_all(body.as_bytes()).await;
             let _ = s.shutdown().await;
         });

@@ -249,3 +249,48 @@ fn bad_config_names_line_and_field_and_exits_2() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("syntax is ok"), "{out}");
 }
+
+/// A multi-get far larger than one in-flight window is forwarded in batches over all
+/// three backends and still returns every hit once, in request order (duplicates and
+/// misses included), with the requests pipelined behind it answered after its `END`.
+#[test]
+fn batched_multi_get_keeps_request_order() {
+    let backends = three_backends();
+    let proxy = Proxy::start(&pool_conf(&backends, ""), 1);
+    let keys: Vec<String> = (0..600).map(|i| format!("bk:{i}")).collect();
+    let value = |i: usize| format!("{i:04}{}", "x".repeat(2000));
+    let mut c = proxy.conn();
+    for chunk in (0..keys.len())
+        .filter(|i| i % 5 != 2)
+        .collect::<Vec<_>>()
+        .chunks(50)
+    {
+        let mut req = Vec::new();
+        for &i in chunk {
+            let v = value(i);
+            req.extend_from_slice(format!("set {} 0 0 {}\r\n{v}\r\n", keys[i], v.len()).as_bytes());
+        }
+        c.send(&req);
+        for _ in chunk {
+            assert_eq!(c.line(), "STORED");
+        }
+    }
+    // 3,000 keys: every key five times in a scrambled order.
+    let ask: Vec<usize> = (0..3000).map(|j| (j * 7919) % keys.len()).collect();
+    let mut req = b"get".to_vec();
+    for &i in &ask {
+        req.push(b' ');
+        req.extend_from_slice(keys[i].as_bytes());
+    }
+    req.extend_from_slice(b"\r\nversion\r\n");
+    c.send(&req);
+    let got = c.values().expect("multi-get");
+    let want: Vec<(String, String)> = ask
+        .iter()
+        .filter(|&&i| i % 5 != 2)
+        .map(|&i| (keys[i].clone(), value(i)))
+        .collect();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "hits out of order or wrong");
+    assert!(c.line().starts_with("VERSION "));
+}
