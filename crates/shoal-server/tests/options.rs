@@ -1,4 +1,5 @@
 //! Command-line options: -C, -M, eviction, -F, -A, -c, -s/-a, -I, usage errors, signals.
+//! memcached compatibility of the whole command line is in `dropin.rs`.
 
 mod common;
 
@@ -223,23 +224,27 @@ fn max_item_size() {
 }
 
 #[test]
-fn usage_errors_exit_2() {
-    for args in [
-        &["--no-such-option"][..],
-        &["-Z"],
-        &["-p", "notaport"],
-        &["-p", "70000"],
-        &["-m", "0"],
-        &["-I", "1x"],
-        &["-I", "100m", "-m", "64"],
-        &["-t", "0"],
-        &["-c", "0"],
-        &["-l", "not-an-address"],
-        &["-o", "bogus=1"],
-        &["-a", "999"],
+fn usage_errors_exit_as_memcached() {
+    // memcached exits 1 for a bad option or value and EX_USAGE (64) for options that do
+    // not fit together; shoald does the same.
+    for (args, code) in [
+        (&["--no-such-option"][..], 1),
+        (&["-Z"], 64),
+        (&["-p", "notaport"], 1),
+        (&["-p", "70000"], 1),
+        (&["-m", "0"], 64),
+        (&["-I", "1x"], 1),
+        (&["-I", "100m", "-m", "64"], 64),
+        (&["-t", "0"], 1),
+        (&["-c", "0"], 1),
+        (&["-R", "0"], 1),
+        (&["-l", "not_an_address"], 1),
+        (&["-l", "127.0.0.1,127.0.0.2"], 64),
+        (&["-o", "bogus=1"], 1),
+        (&["-a", "999"], 1),
     ] {
-        let (code, err) = run_to_exit(args);
-        assert_eq!(code, Some(2), "args {args:?}: stderr {err}");
+        let (got, err) = run_to_exit(args);
+        assert_eq!(got, Some(code), "args {args:?}: stderr {err}");
         assert!(!err.is_empty(), "args {args:?} explain the error");
     }
     let (code, _) = run_to_exit(&["-V"]);
