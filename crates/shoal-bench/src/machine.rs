@@ -39,12 +39,8 @@ impl MachineInfo {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
-        let load_average = std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-            .unwrap_or(0.0);
         MachineInfo {
-            load_average,
+            load_average: load_average(),
             nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpu_model,
             memory_mib,
@@ -63,4 +59,12 @@ impl MachineInfo {
             self.load_average
         )
     }
+}
+
+/// The 1-minute load average now (0 if unknown): how busy the machine is with other work.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0.0)
 }

@@ -376,6 +376,9 @@ pub struct SoakReport {
     pub ops_per_sec: f64,
     /// Seconds the load ran (shorter than asked if the server died).
     pub elapsed_secs: f64,
+    /// The 1-minute load average when the load ended (the machine's is at the start):
+    /// with 2 cores, anything much above 2 means other work competed with the run.
+    pub load_average_end: f64,
     /// Whether the server was still running at the end.
     pub server_survived: bool,
     /// The verdict.
@@ -592,6 +595,7 @@ pub fn run(cfg: &SoakConfig) -> Result<SoakReport, BenchError> {
             .collect()
     });
     let elapsed_secs = stopped_at.saturating_duration_since(t0).as_secs_f64();
+    let load_average_end = crate::machine::load_average();
     for r in joined {
         r?;
     }
@@ -634,6 +638,7 @@ pub fn run(cfg: &SoakConfig) -> Result<SoakReport, BenchError> {
             0.0
         },
         elapsed_secs,
+        load_average_end,
         server_survived: survived,
         pass: reasons.is_empty(),
         reasons,
@@ -939,7 +944,12 @@ impl SoakReport {
         );
         let _ = writeln!(m, "Command: `{}`  ", self.command);
         let _ = writeln!(m, "Started: {}  ", self.started);
-        let _ = writeln!(m, "Machine: {}  ", self.machine.line());
+        let _ = writeln!(
+            m,
+            "Machine: {}; {:.1} when it ended  ",
+            self.machine.line(),
+            self.load_average_end
+        );
         let _ = writeln!(
             m,
             "Server: `{} {}` (plus a port and -l 127.0.0.1)\n",
