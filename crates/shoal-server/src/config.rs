@@ -222,9 +222,9 @@ pub enum Inert {
     Segments,
     /// It configures extstore, which shoald does not have.
     Extstore,
-    /// It sizes buffers of the `watch` command, which shoald does not have.
+    /// It sizes memcached's log buffers behind `watch`; shoald sizes its own.
     Watch,
-    /// It turns on statistics shoald does not collect (per-prefix, item sizes).
+    /// It turns on item-size statistics (`stats sizes`), which shoald does not collect.
     Stats,
     /// It enables NIC or socket features shoald does not use.
     Network,
@@ -249,8 +249,8 @@ impl Inert {
                  shoald's segment store replaces"
             }
             Inert::Extstore => "shoald has no extstore; items live in memory only",
-            Inert::Watch => "shoald has no watch command",
-            Inert::Stats => "shoald does not collect per-prefix or item-size stats",
+            Inert::Watch => "shoald sizes the buffers behind watch itself",
+            Inert::Stats => "shoald does not track item sizes for stats sizes",
             Inert::Network => "shoald does not use NAPI ids or socket marks",
             Inert::Tls => {
                 "TLS is rustls: its own cipher suites and buffers, no kernel TLS, \
@@ -737,10 +737,7 @@ impl Args {
         let (prefix_delimiter, detail_enabled) = match &self.prefix_delimiter {
             // memcached takes the first character of the argument.
             Some(d) => match d.chars().next() {
-                Some(c) => {
-                    inert.push(("-D".to_string(), Inert::Stats));
-                    (c, true)
-                }
+                Some(c) => (c, true),
                 None => return Err(invalid("No delimiter specified")),
             },
             None => (':', false),
@@ -1576,9 +1573,14 @@ mod tests {
         assert_eq!((s.tunables.growth_factor, s.tunables.chunk_size), (1.5, 64));
         assert_eq!((s.verbose, s.reqs_per_event, s.backlog), (3, 5, 64));
         let summary = s.inert_summary().unwrap();
-        for name in ["-f", "-n", "-D", "-N", "-e"] {
+        for name in ["-f", "-n", "-N", "-e"] {
             assert!(summary.contains(name), "{name} in {summary}");
         }
+        // -D's per-prefix stats and -X's dump switch exist in shoald.
+        assert!(
+            !summary.contains("-D") && !summary.contains("-X"),
+            "{summary}"
+        );
     }
 
     #[test]
