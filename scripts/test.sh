@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+# Tests that need a peer tool (memcached, memcached-tool, nutcracker, redis-server, ...)
+# fail loudly when it is missing instead of skipping; the packages installed below
+# provide them.
+export SHOAL_REQUIRE_PEERS=1
 
 log() { printf '\n==> %s\n' "$*"; }
 
@@ -21,7 +25,10 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 
-export SHOAL_VECTORS_DIR="${SHOAL_VECTORS_DIR:-$root/../shared/vectors}"
+# The compatibility vectors are vendored in crates/shoal-ring/tests/data, which the ring's
+# tests read by default; SHOAL_VECTORS_DIR still overrides. Exported so that every test
+# that reads them (shoal-proxy's placement test too) uses the copy inside the repository.
+export SHOAL_VECTORS_DIR="${SHOAL_VECTORS_DIR:-$root/crates/shoal-ring/tests/data}"
 target="${CARGO_TARGET_DIR:-$root/target}"
 export CARGO_TARGET_DIR="$target"
 

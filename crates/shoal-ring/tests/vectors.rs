@@ -1,9 +1,9 @@
 //! Reproduces every line of every vector file computed by the real client libraries.
 //!
-//! The directory comes from `SHOAL_VECTORS_DIR`, defaulting to `../shared/vectors`
-//! relative to the workspace root. A missing directory, an unreadable line, or a line
-//! this test does not know how to check is a failure, never a skip: compatibility that
-//! is not checked is not claimed.
+//! The directory comes from `SHOAL_VECTORS_DIR`, defaulting to the vendored copy of the
+//! shared vectors in this crate's `tests/data` (see its README for provenance). A
+//! missing directory, an unreadable line, or a line this test does not know how to
+//! check is a failure, never a skip: compatibility that is not checked is not claimed.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,13 +11,12 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use shoal_ring::{Distribution, HashAlgorithm, Ring, RingConfig, Server};
 
+/// `SHOAL_VECTORS_DIR` when set (another vector set), else the vendored copy in
+/// `tests/data`.
 fn vectors_dir() -> PathBuf {
     match std::env::var_os("SHOAL_VECTORS_DIR") {
         Some(d) => PathBuf::from(d),
-        None => {
-            // CARGO_MANIFEST_DIR is crates/shoal-ring; the workspace root is two up.
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors")
-        }
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data"),
     }
 }
 
@@ -285,7 +284,7 @@ fn check_line(line: &Value, keys: &[Vec<u8>]) -> Result<(String, usize), String>
 fn check_dir(dir: &Path) -> (usize, usize, Vec<String>) {
     assert!(
         dir.is_dir(),
-        "vector directory {} is missing (set SHOAL_VECTORS_DIR)",
+        "vector directory {} is missing (SHOAL_VECTORS_DIR overrides the vendored tests/data)",
         dir.display()
     );
     let keys = keys(dir);

@@ -6,7 +6,7 @@ builds it. Its toString() depends on the JDK (JDK 17 prints "/10.0.1.1:11211" fo
 IP literal; older JDKs "10.0.1.1/10.0.1.1:11211"), so the string Java printed is recorded
 as each server's address_string. Covers the unweighted
 KETAMA_HASH ring, a non-KETAMA hash (FNV1A_32_HASH, one point per hash), and the weighted
-ring. Keys come from the shared vectors (or $SHOAL_VECTORS_DIR).
+ring. Keys come from the vendored shared vectors in ../keys.json (or $SHOAL_VECTORS_DIR).
 
 Needs java + javac and the spymemcached 2.12.3 jar (fetched with mvn when missing).
 Usage: python3 generate.py
@@ -49,8 +49,7 @@ public class Spy { public static void main(String[] a) throws Exception {
 """
 
 def main():
-    vec = os.environ.get("SHOAL_VECTORS_DIR",
-                         os.path.join(HERE, "../../../../../../shared/vectors"))
+    vec = os.environ.get("SHOAL_VECTORS_DIR", os.path.join(HERE, ".."))
     keys = json.load(open(os.path.join(vec, "keys.json")))["keys"]
     json.dump({"kind": "keys", "keys": keys}, open(os.path.join(HERE, "keys.json"), "w"))
     if not os.path.exists(JAR):

@@ -5,7 +5,7 @@ The shared XMemcached vectors were computed with sessions that are not
 election locators. A real client talks TCP, so its sessions are `MemcachedTCPSession`s
 and it takes the weighted branch. This script starts three memcached processes on
 loopback, builds a real XMemcachedClient with weights 1, 2, 3 for each locator, and
-records which server each key of ../../../../../../shared/vectors/keys.json (or
+records which server each key of ../keys.json (the vendored shared vectors; or
 $SHOAL_VECTORS_DIR/keys.json) goes to.
 
 Needs: memcached, java + javac, the xmemcached 2.4.9 and slf4j-api jars (fetched with mvn
@@ -42,8 +42,7 @@ public class Real { public static void main(String[] a) throws Exception {
 """
 
 def main():
-    vec = os.environ.get("SHOAL_VECTORS_DIR",
-                         os.path.join(HERE, "../../../../../../shared/vectors"))
+    vec = os.environ.get("SHOAL_VECTORS_DIR", os.path.join(HERE, ".."))
     keys = json.load(open(os.path.join(vec, "keys.json")))["keys"]
     json.dump({"kind": "keys", "keys": keys}, open(os.path.join(HERE, "keys.json"), "w"))
     for path, artifact in JARS:
