@@ -10,17 +10,20 @@
 //! - [`WorkerPool`]: the worker threads, round-robin dispatch, and an orderly stop that
 //!   lets connections finish their replies within a bound;
 //! - [`ReadBuffer`]: a connection's input buffer, growing only within the budget;
+//! - [`tune_allocator`]: keeps freed buffers from staying resident;
 //! - [`Budget`]: the process-wide memory budget that bounds what hostile clients can make
 //!   a daemon buffer.
 
 mod accept;
 mod budget;
 mod listener;
+mod malloc;
 mod pool;
 mod read_buffer;
 
 pub use accept::{Acceptor, Event};
 pub use budget::{Budget, Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
 pub use listener::{Incoming, Listener};
+pub use malloc::{tune_allocator, MMAP_THRESHOLD};
 pub use pool::{panic_message, WorkerPool, WorkerService};
 pub use read_buffer::{Need, ReadBuffer, ReadError, FREE_READ_BYTES};

@@ -333,6 +333,10 @@ fn parse_line<'a>(buf: &'a [u8], line: &'a [u8], line_len: usize, limits: &Limit
         b"prepend" => storage(StoreKind::Prepend),
         b"cas" => storage(StoreKind::Cas),
         b"stats" => parse_stats(&t, line_len),
+        // Operator commands whose arguments only the server can judge (class ids, watch
+        // types): passed through, as `stats` groups are.
+        b"lru_crawler" => ok(Request::LruCrawler(t.from(1)), line_len),
+        b"watch" => ok(Request::Watch(t.from(1)), line_len),
         b"shutdown" => match (nt, t.get(1)) {
             (2, _) => ok(Request::Shutdown, line_len),
             (3, b"graceful") => ok(Request::ShutdownGraceful, line_len),

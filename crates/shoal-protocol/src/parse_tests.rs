@@ -635,6 +635,20 @@ fn cache_memlimit() {
 }
 
 #[test]
+fn operator_commands_pass_their_arguments_through() {
+    assert_eq!(
+        req(b"lru_crawler metadump all \r\n"),
+        Request::LruCrawler(b"metadump all")
+    );
+    assert_eq!(req(b"lru_crawler\r\n"), Request::LruCrawler(b""));
+    assert_eq!(
+        req(b"watch fetchers mutations\r\n"),
+        Request::Watch(b"fetchers mutations")
+    );
+    assert_eq!(req(b"watch\r\n"), Request::Watch(b""));
+}
+
+#[test]
 fn stats() {
     assert_eq!(req(b"stats\r\n"), Request::Stats(StatsGroup::General));
     assert_eq!(
@@ -679,7 +693,6 @@ fn unknown_commands() {
     line_err(b"SET k 0 0 1\r\n", E::UnknownCommand, false);
     line_err(b"mx k\r\n", E::UnknownCommand, false);
     // Commands memcached has but Shoal does not implement.
-    line_err(b"watch\r\n", E::UnknownCommand, false);
     line_err(b"slabs automove 1\r\n", E::UnknownCommand, false);
 }
 

@@ -143,6 +143,12 @@ pub enum Request<'a> {
     CacheMemlimit { megabytes: u64, noreply: bool },
     /// `stats [group]`.
     Stats(StatsGroup<'a>),
+    /// `lru_crawler <subcommand> [<args>]`: everything after `lru_crawler `, trailing
+    /// spaces removed (`metadump all`, `crawl 1,2`, `sleep 100`...).
+    LruCrawler(&'a [u8]),
+    /// `watch [<type> ...]`: everything after `watch` (`fetchers mutations`...), empty
+    /// for a bare `watch`.
+    Watch(&'a [u8]),
     /// `mg <key> <flags>*`.
     ///
     /// For every meta request, `key` is as sent (1..=250 bytes): base64 when

@@ -61,6 +61,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    shoal_net::tune_allocator();
     let args = match Args::try_parse() {
         Ok(a) => a,
         Err(e) => {

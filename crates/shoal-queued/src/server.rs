@@ -76,6 +76,7 @@ pub fn bind(settings: &Settings) -> std::io::Result<Listener> {
 /// `-t` worker threads, each running its own single-threaded event loop, so a connection
 /// never migrates between cores and no request pays for work stealing.
 pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Result<()> {
+    shoal_net::tune_allocator();
     let shared = Shared::new(settings, engine);
     let make = {
         let shared = shared.clone();

@@ -17,18 +17,20 @@
 
 use crate::auth::Session;
 use crate::commands::{self, Flow};
+use crate::config::Protocol;
 use crate::reply_window::ReplyWindow;
 use crate::server::Worker;
 use crate::stats::ThreadStats;
+use crate::watch::{WatchError, Watcher};
 use parking_lot::Mutex;
 use shoal_net::{Need, ReadBuffer, ReadError, OUTPUT_HIGH_WATER, READ_CHUNK};
 use shoal_protocol::binary::{self, Status, REQUEST_MAGIC};
 use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// What `stats conns` shows about one connection.
 #[derive(Debug)]
@@ -39,6 +41,39 @@ pub struct ConnInfo {
     pub addr: String,
     /// Rel time of the last command.
     pub last_cmd: AtomicU32,
+    /// Why the connection ended (a [`CloseReason`] as u8), for `watch connevents`.
+    close_reason: AtomicU8,
+}
+
+/// Why a connection ended, in memcached's `conn_close` words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CloseReason {
+    /// The client closed it or quit.
+    Normal = 0,
+    /// A read or write failed, or the request could not be served.
+    Error = 1,
+    /// `-o idle_timeout` passed without a request.
+    IdleTimeout = 2,
+    /// The server is shutting down.
+    Shutdown = 3,
+}
+
+impl ConnInfo {
+    /// Records why the connection is ending.
+    pub fn closing(&self, reason: CloseReason) {
+        self.close_reason.store(reason as u8, Ordering::Relaxed);
+    }
+
+    /// Why the connection ended, as `watch` shows it.
+    pub fn close_reason(&self) -> &'static str {
+        match self.close_reason.load(Ordering::Relaxed) {
+            1 => "error",
+            2 => "idle_timeout",
+            3 => "shutdown",
+            _ => "normal",
+        }
+    }
 }
 
 /// Open connections.
@@ -56,6 +91,7 @@ impl ConnRegistry {
             id,
             addr,
             last_cmd: AtomicU32::new(0),
+            close_reason: AtomicU8::new(CloseReason::Normal as u8),
         });
         self.open.lock().insert(id, info.clone());
         info
@@ -100,6 +136,8 @@ where
         let mut served = 0usize;
         let mut more_ready = false;
         let mut suspended = false;
+        let mut watch = None;
+        worker.current_conn.set(info.id);
         loop {
             let input = rbuf.input();
             if input.is_empty() {
@@ -111,7 +149,20 @@ where
             }
             let oom = std::mem::take(&mut refuse_next);
             let limits = if oom { &refused } else { &limits };
-            let step = if input[0] == REQUEST_MAGIC {
+            let binary = match shared.settings.protocol {
+                Protocol::Auto => input[0] == REQUEST_MAGIC,
+                Protocol::Binary => true,
+                Protocol::Ascii => false,
+            };
+            let step = if binary && input[0] != REQUEST_MAGIC {
+                // `-B binary`: memcached closes a connection that sends anything else.
+                tracing::debug!(conn = info.id, "not a binary request; closing");
+                Step::Done {
+                    consumed: input.len(),
+                    swallow: 0,
+                    close: true,
+                }
+            } else if binary {
                 binary_step(worker, &mut session, input, limits, oom, &mut wbuf)
             } else if shared.sasl.is_some() {
                 // With SASL on, only the binary protocol can authenticate (memcached).
@@ -143,6 +194,11 @@ where
                         break;
                     }
                 }
+                Step::Watch { consumed, kinds } => {
+                    rbuf.consume(consumed, 0);
+                    watch = Some(kinds);
+                    break;
+                }
                 Step::Suspended => {
                     // Write what the multi-get generated; it continues where it stopped.
                     more_ready = true;
@@ -172,14 +228,31 @@ where
         // connections get their turn now, and this one writes once when its input is
         // used up. Writing every `-R` requests would cost a syscall per 20 quiet meta or
         // binary gets of a 100-key batch.
+        let mut watcher = None;
+        if let Some(kinds) = watch {
+            match shared.watchers.add(kinds) {
+                Ok(handle) => {
+                    wbuf.extend_from_slice(reply::OK);
+                    watcher = Some(handle);
+                }
+                Err(WatchError::TooMany) => wbuf.extend_from_slice(WATCHER_TOO_MANY),
+                Err(WatchError::UnknownType) => wbuf.extend_from_slice(reply::ERROR),
+            }
+        }
         let hold = more_ready && !suspended && !close && wbuf.len() < OUTPUT_HIGH_WATER;
         if !wbuf.is_empty() && !hold {
             if stream.write_all(&wbuf).await.is_err() {
+                info.closing(CloseReason::Error);
                 return;
             }
             ThreadStats::add(&worker.stats.bytes_written, wbuf.len() as u64);
             wbuf.clear();
             window.written(&mut wbuf);
+        }
+        if let Some(handle) = watcher {
+            // From here on the connection only streams events; what it sends is ignored.
+            stream_events(&mut stream, &handle.watcher).await;
+            return;
         }
         if close {
             let _ = stream.shutdown().await;
@@ -191,19 +264,34 @@ where
             continue;
         }
         if shared.stopping() {
+            info.closing(CloseReason::Shutdown);
             return;
         }
         // No shutdown signal is watched here: that would put every read of every thread
         // through one shared waiter list. Shutdown ends reads with shutdown(SHUT_RD).
         let read = match idle {
-            Some(t) => tokio::time::timeout(t, rbuf.read_from(&mut stream))
-                .await
-                .unwrap_or(Ok(0)),
+            Some(t) => match tokio::time::timeout(t, rbuf.read_from(&mut stream)).await {
+                Ok(read) => read,
+                Err(_) => {
+                    info.closing(CloseReason::IdleTimeout);
+                    return;
+                }
+            },
             None => rbuf.read_from(&mut stream).await,
         };
         match read {
-            Ok(0) | Err(ReadError::Io(_)) => return,
+            Ok(0) => {
+                if shared.stopping() {
+                    info.closing(CloseReason::Shutdown);
+                }
+                return;
+            }
+            Err(ReadError::Io(_)) => {
+                info.closing(CloseReason::Error);
+                return;
+            }
             Err(ReadError::OutOfMemory) => {
+                info.closing(CloseReason::Error);
                 // A request line longer than the budget can hold (only multi-gets may
                 // be long): memcached closes such a connection with this reply.
                 let _ = stream.write_all(reply::OUT_OF_MEMORY_READING).await;
@@ -214,6 +302,30 @@ where
                 ThreadStats::add(&worker.stats.bytes_read, n as u64);
                 info.last_cmd
                     .store(shared.store.clock().now(), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// memcached's answer when [`crate::watch::MAX_WATCHERS`] are already watching.
+const WATCHER_TOO_MANY: &[u8] = b"WATCHER_TOO_MANY log watcher limit reached\r\n";
+
+/// Streams a watcher's events until the client goes away or the server stops (which ends
+/// reads). Input is read and dropped, so a closed client is noticed.
+async fn stream_events<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, watcher: &Watcher) {
+    let mut lines = Vec::new();
+    let mut sink = [0u8; 512];
+    loop {
+        tokio::select! {
+            _ = watcher.next_lines(&mut lines) => {
+                if stream.write_all(&lines).await.is_err() {
+                    return;
+                }
+            }
+            read = stream.read(&mut sink) => {
+                if !matches!(read, Ok(n) if n > 0) {
+                    return;
+                }
             }
         }
     }
@@ -231,6 +343,8 @@ enum Step {
     Incomplete { needed: usize },
     /// The request is partly served; run it again once the replies are written.
     Suspended,
+    /// A `watch` of these event kinds: the connection becomes a watcher.
+    Watch { consumed: usize, kinds: u32 },
 }
 
 /// The reply to a text request on a SASL-only server.
@@ -254,6 +368,7 @@ impl TextContext<'_> {
             Parsed::Request { request, consumed } => {
                 match commands::execute(worker, self.session, request, self.window, wbuf) {
                     Flow::Suspend => Step::Suspended,
+                    Flow::Watch(kinds) => Step::Watch { consumed, kinds },
                     flow => Step::Done {
                         consumed,
                         swallow: 0,

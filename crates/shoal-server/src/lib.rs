@@ -8,10 +8,13 @@ pub mod auth;
 pub mod commands;
 pub mod config;
 pub mod conn;
+pub mod detail;
+pub mod maintenance;
 pub mod reply_window;
 pub mod server;
 pub mod stats;
 pub mod tls;
+pub mod watch;
 
 pub use config::{Args, Settings, VERSION};
 pub use server::{bind, run, Listener};

@@ -8,10 +8,13 @@
 use crate::auth::PasswordDb;
 use crate::config::Settings;
 use crate::conn::{self, ConnInfo, ConnRegistry};
+use crate::maintenance::LruCrawler;
 use crate::stats::{StatsRegistry, ThreadStats};
+use crate::detail::PrefixStats;
+use crate::watch::Watchers;
 use shoal_net::{Acceptor, Budget, Event, Incoming, WorkerPool, WorkerService};
 use shoal_store::{Store, StoreConfig, Writer};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
@@ -56,6 +59,12 @@ pub struct Shared {
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// What connections may hold in buffers beyond their fixed allowance, all together.
     pub buffers: Budget,
+    /// The background expiry crawl's controls (`lru_crawler`).
+    pub crawler: LruCrawler,
+    /// Connections streaming `watch` events.
+    pub watchers: Watchers,
+    /// `stats detail` counters.
+    pub prefixes: PrefixStats,
     shutdown_tx: watch::Sender<bool>,
     stopping: AtomicBool,
 }
@@ -86,6 +95,9 @@ pub struct Worker {
     pub writer: RefCell<Writer>,
     /// This thread's counters.
     pub stats: Arc<ThreadStats>,
+    /// The connection whose request this thread is executing (its id, which `watch`
+    /// lines show as `cfd`). Set before each request; requests run without yielding.
+    pub current_conn: Cell<u64>,
     /// Sockets of this thread's open connections, so shutdown can end their reads
     /// without every read having to watch a shared shutdown signal.
     pub sockets: RefCell<HashMap<u64, RawFd>>,
@@ -118,6 +130,7 @@ pub fn bind(settings: &Settings) -> io::Result<Listener> {
 /// Runs the server until SIGINT/SIGTERM or the `shutdown` command, then returns once every
 /// connection has finished its in-flight replies.
 pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
+    shoal_net::tune_allocator();
     let store = Store::new(StoreConfig {
         memory_limit: settings.memory_limit,
         max_item_size: settings.max_item_size,
@@ -163,26 +176,18 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
         ascii_auth,
         tls,
         buffers: Budget::new(settings.read_buffer_budget()),
+        crawler: LruCrawler::new(settings.lru_crawler),
+        watchers: Watchers::default(),
+        prefixes: PrefixStats::new(
+            u8::try_from(settings.prefix_delimiter).unwrap_or(b':'),
+            settings.detail_enabled,
+        ),
         shutdown_tx,
         stopping: AtomicBool::new(false),
         settings,
     });
 
-    let maintenance = {
-        let shared = shared.clone();
-        std::thread::Builder::new()
-            .name("shoal-maint".into())
-            .spawn(move || {
-                while !shared.stopping() {
-                    std::thread::sleep(Duration::from_millis(100));
-                    if shared.settings.lru_crawler {
-                        shared.store.maintain();
-                    } else {
-                        shared.store.clock().tick();
-                    }
-                }
-            })?
-    };
+    let maintenance = crate::maintenance::start(shared.clone())?;
 
     let make = {
         let shared = shared.clone();
@@ -191,6 +196,7 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
             stats: shared.stats.register(),
             shared: shared.clone(),
             sockets: RefCell::new(HashMap::new()),
+            current_conn: Cell::new(0),
         }
     };
     let mut pool = WorkerPool::start(
@@ -329,6 +335,7 @@ impl<'w> OpenConn<'w> {
     fn register(worker: &'w Worker, addr: String, fd: RawFd) -> OpenConn<'w> {
         let info = worker.shared.conns.open(addr);
         worker.sockets.borrow_mut().insert(info.id, fd);
+        worker.shared.watchers.conn_event(&info.addr, None, info.id);
         OpenConn { worker, info }
     }
 }
@@ -337,6 +344,11 @@ impl Drop for OpenConn<'_> {
     fn drop(&mut self) {
         self.worker.sockets.borrow_mut().remove(&self.info.id);
         self.worker.shared.conns.close(&self.info);
+        let reason = self.info.close_reason();
+        let shared = &self.worker.shared;
+        shared
+            .watchers
+            .conn_event(&self.info.addr, Some(reason), self.info.id);
     }
 }
 

@@ -323,8 +323,12 @@ fn ascii_auth_refuses_everything_before_auth() {
     ] {
         c.rt(req, b"CLIENT_ERROR unauthenticated\r\n");
     }
-    // Binary is refused too.
-    bp::expect_status(&mut c, &bp::simple(op::GET, b"x"), status::AUTH_ERROR);
+    // -Y binds the text protocol (as memcached): a binary packet is only bytes of a text
+    // line that has not ended, so it gets no answer, as from memcached 1.6.
+    let mut b = s.conn();
+    b.send(&bp::simple(op::GET, b"x"));
+    let (got, closed) = b.drain_for(std::time::Duration::from_millis(300));
+    assert!(got.is_empty() && !closed, "{}", show(&got));
     c.send(b"quit\r\n");
     c.expect_closed();
 }

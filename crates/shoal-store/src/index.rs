@@ -226,6 +226,18 @@ impl Shard {
         }
     }
 
+    /// Calls `f` with every linked item, in bucket order.
+    pub fn for_each(&self, items: &impl Items, mut f: impl FnMut(Ref)) {
+        for &head in &self.heads {
+            let mut r = head;
+            while r != NO_LINK {
+                let next = items.item(r).link();
+                f(r);
+                r = next;
+            }
+        }
+    }
+
     /// Unlinks every item, calling `f` with each, and shrinks back to the minimum size.
     pub fn drain(&mut self, items: &impl Items, mut f: impl FnMut(Ref)) {
         let heads = std::mem::replace(&mut self.heads, vec![NO_LINK; MIN_BUCKETS]);

@@ -18,6 +18,7 @@
 //! ```
 
 mod clock;
+mod dump;
 mod entry;
 mod index;
 mod layout;

@@ -59,7 +59,7 @@ impl Default for StoreConfig {
     }
 }
 
-const SHARDS: usize = 256;
+pub(crate) const SHARDS: usize = 256;
 const MIN_SEGMENT: usize = 64 << 10;
 const DEFAULT_SEGMENT: usize = 1 << 20;
 /// Sealed segments scanned for expired items per maintenance call.
@@ -76,7 +76,7 @@ pub(crate) struct Inner {
     pub(crate) clock: Clock,
     pub(crate) segs: Segments,
     pub(crate) refs: Refs,
-    shards: Box<[Padded<Mutex<Shard>>]>,
+    pub(crate) shards: Box<[Padded<Mutex<Shard>>]>,
     hasher: foldhash::fast::RandomState,
     evict: bool,
     /// Rel time at which a delayed `flush_all` takes effect, 0 if none.
@@ -364,7 +364,7 @@ impl Inner {
         }
     }
 
-    fn check_flush(&self, now: u32) {
+    pub(crate) fn check_flush(&self, now: u32) {
         let at = self.pending_flush.load(Ordering::Relaxed);
         if at != 0
             && now >= at
@@ -458,7 +458,7 @@ impl Inner {
     }
 
     /// Unlinks the expired items of one sealed segment.
-    fn reclaim_expired_in(&self, id: SegId, now: u32) {
+    pub(crate) fn reclaim_expired_in(&self, id: SegId, now: u32) {
         let _scan = self.segs.scan_lock.lock();
         if self.segs.meta(id).state.load(Ordering::Acquire) != crate::segments::SEALED
             || self.segs.meta(id).live_items.load(Ordering::Acquire) == 0

@@ -162,11 +162,12 @@ fn get(w: &Worker, r: &BinaryRequest<'_>, touch: Option<i64>, out: &mut Vec<u8>)
         out.extend_from_slice(&item.flags().to_be_bytes());
         out.extend_from_slice(key);
         out.extend_from_slice(value);
+        item.value().len()
     };
-    let hit = match touch {
+    let found = match touch {
         None => {
             ThreadStats::incr(&s.cmd_get);
-            w.shared.store.get(r.key, |item| emit(item, out)).is_some()
+            w.shared.store.get(r.key, |item| emit(item, out))
         }
         Some(exptime) => {
             ThreadStats::incr(&s.cmd_touch);
@@ -176,17 +177,24 @@ fn get(w: &Worker, r: &BinaryRequest<'_>, touch: Option<i64>, out: &mut Vec<u8>)
                 .store
                 .update(&mut writer, r.key, |e| {
                     if !e.set_exptime(expiry)? {
-                        return Ok(false);
+                        return Ok(None);
                     }
-                    if let Some(item) = e.item() {
-                        emit(&item, out);
-                        item.mark_fetched();
-                    }
-                    Ok(true)
+                    let Some(item) = e.item() else {
+                        return Ok(None);
+                    };
+                    let len = emit(&item, out);
+                    item.mark_fetched();
+                    Ok(Some(len))
                 })
-                .unwrap_or(false)
+                .unwrap_or(None)
         }
     };
+    w.shared
+        .watchers
+        .fetched(r.key, found, w.current_conn.get());
+    let hit = found.is_some();
+    let op = crate::detail::PrefixOp::Get { hit };
+    w.shared.prefixes.record(r.key, op);
     let (hits, misses) = if touch.is_some() {
         (&s.touch_hits, &s.touch_misses)
     } else {
@@ -284,6 +292,10 @@ fn delete(w: &Worker, r: &BinaryRequest<'_>, q: bool, out: &mut Vec<u8>) {
             Ok(Status::Ok)
         })
         .unwrap_or(Status::OutOfMemory);
+    if status == Status::Ok {
+        w.shared.watchers.deleted(r.key, "delete");
+    }
+    w.shared.prefixes.record(r.key, crate::detail::PrefixOp::Delete);
     let s = &w.stats;
     ThreadStats::incr(if status == Status::Ok {
         &s.delete_hits
@@ -391,7 +403,12 @@ fn stat(w: &Worker, r: &BinaryRequest<'_>, out: &mut Vec<u8>) {
     };
     let mut text = Vec::new();
     super::stats::stats(w, group, &mut text);
-    if text.starts_with(b"ERROR") {
+    if r.key == b"detail dump" {
+        // memcached sends the whole dump as one packet's value.
+        binary::response(out, r.opcode, Status::Ok, r.opaque, 0, &[], &[], &text);
+        return;
+    }
+    if text.starts_with(b"ERROR") || text.starts_with(b"CLIENT_ERROR") {
         binary::error(out, r.opcode, Status::KeyNotFound, r.opaque);
         return;
     }

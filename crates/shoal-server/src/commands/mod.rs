@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod arithmetic;
 pub mod binary;
+pub mod crawler;
 pub mod delete;
 pub mod meta;
 pub mod retrieval;
@@ -27,6 +28,9 @@ pub enum Flow {
     /// mark): send what is pending, then run the same request again; the
     /// [`ReplyWindow`] says where it continues.
     Suspend,
+    /// Send what is pending, then stream `watch` events of these kinds
+    /// ([`crate::watch::kind`]) instead of serving requests.
+    Watch(u32),
 }
 
 /// Executes one request, appending its reply (if any) to `out`. Until an ASCII-auth
@@ -98,6 +102,14 @@ pub fn execute(
             admin::cache_memlimit(w, megabytes, noreply, out)
         }
         Request::Stats(group) => stats::stats(w, group, out),
+        Request::LruCrawler(args) => return crawler::lru_crawler(w, args, window, out),
+        Request::Watch(_) if !w.shared.settings.watch_enabled => {
+            out.extend_from_slice(b"CLIENT_ERROR watch commands not allowed\r\n")
+        }
+        Request::Watch(args) => match crate::watch::parse_kinds(args) {
+            Ok(kinds) => return Flow::Watch(kinds),
+            Err(_) => out.extend_from_slice(shoal_protocol::reply::ERROR),
+        },
         Request::MetaGet { key, flags } => meta::get::meta_get(w, key, flags, out),
         Request::MetaSet { key, flags, data } => meta::set::meta_set(w, key, flags, data, out),
         Request::MetaDelete { key, flags } => meta::delete::meta_delete(w, key, flags, out),

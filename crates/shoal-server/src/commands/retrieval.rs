@@ -7,6 +7,7 @@
 //! Every key is counted (and touched, for `gat`) exactly once.
 
 use super::{visible_cas, Flow};
+use crate::detail::PrefixOp;
 use crate::reply_window::{ReplyWindow, Room};
 use crate::server::Worker;
 use crate::stats::ThreadStats;
@@ -21,10 +22,23 @@ fn reply_len(key: &[u8], value_len: usize) -> usize {
 
 /// What serving one key did.
 enum Served {
-    Hit,
+    /// Found; the value's length.
+    Hit(usize),
     Miss,
     /// Not served: no room now (`Later`) or ever (`Never`).
     NoRoom(Room),
+}
+
+/// Tells `watch fetchers` and `stats detail` about one key served.
+#[inline]
+fn watch_fetch(w: &Worker, key: &[u8], served: &Served) {
+    let found = match served {
+        Served::Hit(len) => Some(*len),
+        _ => None,
+    };
+    w.shared.watchers.fetched(key, found, w.current_conn.get());
+    let hit = found.is_some();
+    w.shared.prefixes.record(key, PrefixOp::Get { hit });
 }
 
 /// Ends a retrieval that stopped on `room` at the key starting at `at`.
@@ -55,7 +69,7 @@ pub fn get(
                 Room::Now => {
                     let cas = with_cas.then(|| visible_cas(w, item.cas()));
                     reply::value(out, key, item.flags(), item.value(), cas);
-                    Served::Hit
+                    Served::Hit(item.value().len())
                 }
                 room => Served::NoRoom(room),
             }
@@ -66,9 +80,10 @@ pub fn get(
         }
         ThreadStats::incr(&s.cmd_get);
         ThreadStats::incr(match served {
-            Served::Hit => &s.get_hits,
+            Served::Hit(_) => &s.get_hits,
             _ => &s.get_misses,
         });
+        watch_fetch(w, key, &served);
     }
     window.resume_at = 0;
     reply::end(out);
@@ -103,12 +118,13 @@ pub fn get_and_touch(
             if !e.set_exptime(expiry)? {
                 return Ok(Served::Miss);
             }
-            if let Some(item) = e.item() {
-                let cas = with_cas.then(|| visible_cas(w, item.cas()));
-                reply::value(out, key, item.flags(), item.value(), cas);
-                item.mark_fetched();
-            }
-            Ok(Served::Hit)
+            let Some(item) = e.item() else {
+                return Ok(Served::Miss);
+            };
+            let cas = with_cas.then(|| visible_cas(w, item.cas()));
+            reply::value(out, key, item.flags(), item.value(), cas);
+            item.mark_fetched();
+            Ok(Served::Hit(item.value().len()))
         });
         let served = served.unwrap_or(Served::Miss);
         if let Served::NoRoom(room) = served {
@@ -116,9 +132,10 @@ pub fn get_and_touch(
         }
         ThreadStats::incr(&s.cmd_touch);
         ThreadStats::incr(match served {
-            Served::Hit => &s.touch_hits,
+            Served::Hit(_) => &s.touch_hits,
             _ => &s.touch_misses,
         });
+        watch_fetch(w, key, &served);
     }
     window.resume_at = 0;
     reply::end(out);

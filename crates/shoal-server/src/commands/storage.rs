@@ -103,6 +103,10 @@ pub fn apply(
         };
         Ok(outcome.map_or(Stored::NotStored, Stored::Stored))
     });
+    if w.shared.watchers.watching(crate::watch::kind::MUTATIONS) {
+        watch_store(w, kind, key, data.len(), opts.exptime, &result);
+    }
+    w.shared.prefixes.record(key, crate::detail::PrefixOp::Set);
     if cas_check.is_some() {
         match result {
             Ok(Stored::Stored(_)) => ThreadStats::incr(&s.cas_hits),
@@ -112,6 +116,40 @@ pub fn apply(
         }
     }
     result
+}
+
+/// Tells `watch mutations` how a store ended, in memcached's words.
+pub(crate) fn watch_store(
+    w: &Worker,
+    kind: StoreKind,
+    key: &[u8],
+    size: usize,
+    exptime: u32,
+    result: &Result<Stored, StoreError>,
+) {
+    let status = match result {
+        Ok(Stored::Stored(_)) => "stored",
+        Ok(Stored::NotStored) => "not_stored",
+        Ok(Stored::Exists) => "exists",
+        Ok(Stored::NotFound) => "not_found",
+        Err(StoreError::TooLarge) => "too_large",
+        Err(StoreError::OutOfMemory) => "no_memory",
+    };
+    let cmd = match kind {
+        StoreKind::Set => "set",
+        StoreKind::Add => "add",
+        StoreKind::Replace => "replace",
+        StoreKind::Append => "append",
+        StoreKind::Prepend => "prepend",
+        StoreKind::Cas => "cas",
+    };
+    let ttl = match exptime {
+        0 => 0,
+        e => e.saturating_sub(w.shared.store.clock().now()),
+    };
+    w.shared
+        .watchers
+        .stored(key, status, cmd, ttl, size, w.current_conn.get());
 }
 
 /// A value over the size limit: memcached removes the old value for `set` (and every

@@ -25,7 +25,7 @@ pub fn meta_get(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Vec<
         let mut won = false;
         if e.item().is_none() {
             let Some(ttl) = vivify else {
-                return Ok(false);
+                return Ok(None);
             };
             // An empty placeholder: this client wins the right to fill it in.
             let exptime = e.expiry(ttl);
@@ -43,7 +43,7 @@ pub fn meta_get(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Vec<
         }
         let recache_at = recache.map(|r| e.expiry(r));
         let Some(item) = e.item() else {
-            return Ok(false);
+            return Ok(None);
         };
         if let Some(at) = recache_at {
             if !won && !item.win_sent() && item.exptime() != 0 && item.exptime() < at {
@@ -94,9 +94,14 @@ pub fn meta_get(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Vec<
         if !no_bump {
             item.mark_fetched();
         }
-        Ok(true)
+        Ok(Some(value.len()))
     });
-    let hit = matches!(found, Ok(true));
+    let hit = matches!(found, Ok(Some(_)));
+    w.shared
+        .watchers
+        .fetched(key, found.ok().flatten(), w.current_conn.get());
+    let op = crate::detail::PrefixOp::Get { hit };
+    w.shared.prefixes.record(key, op);
     if touch.is_some() {
         ThreadStats::incr(&s.cmd_touch);
         ThreadStats::incr(if hit { &s.touch_hits } else { &s.touch_misses });
@@ -105,8 +110,8 @@ pub fn meta_get(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Vec<
         ThreadStats::incr(if hit { &s.get_hits } else { &s.get_misses });
     }
     match found {
-        Ok(true) => {}
-        Ok(false) => {
+        Ok(Some(_)) => {}
+        Ok(None) => {
             if !flags.quiet() {
                 status(out, meta::EN, &flags, key);
             }

@@ -1,19 +1,12 @@
 //! `ms <key> <datalen> <flags>*`: store with modes, compare-and-swap, invalidation.
 
 use super::{cas, number};
-use crate::commands::storage::{fits, too_large};
+use crate::commands::storage::{fits, too_large, watch_store, Stored};
 use crate::server::Worker;
 use crate::stats::ThreadStats;
 use shoal_protocol::reply::{self, code as meta};
-use shoal_protocol::{MetaFlags, MetaMode};
+use shoal_protocol::{MetaFlags, MetaMode, StoreKind};
 use shoal_store::{StoreError, StoreOptions};
-
-enum Outcome {
-    Stored(u64),
-    NotStored,
-    Exists,
-    NotFound,
-}
 
 /// `ms`.
 pub fn meta_set(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, data: &[u8], out: &mut Vec<u8>) {
@@ -54,7 +47,7 @@ pub fn meta_set(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, data: &[u8], o
         });
         if let Some(expected) = compare {
             let Some((cur_cas, cur_exp, win)) = current else {
-                return Ok(Outcome::NotFound);
+                return Ok(Stored::NotFound);
             };
             if cur_cas != expected {
                 // With I, an older CAS still lands, but as a stale value that keeps the
@@ -69,41 +62,54 @@ pub fn meta_set(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, data: &[u8], o
                         win_sent: win,
                         ..opts
                     };
-                    return Ok(Outcome::Stored(e.store(&[data], stale)?));
+                    return Ok(Stored::Stored(e.store(&[data], stale)?));
                 }
-                return Ok(Outcome::Exists);
+                return Ok(Stored::Exists);
             }
         }
         let exists = current.is_some();
         Ok(match mode {
-            MetaMode::Set => Outcome::Stored(e.store(&[data], opts)?),
-            MetaMode::Add if exists => Outcome::NotStored,
-            MetaMode::Replace if !exists => Outcome::NotStored,
-            MetaMode::Add | MetaMode::Replace => Outcome::Stored(e.store(&[data], opts)?),
+            MetaMode::Set => Stored::Stored(e.store(&[data], opts)?),
+            MetaMode::Add if exists => Stored::NotStored,
+            MetaMode::Replace if !exists => Stored::NotStored,
+            MetaMode::Add | MetaMode::Replace => Stored::Stored(e.store(&[data], opts)?),
             MetaMode::Append | MetaMode::Prepend if !exists => match vivify {
                 Some(n) => {
                     let viv = StoreOptions {
                         exptime: e.expiry(n),
                         ..opts
                     };
-                    Outcome::Stored(e.store(&[data], viv)?)
+                    Stored::Stored(e.store(&[data], viv)?)
                 }
-                None => Outcome::NotStored,
+                None => Stored::NotStored,
             },
             MetaMode::Append | MetaMode::Prepend => {
                 match e.append(data, mode == MetaMode::Prepend)? {
-                    Some(c) => Outcome::Stored(c),
-                    None => Outcome::NotStored,
+                    Some(c) => Stored::Stored(c),
+                    None => Stored::NotStored,
                 }
             }
-            MetaMode::Incr | MetaMode::Decr => Outcome::NotStored,
+            MetaMode::Incr | MetaMode::Decr => Stored::NotStored,
         })
     });
+    w.shared.prefixes.record(key, crate::detail::PrefixOp::Set);
+    if w.shared.watchers.watching(crate::watch::kind::MUTATIONS) {
+        let kind = match mode {
+            MetaMode::Add => StoreKind::Add,
+            MetaMode::Replace => StoreKind::Replace,
+            MetaMode::Append => StoreKind::Append,
+            MetaMode::Prepend => StoreKind::Prepend,
+            _ if compare.is_some() => StoreKind::Cas,
+            _ => StoreKind::Set,
+        };
+        let exptime = store.clock().expiry(ttl);
+        watch_store(w, kind, key, data.len(), exptime, &result);
+    }
     let (code, new) = match result {
-        Ok(Outcome::Stored(c)) => (meta::HD, Some(c)),
-        Ok(Outcome::NotStored) => (meta::NS, None),
-        Ok(Outcome::Exists) => (meta::EX, None),
-        Ok(Outcome::NotFound) => (meta::NF, None),
+        Ok(Stored::Stored(c)) => (meta::HD, Some(c)),
+        Ok(Stored::NotStored) => (meta::NS, None),
+        Ok(Stored::Exists) => (meta::EX, None),
+        Ok(Stored::NotFound) => (meta::NF, None),
         Err(StoreError::TooLarge) => {
             out.extend_from_slice(reply::OBJECT_TOO_LARGE);
             return;
