@@ -1,7 +1,7 @@
 //! shoal-proxy places every key exactly where twemproxy 0.5.0 (nutcracker) does: both run
 //! the same configuration over the same three shoald backends, every key is set through
 //! each, and each backend is asked directly which keys it holds. The twemproxy vectors
-//! (`shared/vectors/twemproxy.jsonl`, computed by nutcracker 0.5.0) are checked the same
+//! (`crates/shoal-ring/tests/data/twemproxy.jsonl`, computed by nutcracker 0.5.0) are checked the same
 //! way, with the backends named as the vectors' servers (twemproxy's ketama hashes the
 //! server name when one is given).
 

@@ -376,12 +376,12 @@ pub fn set_all(addr: SocketAddr, keys: &[String]) {
     }
 }
 
-/// The vectors directory: `SHOAL_VECTORS_DIR` or `../shared/vectors` beside the repo.
+/// The vectors directory: `SHOAL_VECTORS_DIR`, or the copy vendored in shoal-ring.
 pub fn vectors_dir() -> PathBuf {
     if let Ok(d) = std::env::var("SHOAL_VECTORS_DIR") {
         return PathBuf::from(d);
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shoal-ring/tests/data")
 }
 
 /// A backend that answers every read with `reply` (or never answers when `None`).
