@@ -1207,10 +1207,7 @@ fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigError> {
             t.worker_logbuf_size = o.scaled(&missing, 1024)?;
             inert = Some(Inert::Watch);
         }
-        "track_sizes" => {
-            t.track_sizes = true;
-            inert = Some(Inert::Stats);
-        }
+        "track_sizes" => t.track_sizes = true,
         "drop_privileges" | "no_drop_privileges" => {
             t.drop_privileges = key == "drop_privileges";
             inert = Some(Inert::Sandbox);

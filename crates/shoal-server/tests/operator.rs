@@ -344,13 +344,22 @@ fn stats_detail_counts_by_prefix() {
     );
     c.rt(b"stats reset\r\n", b"RESET\r\n");
     c.rt(b"stats detail off\r\n", b"OK\r\n");
-    c.rt(b"stats detail\r\n", b"CLIENT_ERROR usage: stats detail on|off|dump\r\n");
-    c.rt(b"stats detail bogus\r\n", b"CLIENT_ERROR usage: stats detail on|off|dump\r\n");
+    c.rt(
+        b"stats detail\r\n",
+        b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
+    );
+    c.rt(
+        b"stats detail bogus\r\n",
+        b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
+    );
     c.rt(b"set user/1 0 0 1\r\na\r\n", b"STORED\r\n");
     c.rt(b"stats detail dump\r\n", b"END\r\n");
     c.rt(b"stats detail on\r\n", b"OK\r\n");
     c.rt(b"set user/1 0 0 1\r\na\r\n", b"STORED\r\n");
-    c.rt(b"get user/1 user/2 plain\r\n", b"VALUE user/1 0 1\r\na\r\nEND\r\n");
+    c.rt(
+        b"get user/1 user/2 plain\r\n",
+        b"VALUE user/1 0 1\r\na\r\nEND\r\n",
+    );
     c.rt(b"delete user/2\r\n", b"NOT_FOUND\r\n");
     c.rt(b"set a:b 0 0 1\r\na\r\n", b"STORED\r\n");
     c.rt(
@@ -369,12 +378,83 @@ fn stats_detail_counts_by_prefix() {
 fn dumps_and_watch_can_be_disabled() {
     let server = Server::with_args(&["-X", "-W"]);
     let mut c = server.conn();
-    c.rt(b"lru_crawler metadump all\r\n", b"ERROR metadump not allowed\r\n");
-    c.rt(b"lru_crawler mgdump all\r\n", b"ERROR key dump not allowed\r\n");
+    c.rt(
+        b"lru_crawler metadump all\r\n",
+        b"ERROR metadump not allowed\r\n",
+    );
+    c.rt(
+        b"lru_crawler mgdump all\r\n",
+        b"ERROR key dump not allowed\r\n",
+    );
     c.rt(
         b"stats cachedump 1 0\r\n",
         b"CLIENT_ERROR stats cachedump not allowed\r\n",
     );
     c.rt(b"watch\r\n", b"CLIENT_ERROR watch commands not allowed\r\n");
     c.rt(b"lru_crawler crawl all\r\n", b"OK\r\n");
+}
+
+#[test]
+fn stats_sizes_counts_items_with_track_sizes() {
+    let off = Server::start();
+    let mut c = off.conn();
+    c.rt(b"stats sizes\r\n", b"STAT sizes_status disabled\r\nEND\r\n");
+    let on = Server::with_args(&["-o", "track_sizes"]);
+    let mut c = on.conn();
+    c.rt(b"stats sizes\r\n", b"END\r\n");
+    for i in 0..10 {
+        c.rt(
+            format!("set small{i} 0 0 1\r\nx\r\n").as_bytes(),
+            b"STORED\r\n",
+        );
+    }
+    let big = vec![b'b'; 1000];
+    let mut req = b"set big 0 0 1000\r\n".to_vec();
+    req.extend_from_slice(&big);
+    req.extend_from_slice(b"\r\n");
+    c.rt(&req, b"STORED\r\n");
+    let stats = c.stats("sizes");
+    let total: u64 = stats
+        .values()
+        .map(|v| v.parse::<u64>().expect("count"))
+        .sum();
+    assert_eq!(total, 11, "{stats:?}");
+    for bucket in stats.keys() {
+        assert_eq!(bucket.parse::<usize>().expect("bucket") % 32, 0, "{bucket}");
+    }
+    assert_eq!(stats.len(), 2, "small items share a bucket: {stats:?}");
+}
+
+/// libmemcached's tools read shoald as they read memcached.
+#[test]
+fn memcstat_and_memcdump_work() {
+    if !peer_available("/usr/bin/memcstat") || !peer_available("/usr/bin/memcdump") {
+        return;
+    }
+    let server = Server::start();
+    let mut c = server.conn();
+    for i in 0..50 {
+        c.rt(
+            format!("set tool{i} 0 0 1\r\nx\r\n").as_bytes(),
+            b"STORED\r\n",
+        );
+    }
+    let servers = format!("--servers={}", server.addr.expect("tcp"));
+    let out = Command::new("memcstat")
+        .arg(&servers)
+        .output()
+        .expect("run memcstat");
+    assert!(out.status.success(), "{}", show(&out.stderr));
+    let text = show(&out.stdout);
+    assert!(text.contains("curr_items: 50"), "{text}");
+    let out = Command::new("memcdump")
+        .arg(&servers)
+        .output()
+        .expect("run memcdump");
+    assert!(out.status.success(), "{}", show(&out.stderr));
+    let mut keys: Vec<String> = show(&out.stdout).lines().map(str::to_string).collect();
+    keys.sort();
+    let mut want: Vec<String> = (0..50).map(|i| format!("tool{i}")).collect();
+    want.sort();
+    assert_eq!(keys, want);
 }

@@ -295,7 +295,9 @@ fn delete(w: &Worker, r: &BinaryRequest<'_>, q: bool, out: &mut Vec<u8>) {
     if status == Status::Ok {
         w.shared.watchers.deleted(r.key, "delete");
     }
-    w.shared.prefixes.record(r.key, crate::detail::PrefixOp::Delete);
+    w.shared
+        .prefixes
+        .record(r.key, crate::detail::PrefixOp::Delete);
     let s = &w.stats;
     ThreadStats::incr(if status == Status::Ok {
         &s.delete_hits

@@ -1,5 +1,5 @@
-//! `lru_crawler` and `stats cachedump`: the operator commands that list items or steer the
-//! background expiry crawl, with memcached 1.6's replies.
+//! `lru_crawler`, `stats cachedump` and `stats sizes`: the operator commands that list or
+//! count items or steer the background expiry crawl, with memcached 1.6's replies.
 //!
 //! Shoal has no slab classes: every item is reported in class 1 (as `stats items` does),
 //! so a dump of class 1, `all` or `hash` lists every item and a dump of another valid
@@ -248,6 +248,31 @@ pub fn cachedump(w: &Worker, args: &[u8], out: &mut Vec<u8>) {
         }
     }
     out.extend_from_slice(reply::END);
+}
+
+/// memcached's `stats sizes` bucket width.
+const SIZE_BUCKET: usize = 32;
+
+/// `stats sizes`: item counts by size, in 32-byte buckets (`STAT <bucket> <count>`), with
+/// `-o track_sizes`; otherwise `STAT sizes_status disabled`, as memcached. memcached keeps
+/// this histogram up to date on every write; shoald counts on demand, one index shard at
+/// a time, so keeping the option on costs nothing until the command is used.
+pub fn sizes(w: &Worker, out: &mut Vec<u8>) {
+    if !w.shared.settings.tunables.track_sizes {
+        reply::stat_str(out, "sizes_status", "disabled");
+        return;
+    }
+    let store = &w.shared.store;
+    let mut counts = std::collections::BTreeMap::<usize, u64>::new();
+    for part in 0..store.walk_parts() {
+        store.walk_part(part, |item| {
+            let bucket = item.size().div_ceil(SIZE_BUCKET) * SIZE_BUCKET;
+            *counts.entry(bucket).or_default() += 1;
+        });
+    }
+    for (bucket, n) in counts {
+        reply::stat_u64(out, &bucket.to_string(), n);
+    }
 }
 
 #[cfg(test)]

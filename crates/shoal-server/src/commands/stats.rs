@@ -12,7 +12,7 @@ pub fn stats(w: &Worker, group: StatsGroup<'_>, out: &mut Vec<u8>) {
         StatsGroup::Settings => settings(w, out),
         StatsGroup::Items => items(w, out),
         StatsGroup::Slabs => slabs(w, out),
-        StatsGroup::Sizes => reply::stat_str(out, "sizes_status", "disabled"),
+        StatsGroup::Sizes => super::crawler::sizes(w, out),
         StatsGroup::Conns => conns(w, out),
         StatsGroup::Reset => {
             w.shared.stats.reset();
