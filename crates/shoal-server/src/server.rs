@@ -8,9 +8,9 @@
 use crate::auth::PasswordDb;
 use crate::config::Settings;
 use crate::conn::{self, ConnInfo, ConnRegistry};
+use crate::detail::PrefixStats;
 use crate::maintenance::LruCrawler;
 use crate::stats::{StatsRegistry, ThreadStats};
-use crate::detail::PrefixStats;
 use crate::watch::Watchers;
 use shoal_net::{Acceptor, Budget, Event, Incoming, WorkerPool, WorkerService};
 use shoal_store::{Store, StoreConfig, Writer};
@@ -61,8 +61,8 @@ pub struct Shared {
     pub buffers: Budget,
     /// The background expiry crawl's controls (`lru_crawler`).
     pub crawler: LruCrawler,
-    /// Connections streaming `watch` events.
-    pub watchers: Watchers,
+    /// Connections streaming `watch` events (shared with the store's eviction observer).
+    pub watchers: Arc<Watchers>,
     /// `stats detail` counters.
     pub prefixes: PrefixStats,
     shutdown_tx: watch::Sender<bool>,
@@ -163,6 +163,11 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
         .map(crate::tls::acceptor)
         .transpose()?;
     let (shutdown_tx, _) = watch::channel(false);
+    let watchers = Arc::new(Watchers::default());
+    {
+        let watchers = watchers.clone();
+        store.on_evict(move |item| watchers.evicted(item));
+    }
     let shared = Arc::new(Shared {
         store,
         stats: StatsRegistry::default(),
@@ -177,7 +182,7 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
         tls,
         buffers: Budget::new(settings.read_buffer_budget()),
         crawler: LruCrawler::new(settings.lru_crawler),
-        watchers: Watchers::default(),
+        watchers: watchers.clone(),
         prefixes: PrefixStats::new(
             u8::try_from(settings.prefix_delimiter).unwrap_or(b':'),
             settings.detail_enabled,

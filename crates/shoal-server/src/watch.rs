@@ -158,6 +158,11 @@ impl Watchers {
         self.active.store(kinds, Ordering::Relaxed);
     }
 
+    /// Connections watching now (`stats`' `log_watchers`).
+    pub fn count(&self) -> usize {
+        self.list.lock().len()
+    }
+
     /// Whether anyone watches `kind`: the whole cost of an event nobody watches.
     #[inline]
     pub fn watching(&self, kind: u32) -> bool {
@@ -214,6 +219,24 @@ impl Watchers {
             let _ = write!(
                 l,
                 " status={status} cmd={cmd} ttl={ttl} clsid=1 cfd={cfd} size={size}"
+            );
+        });
+    }
+
+    /// An item was evicted to make room (memcached's `eviction` line: whether it was ever
+    /// fetched, seconds it had left (-1: none), seconds since last access).
+    #[inline]
+    pub fn evicted(&self, item: &shoal_store::Item<'_>) {
+        self.emit(kind::EVICTIONS, |l| {
+            l.extend_from_slice(b"type=eviction key=");
+            uri_encode(item.key(), l);
+            let fetch = if item.fetched() { "yes" } else { "no" };
+            let ttl = item.ttl().map_or(-1, i64::from);
+            let _ = write!(
+                l,
+                " fetch={fetch} ttl={ttl} la={} clsid=1 size={}",
+                item.idle_seconds(),
+                item.value().len()
             );
         });
     }

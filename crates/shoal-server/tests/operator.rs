@@ -458,3 +458,35 @@ fn memcstat_and_memcdump_work() {
     want.sort();
     assert_eq!(keys, want);
 }
+
+#[test]
+fn watch_evictions_reports_items_evicted_for_room() {
+    let server = Server::with_args(&["-m", "8", "-t", "1"]);
+    let mut w = server.conn();
+    w.rt(b"watch evictions\r\n", b"OK\r\n");
+    let mut c = server.conn();
+    let value = vec![b'v'; 10_000];
+    let mut batch = Vec::new();
+    for i in 0..3000 {
+        batch.extend_from_slice(format!("set ev{i} 0 0 {} noreply\r\n", value.len()).as_bytes());
+        batch.extend_from_slice(&value);
+        batch.extend_from_slice(b"\r\n");
+    }
+    c.send(&batch);
+    c.rt(b"mn\r\n", b"MN\r\n");
+    let evictions = c.stat("evictions");
+    assert!(evictions > 100, "{evictions}");
+    let text = watched(&mut w, std::time::Duration::from_millis(500));
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("type=eviction")).collect();
+    let skipped: u64 = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("skipped="))
+        .map(|n| n.parse::<u64>().expect("number"))
+        .sum();
+    assert_eq!(lines.len() as u64 + skipped, evictions, "{}", &text[..text.len().min(300)]);
+    let first = lines.first().expect("an eviction line");
+    assert!(
+        first.contains(" key=ev0 fetch=no ttl=-1 la=") && first.ends_with(" clsid=1 size=10000"),
+        "{first}"
+    );
+}

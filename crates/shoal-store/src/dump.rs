@@ -40,6 +40,14 @@ impl Store {
 }
 
 impl Store {
+    /// Has `observe` called with every item evicted from now on (not expired items, not
+    /// deletions), from whichever thread evicts, while the store's internal locks are
+    /// held: it must be quick and must not call back into the store. Only one observer
+    /// can be set; false if one already was.
+    pub fn on_evict(&self, observe: impl Fn(&Item<'_>) + Send + Sync + 'static) -> bool {
+        self.inner.evict_observer.set(Box::new(observe)).is_ok()
+    }
+
     /// Unlinks every expired item now, segment by segment (each under the scan lock only),
     /// rather than the few segments [`Store::maintain`] visits per call. Returns how many
     /// items it reclaimed. Meant for a background thread: it reads all of item memory.
@@ -93,6 +101,38 @@ mod tests {
             });
         }
         assert_eq!(seen, expect);
+    }
+
+    #[test]
+    fn the_eviction_observer_sees_every_evicted_item() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use std::sync::Arc;
+        let store = Store::new(StoreConfig {
+            memory_limit: 8 << 20,
+            max_item_size: 64 << 10,
+            writers: 1,
+            ..StoreConfig::default()
+        })
+        .expect("store");
+        let seen = Arc::new(AtomicU64::new(0));
+        let counter = seen.clone();
+        assert!(store.on_evict(move |item| {
+            assert!(item.key().starts_with(b"k"));
+            counter.fetch_add(1, Ordering::Relaxed);
+        }));
+        assert!(!store.on_evict(|_| {}), "one observer only");
+        let mut w = store.writer();
+        let value = vec![b'x'; 4000];
+        for i in 0..10_000u32 {
+            store
+                .update(&mut w, format!("k{i}").as_bytes(), |e| {
+                    e.store(&[&value], StoreOptions::default())
+                })
+                .expect("store");
+        }
+        let evictions = store.stats().evictions;
+        assert!(evictions > 1000, "{evictions}");
+        assert_eq!(seen.load(Ordering::Relaxed), evictions);
     }
 
     #[test]

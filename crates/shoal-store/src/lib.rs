@@ -30,5 +30,5 @@ mod writer;
 pub use clock::{is_expired, Clock, MAX_RELATIVE_EXPTIME};
 pub use entry::{Entry, EntryError, Item, StoreOptions};
 pub use stats::StoreStats;
-pub use store::{ConfigError, Store, StoreConfig, StoreError};
+pub use store::{ConfigError, EvictObserver, Store, StoreConfig, StoreError};
 pub use writer::Writer;

@@ -12,6 +12,9 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+/// A callback told about each evicted item; see [`Store::on_evict`].
+pub type EvictObserver = Box<dyn Fn(&Item<'_>) + Send + Sync>;
+
 /// Why a store operation could not complete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -83,6 +86,8 @@ pub(crate) struct Inner {
     pending_flush: AtomicU32,
     crawl_cursor: AtomicUsize,
     limit_bytes: AtomicU64,
+    /// Told about every item evicted to make room (memcached's `watch evictions`).
+    pub(crate) evict_observer: std::sync::OnceLock<EvictObserver>,
 }
 
 impl Store {
@@ -128,6 +133,7 @@ impl Store {
                 pending_flush: AtomicU32::new(0),
                 crawl_cursor: AtomicUsize::new(0),
                 limit_bytes: AtomicU64::new(limit as u64),
+                evict_observer: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -451,6 +457,11 @@ impl Inner {
                     c.evictions += 1;
                     if !fetched {
                         c.evicted_unfetched += 1;
+                    }
+                    if let Some(observe) = self.evict_observer.get() {
+                        // The segment is not reused before this walk ends, so the item's
+                        // bytes are still intact although it is unlinked.
+                        observe(&Item::new(raw, self.cas_of(loc, &raw), now));
                     }
                 }
             }
