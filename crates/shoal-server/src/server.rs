@@ -304,7 +304,8 @@ impl WorkerService for Worker {
                 let Ok(mut s) = tokio::net::UnixStream::from_std(s) else {
                     return;
                 };
-                let open = OpenConn::register(&self, "unix".to_string(), s.as_raw_fd());
+                let open =
+                    OpenConn::register(&self, self.shared.listen_label.clone(), s.as_raw_fd());
                 conn::serve(&mut s, &self, &open.info).await;
             }
         }

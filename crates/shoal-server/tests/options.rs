@@ -183,6 +183,18 @@ fn unix_socket_with_mask() {
         let mut c2 = s.conn();
         assert_eq!(c2.get("k").as_deref(), Some(&b"unix"[..]));
         assert_eq!(c.stats("settings")["domain_socket"], path_s);
+        // `stats conns` names the socket path, as memcached does.
+        let conns = c.stats("conns");
+        let addrs: Vec<&String> = conns
+            .iter()
+            .filter(|(k, _)| k.ends_with(":addr"))
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(addrs.len(), 2, "{conns:?}");
+        assert!(
+            addrs.iter().all(|a| **a == format!("unix:{path_s}")),
+            "{conns:?}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
