@@ -477,13 +477,21 @@ fn watch_evictions_reports_items_evicted_for_room() {
     let evictions = c.stat("evictions");
     assert!(evictions > 100, "{evictions}");
     let text = watched(&mut w, std::time::Duration::from_millis(500));
-    let lines: Vec<&str> = text.lines().filter(|l| l.contains("type=eviction")).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("type=eviction"))
+        .collect();
     let skipped: u64 = text
         .lines()
         .filter_map(|l| l.strip_prefix("skipped="))
         .map(|n| n.parse::<u64>().expect("number"))
         .sum();
-    assert_eq!(lines.len() as u64 + skipped, evictions, "{}", &text[..text.len().min(300)]);
+    assert_eq!(
+        lines.len() as u64 + skipped,
+        evictions,
+        "{}",
+        &text[..text.len().min(300)]
+    );
     let first = lines.first().expect("an eviction line");
     assert!(
         first.contains(" key=ev0 fetch=no ttl=-1 la=") && first.ends_with(" clsid=1 size=10000"),
