@@ -13,7 +13,9 @@ pub fn delete(w: &Worker, key: &[u8], noreply: bool, out: &mut Vec<u8>) {
         .store
         .update(&mut writer, key, |e| Ok(e.remove()))
         .unwrap_or(false);
-    w.shared.prefixes.record(key, crate::detail::PrefixOp::Delete);
+    w.shared
+        .prefixes
+        .record(key, crate::detail::PrefixOp::Delete);
     if removed {
         w.shared.watchers.deleted(key, "delete");
         ThreadStats::incr(&w.stats.delete_hits);

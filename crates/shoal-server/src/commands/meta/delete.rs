@@ -61,7 +61,9 @@ pub fn meta_delete(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut V
     let s = &w.stats;
     // As memcached: only a removal is a delete hit; misses, CAS mismatches and a stale
     // mark (I) are not.
-    w.shared.prefixes.record(key, crate::detail::PrefixOp::Delete);
+    w.shared
+        .prefixes
+        .record(key, crate::detail::PrefixOp::Delete);
     if removed {
         w.shared.watchers.deleted(key, "md");
         ThreadStats::incr(&s.delete_hits);
