@@ -84,7 +84,16 @@ unsafe impl Send for Segments {}
 impl Segments {
     /// A table of segments of `seg_size` bytes, allowing `limit` of them and addressing up to
     /// `capacity` (for later raises of the limit).
+    ///
+    /// # Panics
+    /// If `seg_size` is not a power of two between 8 bytes and 2 GiB: item offsets are
+    /// `u32`, references pack offsets with shifts, and every allocation uses this size.
     pub fn new(seg_size: usize, limit: usize, capacity: usize) -> Self {
+        // Checked here, once, because `layout` and every write into a segment rely on it.
+        assert!(
+            seg_size.is_power_of_two() && (8..=1 << 31).contains(&seg_size),
+            "invalid segment size {seg_size}"
+        );
         let capacity = capacity.clamp(1, MAX_SEGMENTS);
         let limit = limit.clamp(1, capacity);
         let ptrs = (0..capacity)
@@ -114,8 +123,10 @@ impl Segments {
     }
 
     fn layout(&self) -> Layout {
-        // seg_size is validated at store construction (non-zero, multiple of 8).
-        Layout::from_size_align(self.seg_size, 8).unwrap_or(Layout::new::<u64>())
+        // Never a fallback layout: a smaller allocation than `seg_size` would make every
+        // write near a segment's end go out of bounds. `new` checked the size, so this
+        // cannot fail.
+        Layout::from_size_align(self.seg_size, 8).expect("segment size checked in new")
     }
 
     /// Base address of a segment with memory. Only called for ids reached through the index

@@ -3,7 +3,7 @@
 use crate::clock::{is_expired, Clock};
 use crate::entry::{Entry, EntryError, EntryErrorKind, Item};
 use crate::index::{Items, Padded, Ref, Refs, Shard, ShardCounters};
-use crate::layout::{RawItem, FETCHED};
+use crate::layout::{RawItem, FETCHED, NO_LINK};
 use crate::segments::{Acquired, SegId, Segments, MAX_SEGMENTS};
 use crate::stats::StoreStats;
 use crate::writer::Writer;
@@ -81,7 +81,7 @@ pub(crate) struct Inner {
     pub(crate) refs: Refs,
     pub(crate) shards: Box<[Padded<Mutex<Shard>>]>,
     hasher: foldhash::fast::RandomState,
-    evict: bool,
+    pub(crate) evict: bool,
     /// Rel time at which a delayed `flush_all` takes effect, 0 if none.
     pending_flush: AtomicU32,
     crawl_cursor: AtomicUsize,
@@ -93,31 +93,7 @@ pub(crate) struct Inner {
 impl Store {
     /// Creates a store. Memory is reserved lazily, segment by segment.
     pub fn new(cfg: StoreConfig) -> Result<Store, ConfigError> {
-        let limit = cfg.memory_limit;
-        // Segments are a power of two (references pack offsets with shifts) and at least
-        // the item limit, so any item fits one segment.
-        let mut seg = cfg
-            .max_item_size
-            .max(1)
-            .next_power_of_two()
-            .max(DEFAULT_SEGMENT);
-        // Every writer holds a segment open and eviction needs one sealed segment, so a
-        // small limit gets smaller segments (and a lower effective item limit) rather than
-        // a store that cannot evict.
-        let min_segments = cfg.writers.max(1) + 2;
-        if limit / seg < min_segments {
-            let fit = (limit / min_segments).max(1);
-            seg = (1usize << (usize::BITS - 1 - fit.leading_zeros())).max(MIN_SEGMENT);
-        }
-        while limit / seg > MAX_SEGMENTS {
-            seg *= 2;
-        }
-        if seg > u32::MAX as usize || limit < seg {
-            return Err(ConfigError::MemoryTooSmall(limit));
-        }
-        let segments = limit / seg;
-        let capacity = (segments * 2).clamp(64, MAX_SEGMENTS);
-        let refs = Refs::new(seg.trailing_zeros(), capacity);
+        let g = Geometry::of(&cfg)?;
         let per_shard = cfg.index_capacity.div_ceil(SHARDS);
         let shards = (0..SHARDS)
             .map(|_| Padded(Mutex::new(Shard::with_capacity(per_shard))))
@@ -125,14 +101,14 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 clock: Clock::new(),
-                segs: Segments::new(seg, segments, capacity),
-                refs,
+                segs: Segments::new(g.seg, g.segments, g.capacity),
+                refs: g.refs,
                 shards,
                 hasher: foldhash::fast::RandomState::default(),
                 evict: cfg.evict,
                 pending_flush: AtomicU32::new(0),
                 crawl_cursor: AtomicUsize::new(0),
-                limit_bytes: AtomicU64::new(limit as u64),
+                limit_bytes: AtomicU64::new(cfg.memory_limit as u64),
                 evict_observer: std::sync::OnceLock::new(),
             }),
         })
@@ -180,14 +156,31 @@ impl Store {
     /// than once (when the writer needs a fresh segment it is re-run after the lock is
     /// dropped and room is made), so it must not have side effects before its last call
     /// returns; errors from `Entry` methods must be propagated with `?`.
+    ///
+    /// `f` runs under the key's shard lock: calling back into the store from `f` (or from a
+    /// [`get`](Self::get) callback) may deadlock, though it cannot corrupt memory.
+    ///
+    /// # Panics
+    ///
+    /// If `writer` was made by a different store (one not sharing this store's memory, i.e.
+    /// not a clone of it). A writer's segment belongs to its own store, so writing through
+    /// it here would link another store's memory into this index; like a `RefCell` borrow
+    /// conflict this is a contract violation, refused in every build.
     pub fn update<R>(
         &self,
         writer: &mut Writer,
         key: &[u8],
         mut f: impl FnMut(&mut Entry<'_>) -> Result<R, EntryError>,
     ) -> Result<R, StoreError> {
+        // A real check, not a debug one: `Entry::write` resolves the writer's segment id in
+        // *this* store's segment table, so a foreign writer would write into memory it does
+        // not own (another writer's segment, or a null base) and the index would then point
+        // into it. One pointer comparison per update is cheap next to the shard lock.
+        assert!(
+            Arc::ptr_eq(&writer.inner, &self.inner),
+            "Store::update: the Writer belongs to a different Store (make it with this store's writer())"
+        );
         let inner = &*self.inner;
-        debug_assert!(Arc::ptr_eq(&writer.inner, &self.inner));
         let now = inner.clock.now();
         inner.check_flush(now);
         let hash = inner.hash(key);
@@ -289,6 +282,69 @@ impl Store {
             segments_sealed: sealed as u64,
             index_bytes,
         }
+    }
+}
+
+/// How a store's memory is carved up, derived from its config alone (apart from `Store::new`
+/// so that the arithmetic can be checked without building stores).
+struct Geometry {
+    /// Segment size in bytes, a power of two.
+    seg: usize,
+    /// Segments the memory limit allows.
+    segments: usize,
+    /// Segment ids that exist (room to raise the limit).
+    capacity: usize,
+    /// How item references are packed.
+    refs: Refs,
+}
+
+impl Geometry {
+    fn of(cfg: &StoreConfig) -> Result<Geometry, ConfigError> {
+        let limit = cfg.memory_limit;
+        // Segments are a power of two (references pack offsets with shifts) and at least
+        // the item limit, so any item fits one segment.
+        // (`checked_`: an absurd item limit must not overflow; it then falls to the
+        // small-limit rule below like any item limit larger than memory.)
+        let mut seg = cfg
+            .max_item_size
+            .max(1)
+            .checked_next_power_of_two()
+            .unwrap_or(usize::MAX)
+            .max(DEFAULT_SEGMENT);
+        // Every writer holds a segment open and eviction needs one sealed segment, so a
+        // small limit gets smaller segments (and a lower effective item limit) rather than
+        // a store that cannot evict.
+        let min_segments = cfg.writers.max(1) + 2;
+        if limit / seg < min_segments {
+            let fit = (limit / min_segments).max(1);
+            seg = (1usize << (usize::BITS - 1 - fit.leading_zeros())).max(MIN_SEGMENT);
+        }
+        while limit / seg > MAX_SEGMENTS {
+            seg *= 2;
+        }
+        if seg > u32::MAX as usize || limit < seg {
+            return Err(ConfigError::MemoryTooSmall(limit));
+        }
+        let segments = limit / seg;
+        let mut capacity = (segments * 2).clamp(64, MAX_SEGMENTS);
+        let refs = Refs::new(seg.trailing_zeros(), capacity);
+        // When references use all of their 32 bits, the last item slot of the highest
+        // segment id can pack to `NO_LINK`, the chain terminator (it does from 64 GiB of
+        // addressable segments, where items are 16-byte aligned): linking such an item
+        // would cut its bucket's chain off and lose the items behind it. Not using that
+        // one segment id rules it out at the cost of one segment in thousands.
+        let last = (capacity - 1) as SegId;
+        if refs.make(last, (seg - refs.align()) as u32) == NO_LINK {
+            capacity -= 1;
+        }
+        // (A limit of exactly `MAX_SEGMENTS` segments thus loses that one.)
+        let segments = segments.min(capacity);
+        Ok(Geometry {
+            seg,
+            segments,
+            capacity,
+            refs,
+        })
     }
 }
 
@@ -505,5 +561,51 @@ impl Store {
     #[doc(hidden)]
     pub fn maintain_without_tick_for_test(&self) {
         self.maintain_at_current_time();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No item a store can ever write packs to the chain terminator, whatever its size.
+    #[test]
+    fn no_reachable_reference_is_the_chain_terminator() {
+        let gib = 1usize << 30;
+        for (memory_limit, max_item_size) in [
+            (64 << 20, 1 << 20),
+            (4 * gib, 1 << 20),
+            (64 * gib, 1 << 20),
+            (100 * gib, 1 << 20),
+            (64 * gib, gib),
+            (128 * gib, 2 * gib),
+        ] {
+            let g = Geometry::of(&StoreConfig {
+                memory_limit,
+                max_item_size,
+                ..StoreConfig::default()
+            })
+            .expect("config");
+            let last = (g.capacity - 1) as SegId;
+            // The smallest item (12-byte header, 1-byte key) at the very end of the segment.
+            let smallest = g.refs.aligned(16);
+            let r = g.refs.make(last, (g.seg - smallest) as u32);
+            assert_ne!(r, NO_LINK, "limit {memory_limit}, item {max_item_size}");
+            assert_eq!(
+                (g.refs.seg(r), g.refs.off(r) as usize),
+                (last, g.seg - smallest)
+            );
+            assert!(g.segments <= g.capacity);
+        }
+    }
+
+    #[test]
+    fn absurd_item_limit_is_not_an_overflow() {
+        let s = Store::new(StoreConfig {
+            max_item_size: usize::MAX,
+            ..StoreConfig::default()
+        })
+        .expect("a smaller item limit, as for any limit above memory");
+        assert!(s.max_item_bytes() >= MIN_SEGMENT);
     }
 }

@@ -49,11 +49,24 @@ impl Writer {
                 return Ok(());
             }
         }
-        // Take the new segment before sealing the old one, so that when memory is
-        // exhausted the old one stays usable for smaller items.
-        let seg = self.inner.acquire_segment()?;
-        if let Some(old) = self.active.replace(Active { seg, off: 0 }) {
-            self.inner.segs.seal(old.seg, old.off);
+        if self.inner.evict {
+            // Seal the old segment first, so that no writer ever holds two: then a store
+            // with more segments than writers always has one sealed or free to take. Taken
+            // the other way round, writers switching at the same moment each hold two and
+            // can empty the eviction queue, failing stores that eviction should make room
+            // for (seen with 4 writers in 6 segments).
+            if let Some(old) = self.active.take() {
+                self.inner.segs.seal(old.seg, old.off);
+            }
+            let seg = self.inner.acquire_segment()?;
+            self.active = Some(Active { seg, off: 0 });
+        } else {
+            // Without eviction, take the new segment before sealing the old one, so that
+            // when memory is exhausted the old one stays usable for smaller items.
+            let seg = self.inner.acquire_segment()?;
+            if let Some(old) = self.active.replace(Active { seg, off: 0 }) {
+                self.inner.segs.seal(old.seg, old.off);
+            }
         }
         Ok(())
     }
