@@ -79,6 +79,14 @@ counters! {
     bytes_read,
     /// Bytes written to clients.
     bytes_written,
+    /// Stores refused because the item exceeds `-I` (memcached's `store_too_large`).
+    store_too_large,
+    /// Stores refused for want of memory, as with `-M` (memcached's `store_no_memory`;
+    /// also `stats items`' per-class `outofmemory`).
+    store_no_memory,
+    /// Times a connection gave up its turn after `-R` requests with more input waiting
+    /// (memcached's `conn_yields`).
+    conn_yields,
 }
 
 impl ThreadStats {

@@ -1,7 +1,71 @@
-//! `stats` and its groups.
+//! `stats` and its groups, with memcached 1.6's names, order and value formats, so that
+//! what monitors memcached (prometheus/memcached_exporter, memcached-tool, collectd and
+//! the like) reads shoald unchanged. memcached_exporter in particular reads `stats`,
+//! `stats settings`, `stats items` and `stats slabs`, and a missing or malformed key it
+//! relies on fails the whole scrape (`memcached_up 0`); `tests/exporter.rs` applies its
+//! rules to this output.
+//!
+//! Every key memcached prints is printed, with shoald's value where it has the concept
+//! and 0 where it does not (a counter of something that never happens), rather than
+//! being left out: tools written for memcached may read any of them.
+//!
+//! # How memcached's concepts map onto Shoal
+//!
+//! * **Slab classes.** Shoal has none: items of every size share one pool of fixed-size
+//!   segments. It reports that pool as slab class 1 (as `watch` and `lru_crawler
+//!   metadump` report `clsid=1`), so per-class figures are the totals. `stats items`
+//!   prints class 1 while it holds items and `stats slabs` while it has memory, as
+//!   memcached prints only such classes.
+//! * **Pages and chunks.** A page is a segment, and a segment is allocated, filled,
+//!   evicted and reused whole, so it is also the chunk: `chunk_size` is the segment size,
+//!   `chunks_per_page` 1, `total_pages` = `total_chunks` = segments with memory,
+//!   `used_chunks` those holding items or being written, `free_chunks` the ones free for
+//!   writing, `free_chunks_end` 0 (segments are never carved up in place).
+//!   `total_malloced` is the memory of those segments; `mem_requested` is the bytes live
+//!   items take (key, value and header; `bytes`).
+//! * **Slab rebalancing.** Any segment takes items of any size, so nothing is ever moved
+//!   between classes: `slab_reassign_*`, `slabs_moved` and `slab_global_page_pool` are 0.
+//! * **LRUs.** Shoal keeps no LRU lists: it evicts the oldest segment whole. Like memcached
+//!   with `lru_segmented` off, everything is "cold": `number_cold` = `number`, the HOT,
+//!   WARM and TEMP figures are 0, every read hit is a `hits_to_cold`, and nothing moves
+//!   between LRUs (`moves_*`, `lru_maintainer_juggles`, `lru_bumps_dropped`,
+//!   `tailrepairs`, `lrutail_reflocked` 0). `age` (the oldest item's idle time) is 0: the
+//!   store does not track it and finding it would mean reading every item.
+//! * **Evictions and expiry.** `evictions`/`evicted`, `evicted_unfetched`,
+//!   `expired_unfetched`, `reclaimed` and `get_expired` are the store's own counters.
+//!   `evicted_nonzero`, `evicted_time`, `evicted_active` and `direct_reclaims` are not
+//!   tracked (0). The LRU crawler is the maintenance sweep, which is not counted:
+//!   `lru_crawler_running`, `lru_crawler_starts`, `crawler_reclaimed` and
+//!   `crawler_items_checked` are 0 (what it reclaims is in `reclaimed`).
+//! * **Refused stores.** `store_too_large` and `store_no_memory` (and class 1's
+//!   `outofmemory`, which memcached counts for the same refusals) are the per-thread
+//!   counters of those names in `crate::stats`.
+//! * **Hash table.** `hash_bytes` is the key index's memory; `hash_power_level` the power
+//!   of two of a memcached table of that size; `hash_is_expanding` 0 (index shards grow
+//!   one at a time, with no global expansion).
+//! * **Connections.** `connection_structures` = `curr_connections` (one state per open
+//!   connection, none pooled). Past `-c`, shoald refuses connections (counted in
+//!   `rejected_connections`) instead of disabling its listener, so
+//!   `listen_disabled_num` and `time_in_listen_disabled_us` are 0, and it keeps no file
+//!   descriptors aside from the limit (`reserved_fds` 0). `conn_yields` (turns given up
+//!   after `-R` requests) is the per-thread counter of that name.
+//! * **Buffers.** Each connection holds one 16 KiB read buffer (`read_buf_count`); what
+//!   connections hold beyond that (long requests, unsent replies) comes from one shared
+//!   budget, and `read_buf_bytes` is the fixed buffers plus that budget's use,
+//!   `read_buf_oom` the requests it refused. Nothing is cached for reuse
+//!   (`read_buf_bytes_free` 0), and replies go straight into the connection's output
+//!   buffer, with no response objects (`response_obj_*` 0).
+//! * **Logging.** `log_watchers` is the connections running `watch`; lines are not
+//!   counted (`log_worker_*`, `log_watcher_*` 0; a watcher that falls behind is told with
+//!   `skipped=` lines instead).
+//! * **Other.** No allocation failure is survivable (`malloc_fails` 0); no NAPI ids or
+//!   round-robin listener fallback (`unexpected_napi_ids`, `round_robin_fallback` 0);
+//!   `flush_all` leaves nothing a read can find (`get_flushed` 0). memcached's `libevent`
+//!   line is left out: shoald has no libevent to name.
 
 use crate::config::VERSION;
 use crate::server::Worker;
+use shoal_net::READ_CHUNK;
 use shoal_protocol::{reply, StatsGroup};
 use std::sync::atomic::Ordering;
 
@@ -52,70 +116,125 @@ fn general(w: &Worker, out: &mut Vec<u8>) {
     let t = sh.stats.totals();
     let st = sh.store.stats();
     let clock = sh.store.clock();
-    let u64s = |out: &mut Vec<u8>, name: &str, v: u64| reply::stat_u64(out, name, v);
-    u64s(out, "pid", u64::from(std::process::id()));
-    u64s(out, "uptime", u64::from(clock.uptime()));
+    let conns = sh.curr_connections.load(Ordering::Relaxed) as u64;
+    reply::stat_u64(out, "pid", u64::from(std::process::id()));
+    reply::stat_u64(out, "uptime", u64::from(clock.uptime()));
     reply::stat_i64(out, "time", clock.unix_now());
     reply::stat_str(out, "version", VERSION);
-    u64s(out, "pointer_size", 64);
+    // memcached's next line, `libevent`, names a library shoald does not use.
+    reply::stat_u64(out, "pointer_size", u64::from(usize::BITS));
     let (user, sys) = rusage();
     reply::stat_str(out, "rusage_user", &user);
     reply::stat_str(out, "rusage_system", &sys);
-    u64s(out, "max_connections", sh.settings.conn_limit as u64);
-    u64s(
-        out,
-        "curr_connections",
-        sh.curr_connections.load(Ordering::Relaxed) as u64,
-    );
-    u64s(
-        out,
-        "total_connections",
-        sh.total_connections.load(Ordering::Relaxed),
-    );
-    u64s(
-        out,
-        "rejected_connections",
-        sh.rejected_connections.load(Ordering::Relaxed),
-    );
-    u64s(
-        out,
-        "connection_structures",
-        sh.curr_connections.load(Ordering::Relaxed) as u64,
-    );
-    u64s(out, "cmd_get", t.cmd_get);
-    u64s(out, "cmd_set", t.cmd_set);
-    u64s(out, "cmd_flush", t.cmd_flush);
-    u64s(out, "cmd_touch", t.cmd_touch);
-    u64s(out, "cmd_meta", t.cmd_meta);
-    u64s(out, "get_hits", t.get_hits);
-    u64s(out, "get_misses", t.get_misses);
-    u64s(out, "get_expired", st.get_expired);
-    u64s(out, "delete_misses", t.delete_misses);
-    u64s(out, "delete_hits", t.delete_hits);
-    u64s(out, "incr_misses", t.incr_misses);
-    u64s(out, "incr_hits", t.incr_hits);
-    u64s(out, "decr_misses", t.decr_misses);
-    u64s(out, "decr_hits", t.decr_hits);
-    u64s(out, "cas_misses", t.cas_misses);
-    u64s(out, "cas_hits", t.cas_hits);
-    u64s(out, "cas_badval", t.cas_badval);
-    u64s(out, "touch_hits", t.touch_hits);
-    u64s(out, "touch_misses", t.touch_misses);
-    u64s(out, "auth_cmds", t.auth_cmds);
-    u64s(out, "auth_errors", t.auth_errors);
-    u64s(out, "bytes_read", t.bytes_read);
-    u64s(out, "bytes_written", t.bytes_written);
-    u64s(out, "limit_maxbytes", st.limit_maxbytes);
-    u64s(out, "accepting_conns", u64::from(!sh.stopping()));
-    u64s(out, "threads", sh.settings.threads as u64);
-    u64s(out, "hash_bytes", st.index_bytes);
-    u64s(out, "bytes", st.bytes);
-    u64s(out, "curr_items", st.curr_items);
-    u64s(out, "total_items", st.total_items);
-    u64s(out, "expired_unfetched", st.expired_unfetched);
-    u64s(out, "evicted_unfetched", st.evicted_unfetched);
-    u64s(out, "evictions", st.evictions);
-    u64s(out, "reclaimed", st.reclaimed);
+    // Every connection holds one fixed read buffer; growth beyond it (long requests,
+    // unsent replies) is charged to the shared budget.
+    let read_buf_bytes = conns * READ_CHUNK as u64 + sh.buffers.used() as u64;
+    let numbers: [(&str, u64); 84] = [
+        ("max_connections", sh.settings.conn_limit as u64),
+        ("curr_connections", conns),
+        (
+            "total_connections",
+            sh.total_connections.load(Ordering::Relaxed),
+        ),
+        (
+            "rejected_connections",
+            sh.rejected_connections.load(Ordering::Relaxed),
+        ),
+        ("connection_structures", conns),
+        ("response_obj_oom", 0),
+        ("response_obj_count", 0),
+        ("response_obj_bytes", 0),
+        ("read_buf_count", conns),
+        ("read_buf_bytes", read_buf_bytes),
+        ("read_buf_bytes_free", 0),
+        ("read_buf_oom", sh.buffers.refused() as u64),
+        ("reserved_fds", 0),
+        ("cmd_get", t.cmd_get),
+        ("cmd_set", t.cmd_set),
+        ("cmd_flush", t.cmd_flush),
+        ("cmd_touch", t.cmd_touch),
+        ("cmd_meta", t.cmd_meta),
+        ("get_hits", t.get_hits),
+        ("get_misses", t.get_misses),
+        ("get_expired", st.get_expired),
+        ("get_flushed", 0),
+        ("delete_misses", t.delete_misses),
+        ("delete_hits", t.delete_hits),
+        ("incr_misses", t.incr_misses),
+        ("incr_hits", t.incr_hits),
+        ("decr_misses", t.decr_misses),
+        ("decr_hits", t.decr_hits),
+        ("cas_misses", t.cas_misses),
+        ("cas_hits", t.cas_hits),
+        ("cas_badval", t.cas_badval),
+        ("touch_hits", t.touch_hits),
+        ("touch_misses", t.touch_misses),
+        ("store_too_large", t.store_too_large),
+        ("store_no_memory", t.store_no_memory),
+        ("auth_cmds", t.auth_cmds),
+        ("auth_errors", t.auth_errors),
+        ("bytes_read", t.bytes_read),
+        ("bytes_written", t.bytes_written),
+        ("limit_maxbytes", st.limit_maxbytes),
+        ("accepting_conns", u64::from(!sh.stopping())),
+        ("listen_disabled_num", 0),
+        ("time_in_listen_disabled_us", 0),
+        ("threads", sh.settings.threads as u64),
+        ("conn_yields", t.conn_yields),
+        ("hash_power_level", hash_power_level(st.index_bytes)),
+        ("hash_bytes", st.index_bytes),
+        ("hash_is_expanding", 0),
+        ("slab_reassign_rescues", 0),
+        ("slab_reassign_chunk_rescues", 0),
+        ("slab_reassign_evictions_nomem", 0),
+        ("slab_reassign_inline_reclaim", 0),
+        ("slab_reassign_busy_items", 0),
+        ("slab_reassign_busy_deletes", 0),
+        ("slab_reassign_running", 0),
+        ("slabs_moved", 0),
+        ("lru_crawler_running", 0),
+        ("lru_crawler_starts", 0),
+        ("lru_maintainer_juggles", 0),
+        ("malloc_fails", 0),
+        ("log_worker_dropped", 0),
+        ("log_worker_written", 0),
+        ("log_watcher_skipped", 0),
+        ("log_watcher_sent", 0),
+        ("log_watchers", sh.watchers.count() as u64),
+        ("unexpected_napi_ids", 0),
+        ("round_robin_fallback", 0),
+        ("bytes", st.bytes),
+        ("curr_items", st.curr_items),
+        ("total_items", st.total_items),
+        ("slab_global_page_pool", 0),
+        ("expired_unfetched", st.expired_unfetched),
+        ("evicted_unfetched", st.evicted_unfetched),
+        ("evicted_active", 0),
+        ("evictions", st.evictions),
+        ("reclaimed", st.reclaimed),
+        ("crawler_reclaimed", 0),
+        ("crawler_items_checked", 0),
+        ("lrutail_reflocked", 0),
+        ("moves_to_cold", 0),
+        ("moves_to_warm", 0),
+        ("moves_within_lru", 0),
+        ("direct_reclaims", 0),
+        ("lru_bumps_dropped", 0),
+    ];
+    for (name, value) in numbers {
+        reply::stat_u64(out, name, value);
+    }
+}
+
+/// memcached's `hash_power_level` for an index of `index_bytes`: the power of two of the
+/// memcached hash table (8-byte buckets) that size would hold. shoald's index is sharded
+/// and each shard grows on its own, so it has no single power; this keeps the two lines
+/// consistent (`hash_bytes` = 8 << `hash_power_level`, rounded down).
+fn hash_power_level(index_bytes: u64) -> u64 {
+    match index_bytes / 8 {
+        0 => 0,
+        buckets => u64::from(buckets.ilog2()),
+    }
 }
 
 /// `stats settings`: every line memcached 1.6 prints, in its order and under its names,
@@ -187,7 +306,8 @@ fn settings(w: &Worker, out: &mut Vec<u8>) {
         u64::from(t.slab_automove_window),
     );
     u64s(out, "slab_chunk_max", u64::from(t.slab_chunk_max()));
-    strs(out, "lru_crawler", yes_no(s.lru_crawler));
+    // Live, as in memcached, where `lru_crawler enable|disable` changes this setting.
+    strs(out, "lru_crawler", yes_no(w.shared.crawler.enabled()));
     u64s(out, "lru_crawler_sleep", u64::from(t.lru_crawler_sleep));
     u64s(out, "lru_crawler_tocrawl", u64::from(t.lru_crawler_tocrawl));
     u64s(out, "tail_repair_time", u64::from(t.tail_repair_time));
@@ -251,42 +371,87 @@ fn settings(w: &Worker, out: &mut Vec<u8>) {
     u64s(out, "segment_size", w.shared.store.stats().segment_size);
 }
 
+/// `stats items`: class 1 holds every item (see the module documentation), printed only
+/// while it holds some, as memcached prints only classes with items.
 fn items(w: &Worker, out: &mut Vec<u8>) {
-    // Shoal has no slab classes: every item lives in one segment pool, reported as
-    // class 1 so that tools reading per-class stats find the totals there.
     let st = w.shared.store.stats();
-    if st.curr_items == 0 && st.total_items == 0 {
+    if st.curr_items == 0 {
         return;
     }
-    reply::stat_u64(out, "items:1:number", st.curr_items);
-    reply::stat_u64(out, "items:1:evicted", st.evictions);
-    reply::stat_u64(out, "items:1:evicted_unfetched", st.evicted_unfetched);
-    reply::stat_u64(out, "items:1:expired_unfetched", st.expired_unfetched);
-    reply::stat_u64(out, "items:1:reclaimed", st.reclaimed);
-    reply::stat_u64(out, "items:1:outofmemory", 0);
+    let t = w.shared.stats.totals();
+    let numbers: [(&str, u64); 28] = [
+        ("number", st.curr_items),
+        ("number_hot", 0),
+        ("number_warm", 0),
+        ("number_cold", st.curr_items),
+        ("age_hot", 0),
+        ("age_warm", 0),
+        ("age", 0),
+        ("mem_requested", st.bytes),
+        ("evicted", st.evictions),
+        ("evicted_nonzero", 0),
+        ("evicted_time", 0),
+        ("outofmemory", t.store_no_memory),
+        ("tailrepairs", 0),
+        ("reclaimed", st.reclaimed),
+        ("expired_unfetched", st.expired_unfetched),
+        ("evicted_unfetched", st.evicted_unfetched),
+        ("evicted_active", 0),
+        ("crawler_reclaimed", 0),
+        ("crawler_items_checked", 0),
+        ("lrutail_reflocked", 0),
+        ("moves_to_cold", 0),
+        ("moves_to_warm", 0),
+        ("moves_within_lru", 0),
+        ("direct_reclaims", 0),
+        ("hits_to_hot", 0),
+        ("hits_to_warm", 0),
+        ("hits_to_cold", t.get_hits),
+        ("hits_to_temp", 0),
+    ];
+    for (name, value) in numbers {
+        reply::stat_u64(out, &format!("items:1:{name}"), value);
+    }
 }
 
+/// `stats slabs`: class 1, whose pages are the segments with memory (see the module
+/// documentation), then the totals memcached ends with.
 fn slabs(w: &Worker, out: &mut Vec<u8>) {
-    // One "slab class" whose pages are Shoal's segments.
     let st = w.shared.store.stats();
     if st.segments_allocated > 0 {
-        reply::stat_u64(out, "1:chunk_size", st.segment_size);
-        reply::stat_u64(out, "1:chunks_per_page", 1);
-        reply::stat_u64(out, "1:total_pages", st.segments_allocated);
-        reply::stat_u64(out, "1:total_chunks", st.segments_allocated);
-        reply::stat_u64(
-            out,
-            "1:used_chunks",
-            st.segments_allocated - st.segments_free,
-        );
-        reply::stat_u64(out, "1:free_chunks", st.segments_free);
-        reply::stat_u64(out, "1:mem_requested", st.bytes);
+        let t = w.shared.stats.totals();
+        // `mem_requested` is deliberately absent: memcached 1.6 prints it in `stats
+        // items` only, and memcached_exporter reports both places under one metric, so
+        // printing it here too would make the exporter fail the scrape on a duplicate.
+        let numbers: [(&str, u64); 15] = [
+            ("chunk_size", st.segment_size),
+            ("chunks_per_page", 1),
+            ("total_pages", st.segments_allocated),
+            ("total_chunks", st.segments_allocated),
+            (
+                "used_chunks",
+                st.segments_allocated.saturating_sub(st.segments_free),
+            ),
+            ("free_chunks", st.segments_free),
+            ("free_chunks_end", 0),
+            ("get_hits", t.get_hits),
+            ("cmd_set", t.cmd_set),
+            ("delete_hits", t.delete_hits),
+            ("incr_hits", t.incr_hits),
+            ("decr_hits", t.decr_hits),
+            ("cas_hits", t.cas_hits),
+            ("cas_badval", t.cas_badval),
+            ("touch_hits", t.touch_hits),
+        ];
+        for (name, value) in numbers {
+            reply::stat_u64(out, &format!("1:{name}"), value);
+        }
     }
     reply::stat_u64(out, "active_slabs", u64::from(st.segments_allocated > 0));
     reply::stat_u64(
         out,
         "total_malloced",
-        st.segments_allocated * st.segment_size,
+        st.segments_allocated.saturating_mul(st.segment_size),
     );
 }
 
