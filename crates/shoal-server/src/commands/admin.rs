@@ -11,8 +11,8 @@ use std::sync::atomic::Ordering;
 /// Unix time if over 30 days, as for expiry times). Refused with `-F`.
 pub fn flush_all(w: &Worker, delay: i64, noreply: bool, out: &mut Vec<u8>) {
     if !w.shared.settings.flush_enabled {
-        // memcached reports this even to noreply requests.
-        out.extend_from_slice(reply::FLUSH_NOT_ALLOWED);
+        // Like every memcached reply, the refusal is suppressed by noreply.
+        respond(out, noreply, reply::FLUSH_NOT_ALLOWED);
         return;
     }
     ThreadStats::incr(&w.stats.cmd_flush);

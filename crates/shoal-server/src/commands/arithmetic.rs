@@ -34,22 +34,44 @@ pub struct DeltaOptions {
     pub new_exptime: Option<u32>,
 }
 
-/// Parses a stored value as memcached's `safe_strtoull` does: optional leading
-/// whitespace, decimal digits that fit a u64, optional trailing whitespace (memcached pads
-/// shrunken numbers with spaces).
+/// Parses a stored value as memcached's `do_add_delta` does, with `safe_strtoull` on the
+/// value followed by its `\r\n`: optional leading C whitespace, an optional `+` (or a
+/// `-` on zero), decimal digits that fit a u64, then the end of the value, a C whitespace
+/// byte or a NUL, after which anything may follow (so `"1 2"` counts as 1). An empty value
+/// is non-numeric.
+///
+/// memcached also accepts a negative value whose wrapped magnitude fits in 63 bits
+/// (`"-18446744073709551615"` is 1); like the protocol parser, shoald treats that as
+/// non-numeric rather than changing the number (docs/protocol-deviations.md).
 pub fn parse_counter(value: &[u8]) -> Option<u64> {
-    let start = value.iter().position(|b| !b.is_ascii_whitespace())?;
-    let end = value
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(0, |p| p + 1);
-    let digits = &value[start..end];
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+    let is_space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+    let start = value.iter().position(|&b| !is_space(b))?;
+    let mut rest = &value[start..];
+    let mut negative = false;
+    match rest.first() {
+        Some(b'+') => rest = &rest[1..],
+        Some(b'-') => {
+            negative = true;
+            rest = &rest[1..];
+        }
+        _ => {}
+    }
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
         return None;
     }
-    digits.iter().try_fold(0u64, |acc, &d| {
+    match rest.get(digits) {
+        None | Some(0) => {}
+        Some(&b) if is_space(b) => {}
+        Some(_) => return None,
+    }
+    let n = rest[..digits].iter().try_fold(0u64, |acc, &d| {
         acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    })
+    })?;
+    if negative && n != 0 {
+        return None;
+    }
+    Some(n)
 }
 
 /// Formats `n` into `buf`, space-padded to `min_len` as memcached does when a number
@@ -167,6 +189,17 @@ mod tests {
         assert_eq!(parse_counter(b"1a"), None);
         assert_eq!(parse_counter(b""), None);
         assert_eq!(parse_counter(b"-1"), None);
+        // What follows the number after a space (or NUL) is ignored, as by strtoull.
+        assert_eq!(parse_counter(b"1 2"), Some(1));
+        assert_eq!(parse_counter(b"12\tx"), Some(12));
+        assert_eq!(parse_counter(b"12\0x"), Some(12));
+        assert_eq!(parse_counter(b"\x0b5"), Some(5));
+        assert_eq!(parse_counter(b"+5"), Some(5));
+        assert_eq!(parse_counter(b"-0"), Some(0));
+        assert_eq!(parse_counter(b"+"), None);
+        assert_eq!(parse_counter(b" "), None);
+        assert_eq!(parse_counter(b"1.5"), None);
+        assert_eq!(parse_counter(b"-18446744073709551615"), None);
     }
 
     #[test]
