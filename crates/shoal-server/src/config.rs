@@ -1679,11 +1679,11 @@ mod tests {
             "no_maxconns_fast",
             "resp_obj_mem_limit",
             "watcher_logbuf_size",
-            "track_sizes",
         ] {
             assert!(summary.contains(name), "{name} missing from {summary}");
         }
         for name in [
+            "track_sizes",
             "read_buf_mem_limit",
             "modern",
             "hash_algorithm",
