@@ -19,6 +19,9 @@ pub const MAX_RELATIVE_EXPTIME: i64 = 60 * 60 * 24 * 30;
 #[derive(Debug)]
 pub struct Clock {
     started: Instant,
+    /// Rel time at `started` (START for a new clock; later for one resumed after a warm
+    /// restart, so that stored rel times keep their meaning).
+    base: u32,
     /// Unix time at which rel time 0 would have been.
     epoch_unix: i64,
     now: AtomicU32,
@@ -33,15 +36,33 @@ impl Default for Clock {
 impl Clock {
     /// Starts a clock at the current wall time.
     pub fn new() -> Self {
-        let unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
         Clock {
             started: Instant::now(),
-            epoch_unix: unix - i64::from(START),
+            base: START,
+            epoch_unix: unix_time() - i64::from(START),
             now: AtomicU32::new(START),
         }
+    }
+
+    /// Continues a clock that a previous process kept, whose rel time 0 was Unix time
+    /// `epoch_unix` and which last read `last_now`: rel times stored by that process keep
+    /// their meaning, and the time spent down counts (as memcached's restart does), so
+    /// items whose expiry passed meanwhile read as expired. A wall clock that went
+    /// backwards does not move rel time back.
+    pub fn resume(epoch_unix: i64, last_now: u32) -> Self {
+        let wall = u32::try_from(unix_time().saturating_sub(epoch_unix)).unwrap_or(u32::MAX);
+        let base = wall.max(last_now).max(START);
+        Clock {
+            started: Instant::now(),
+            base,
+            epoch_unix,
+            now: AtomicU32::new(base),
+        }
+    }
+
+    /// Unix time at which rel time 0 would have been (saved for a warm restart).
+    pub fn epoch_unix(&self) -> i64 {
+        self.epoch_unix
     }
 
     /// Current rel time in seconds, as of the last [`tick`](Self::tick).
@@ -54,8 +75,8 @@ impl Clock {
     pub fn tick(&self) {
         let secs = self.started.elapsed().as_secs();
         let rel = u32::try_from(secs)
-            .unwrap_or(u32::MAX - START)
-            .saturating_add(START);
+            .unwrap_or(u32::MAX)
+            .saturating_add(self.base);
         self.now.store(rel, Ordering::Relaxed);
     }
 
@@ -69,9 +90,9 @@ impl Clock {
         self.epoch_unix + i64::from(self.now())
     }
 
-    /// Seconds since start (memcached's `uptime` stat).
+    /// Seconds since this process started its clock (memcached's `uptime` stat).
     pub fn uptime(&self) -> u32 {
-        self.now() - START
+        self.now().saturating_sub(self.base)
     }
 
     /// Converts a protocol expiration time into a rel time exactly as memcached does:
@@ -94,6 +115,13 @@ impl Clock {
             self.now().saturating_add(exptime as u32)
         }
     }
+}
+
+fn unix_time() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }
 
 /// Whether an item with rel expiry `exptime` is expired at rel time `now` (0 = never).
@@ -123,6 +151,23 @@ mod tests {
         let abs = c.unix_now() + 3600;
         assert_eq!(c.expiry(abs), now + 3600);
         assert!(!is_expired(c.expiry(abs), now));
+    }
+
+    #[test]
+    fn resumed_clock_counts_time_spent_down() {
+        let c = Clock::new();
+        let ttl = c.expiry(100);
+        // The previous process started 1,000 s ago and stopped 60 s ago.
+        let epoch = c.epoch_unix() - 1000;
+        let resumed = Clock::resume(epoch, 940);
+        assert!((1000..=1003).contains(&resumed.now()), "{}", resumed.now());
+        assert_eq!(resumed.uptime(), 0);
+        assert_eq!(resumed.epoch_unix(), epoch);
+        // An item stored then with 100 s to live (rel 2 + 100 on the old clock) is gone.
+        assert!(is_expired(ttl, resumed.now()));
+        // A wall clock behind the saved time does not move rel time back.
+        let behind = Clock::resume(c.epoch_unix(), 5_000);
+        assert_eq!(behind.now(), 5_000);
     }
 
     #[test]

@@ -22,6 +22,7 @@ mod dump;
 mod entry;
 mod index;
 mod layout;
+mod restart;
 mod segments;
 mod stats;
 mod store;
@@ -29,6 +30,9 @@ mod writer;
 
 pub use clock::{is_expired, Clock, MAX_RELATIVE_EXPTIME};
 pub use entry::{Entry, EntryError, Item, StoreOptions};
+pub use restart::{
+    metadata_path, CleanStart, RestartError, Restored, Saved, RESTART_FORMAT_VERSION,
+};
 pub use stats::StoreStats;
 pub use store::{ConfigError, EvictObserver, Store, StoreConfig, StoreError};
 pub use writer::Writer;

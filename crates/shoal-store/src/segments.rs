@@ -8,7 +8,9 @@
 //! per-item allocator, no fragmentation, and eviction cost amortised over a segment.
 //!
 //! Segment memory is allocated lazily (zeroed pages are not resident until written), so a
-//! store that never fills does not cost its whole limit in RSS.
+//! store that never fills does not cost its whole limit in RSS. It comes from the heap, or,
+//! for a warm restart, from a shared mapping of a memory file ([`MemoryMap`]) whose
+//! contents outlive the process.
 
 use parking_lot::Mutex;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -65,9 +67,88 @@ pub enum Acquired {
     Exhausted,
 }
 
+/// A shared, writable mapping of a file that holds segment memory (memcached's `-e`):
+/// segment `i` lives at byte `i * seg_size`. Unmapped on drop.
+pub struct MemoryMap {
+    base: *mut u8,
+    len: usize,
+}
+
+impl MemoryMap {
+    /// Maps `len` bytes of `file` (already sized by the caller) shared and writable.
+    pub fn map(file: &std::fs::File, len: usize) -> std::io::Result<MemoryMap> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh mapping of a file we hold open; nothing else in this process
+        // aliases it, and its lifetime is tied to the returned value.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(MemoryMap {
+            base: base.cast(),
+            len,
+        })
+    }
+
+    /// Writes dirty pages back to the file (a no-op cost on tmpfs, where memory files
+    /// belong; needed for a file on disk to hold what the restart metadata describes).
+    pub fn sync(&self) -> std::io::Result<()> {
+        // SAFETY: the range is exactly our mapping.
+        if unsafe { libc::msync(self.base.cast(), self.len, libc::MS_SYNC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for MemoryMap {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `map` with this length; no segment pointer outlives the
+        // `Segments` that owns this mapping.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// One segment's state as saved for a warm restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SavedSegment {
+    /// FREE, ACTIVE or SEALED.
+    pub state: u32,
+    /// Generation (derived CAS uniques include it).
+    pub gen: u32,
+    /// Bytes written.
+    pub used: u32,
+    /// Whether the segment has memory (was ever taken into use).
+    pub has_memory: bool,
+}
+
+/// The pool's state as saved for a warm restart.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SavedPool {
+    /// Per segment id, in id order.
+    pub segments: Vec<SavedSegment>,
+    /// Sealed segments, oldest first.
+    pub sealed: Vec<SegId>,
+    /// Free segments with memory.
+    pub free: Vec<SegId>,
+    /// The next generation to hand out.
+    pub next_gen: u32,
+}
+
 /// The segment table and pool.
 pub struct Segments {
     seg_size: usize,
+    /// Where segment memory comes from when the heap is not used.
+    mapped: Option<MemoryMap>,
     ptrs: Box<[AtomicPtr<u8>]>,
     meta: Box<[SegMeta]>,
     pool: Mutex<Pool>,
@@ -103,6 +184,7 @@ impl Segments {
         let never_allocated = (0..capacity as u32).rev().map(|i| i as SegId).collect();
         Segments {
             seg_size,
+            mapped: None,
             ptrs,
             meta,
             pool: Mutex::new(Pool {
@@ -115,6 +197,129 @@ impl Segments {
             }),
             scan_lock: Mutex::new(()),
         }
+    }
+
+    /// Takes segment memory from `map` instead of the heap. Called before any segment is
+    /// used; the mapping must cover every segment id.
+    pub fn use_mapping(&mut self, map: MemoryMap) {
+        assert!(
+            map.len >= self.ptrs.len() * self.seg_size,
+            "memory file mapping too small"
+        );
+        self.mapped = Some(map);
+    }
+
+    /// The mapping segment memory lives in, if any.
+    pub fn mapping(&self) -> Option<&MemoryMap> {
+        self.mapped.as_ref()
+    }
+
+    /// Memory for segment `id`: its slice of the mapping, or a zeroed heap allocation.
+    fn memory_for(&self, id: SegId) -> *mut u8 {
+        match &self.mapped {
+            // SAFETY: `use_mapping` checked that every id's segment lies in the mapping.
+            Some(m) => unsafe { m.base.add(id as usize * self.seg_size) },
+            // SAFETY: layout has non-zero size.
+            None => unsafe { alloc_zeroed(self.layout()) },
+        }
+    }
+
+    /// Gives segment memory back (a heap allocation is freed; a mapped slice stays).
+    fn free_memory(&self, mem: *mut u8) {
+        if self.mapped.is_none() {
+            // SAFETY: allocated in `memory_for` with the same layout; no index entry
+            // points into a segment whose memory is freed.
+            unsafe { dealloc(mem, self.layout()) };
+        }
+    }
+
+    /// A copy of the pool and segment table, for the restart metadata. Writers must have
+    /// stopped (their active segments are recorded as they are).
+    pub fn save(&self) -> SavedPool {
+        let pool = self.pool.lock();
+        let segments = self
+            .meta
+            .iter()
+            .zip(self.ptrs.iter())
+            .map(|(m, p)| SavedSegment {
+                state: m.state.load(Ordering::Acquire),
+                gen: m.gen.load(Ordering::Relaxed),
+                used: m.used.load(Ordering::Relaxed),
+                has_memory: !p.load(Ordering::Acquire).is_null(),
+            })
+            .collect();
+        SavedPool {
+            segments,
+            sealed: pool.sealed.iter().copied().collect(),
+            free: pool.free.clone(),
+            next_gen: pool.next_gen,
+        }
+    }
+
+    /// Rebuilds the pool from saved state over a mapping that holds the saved segments.
+    /// Every segment that held items comes back sealed (oldest first, as saved; segments
+    /// that writers held open go last), with its live counts zeroed for the caller to
+    /// recount as it relinks items. Returns false (leaving the table unchanged) if the
+    /// saved state does not describe this table.
+    pub fn restore(&self, saved: &SavedPool) -> bool {
+        if self.mapped.is_none() || saved.segments.len() != self.ptrs.len() {
+            return false;
+        }
+        let mut seen = vec![false; self.ptrs.len()];
+        let mut sealed = Vec::new();
+        let mut free = Vec::new();
+        for (list, out) in [(&saved.sealed, &mut sealed), (&saved.free, &mut free)] {
+            for &id in list {
+                let i = id as usize;
+                if i >= seen.len() || seen[i] || !saved.segments[i].has_memory {
+                    return false;
+                }
+                seen[i] = true;
+                out.push(id);
+            }
+        }
+        for (i, s) in saved.segments.iter().enumerate() {
+            if s.used as usize > self.seg_size {
+                return false;
+            }
+            // A segment a writer still held: its items are complete up to `used`.
+            if s.state == ACTIVE && !seen[i] && s.has_memory {
+                seen[i] = true;
+                sealed.push(i as SegId);
+            }
+        }
+        let mut pool = self.pool.lock();
+        if pool.allocated != 0 {
+            return false;
+        }
+        let mut allocated = 0;
+        for (i, s) in saved.segments.iter().enumerate() {
+            let m = &self.meta[i];
+            m.live_items.store(0, Ordering::Relaxed);
+            m.live_bytes.store(0, Ordering::Relaxed);
+            if seen[i] {
+                self.ptrs[i].store(self.memory_for(i as SegId), Ordering::Release);
+                m.gen.store(s.gen, Ordering::Relaxed);
+                m.used.store(s.used, Ordering::Relaxed);
+                allocated += 1;
+            }
+        }
+        for &id in &sealed {
+            self.meta(id).state.store(SEALED, Ordering::Release);
+        }
+        for &id in &free {
+            self.meta(id).state.store(FREE, Ordering::Release);
+        }
+        pool.never_allocated = (0..self.ptrs.len())
+            .rev()
+            .filter(|&i| !seen[i])
+            .map(|i| i as SegId)
+            .collect();
+        pool.allocated = allocated;
+        pool.sealed = sealed.into();
+        pool.free = free;
+        pool.next_gen = saved.next_gen.max(1);
+        true
     }
 
     /// Size of every segment in bytes.
@@ -164,8 +369,7 @@ impl Segments {
         }
         if pool.allocated < pool.limit {
             if let Some(id) = pool.never_allocated.pop() {
-                // SAFETY: layout has non-zero size.
-                let mem = unsafe { alloc_zeroed(self.layout()) };
+                let mem = self.memory_for(id);
                 if mem.is_null() {
                     pool.never_allocated.push(id);
                     return Acquired::Exhausted;
@@ -235,9 +439,7 @@ impl Segments {
         if pool.allocated > pool.limit {
             let mem = self.ptrs[id as usize].swap(std::ptr::null_mut(), Ordering::AcqRel);
             if !mem.is_null() {
-                // SAFETY: allocated in `acquire` with the same layout; no index entry points
-                // into a segment being released.
-                unsafe { dealloc(mem, self.layout()) };
+                self.free_memory(mem);
             }
             pool.allocated -= 1;
             pool.never_allocated.push(id);
@@ -293,13 +495,12 @@ impl Segments {
 
 impl Drop for Segments {
     fn drop(&mut self) {
-        let layout = self.layout();
         for p in self.ptrs.iter() {
             let mem = p.swap(std::ptr::null_mut(), Ordering::AcqRel);
             if !mem.is_null() {
-                // SAFETY: allocated with this layout; the store is being dropped.
-                unsafe { dealloc(mem, layout) };
+                self.free_memory(mem);
             }
         }
+        // A mapping is unmapped when `mapped` drops, after this.
     }
 }

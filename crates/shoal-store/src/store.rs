@@ -88,30 +88,21 @@ pub(crate) struct Inner {
     limit_bytes: AtomicU64,
     /// Told about every item evicted to make room (memcached's `watch evictions`).
     pub(crate) evict_observer: std::sync::OnceLock<EvictObserver>,
+    /// The memory file segments live in, for a warm restart (see `restart`).
+    pub(crate) memory_file: std::sync::OnceLock<crate::restart::MemoryFile>,
 }
 
 impl Store {
     /// Creates a store. Memory is reserved lazily, segment by segment.
     pub fn new(cfg: StoreConfig) -> Result<Store, ConfigError> {
         let g = Geometry::of(&cfg)?;
-        let per_shard = cfg.index_capacity.div_ceil(SHARDS);
-        let shards = (0..SHARDS)
-            .map(|_| Padded(Mutex::new(Shard::with_capacity(per_shard))))
-            .collect();
-        Ok(Store {
-            inner: Arc::new(Inner {
-                clock: Clock::new(),
-                segs: Segments::new(g.seg, g.segments, g.capacity),
-                refs: g.refs,
-                shards,
-                hasher: foldhash::fast::RandomState::default(),
-                evict: cfg.evict,
-                pending_flush: AtomicU32::new(0),
-                crawl_cursor: AtomicUsize::new(0),
-                limit_bytes: AtomicU64::new(cfg.memory_limit as u64),
-                evict_observer: std::sync::OnceLock::new(),
-            }),
-        })
+        Ok(Store::from_inner(Inner::new(&cfg, &g, Clock::new())))
+    }
+
+    pub(crate) fn from_inner(inner: Inner) -> Store {
+        Store {
+            inner: Arc::new(inner),
+        }
     }
 
     /// The store's clock (rel seconds); the server ticks it through [`maintain`](Self::maintain).
@@ -287,19 +278,19 @@ impl Store {
 
 /// How a store's memory is carved up, derived from its config alone (apart from `Store::new`
 /// so that the arithmetic can be checked without building stores).
-struct Geometry {
+pub(crate) struct Geometry {
     /// Segment size in bytes, a power of two.
-    seg: usize,
+    pub(crate) seg: usize,
     /// Segments the memory limit allows.
-    segments: usize,
+    pub(crate) segments: usize,
     /// Segment ids that exist (room to raise the limit).
-    capacity: usize,
+    pub(crate) capacity: usize,
     /// How item references are packed.
-    refs: Refs,
+    pub(crate) refs: Refs,
 }
 
 impl Geometry {
-    fn of(cfg: &StoreConfig) -> Result<Geometry, ConfigError> {
+    pub(crate) fn of(cfg: &StoreConfig) -> Result<Geometry, ConfigError> {
         let limit = cfg.memory_limit;
         // Segments are a power of two (references pack offsets with shifts) and at least
         // the item limit, so any item fits one segment.
@@ -349,6 +340,37 @@ impl Geometry {
 }
 
 impl Inner {
+    /// An empty store's state, with segment memory still to be chosen (heap by default).
+    pub(crate) fn new(cfg: &StoreConfig, g: &Geometry, clock: Clock) -> Inner {
+        let per_shard = cfg.index_capacity.div_ceil(SHARDS);
+        let shards = (0..SHARDS)
+            .map(|_| Padded(Mutex::new(Shard::with_capacity(per_shard))))
+            .collect();
+        Inner {
+            clock,
+            segs: Segments::new(g.seg, g.segments, g.capacity),
+            refs: g.refs,
+            shards,
+            hasher: foldhash::fast::RandomState::default(),
+            evict: cfg.evict,
+            pending_flush: AtomicU32::new(0),
+            crawl_cursor: AtomicUsize::new(0),
+            limit_bytes: AtomicU64::new(cfg.memory_limit as u64),
+            evict_observer: std::sync::OnceLock::new(),
+            memory_file: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Rel time of a pending delayed `flush_all`, 0 if none.
+    pub(crate) fn pending_flush(&self) -> u32 {
+        self.pending_flush.load(Ordering::Relaxed)
+    }
+
+    /// Restores a pending delayed `flush_all` (warm restart).
+    pub(crate) fn set_pending_flush(&self, at: u32) {
+        self.pending_flush.store(at, Ordering::Relaxed);
+    }
+
     #[inline]
     pub(crate) fn hash(&self, key: &[u8]) -> u64 {
         self.hasher.hash_one(key)

@@ -31,6 +31,13 @@ impl Writer {
         if a.off as usize + size <= seg_size {
             let off = a.off;
             a.off += size as u32;
+            // Kept current (a plain store on x86) so that a warm-restart save sees how far
+            // a segment a writer still holds is written.
+            self.inner
+                .segs
+                .meta(a.seg)
+                .used
+                .store(a.off, std::sync::atomic::Ordering::Relaxed);
             Some((a.seg, off))
         } else {
             None
