@@ -145,7 +145,8 @@ pub struct Args {
     /// Require ASCII authentication against this `user:password` file.
     #[arg(short = 'Y', long = "auth-file")]
     pub auth_file: Option<PathBuf>,
-    /// memcached's restartable-cache memory file (accepted; no warm restart yet).
+    /// Keep item memory in this file (tmpfs/hugetlbfs) for warm restarts: SIGUSR1 saves
+    /// and stops, the next start with the same settings finds the cache (memcached's -e).
     #[arg(short = 'e', long = "memory-file")]
     pub memory_file: Option<PathBuf>,
     /// Serve TLS on the TCP port (needs a certificate and key).
@@ -236,8 +237,6 @@ pub enum Inert {
     Deprecated,
     /// shoald always behaves as `maxconns_fast` (refuse over-limit connections at once).
     MaxconnsFast,
-    /// Warm restart from a memory file is not supported yet.
-    WarmRestart,
 }
 
 impl Inert {
@@ -260,10 +259,6 @@ impl Inert {
             Inert::Deprecated => "memcached 1.6 ignores it too",
             Inert::MaxconnsFast => {
                 "shoald always refuses connections over -c at once (maxconns_fast)"
-            }
-            Inert::WarmRestart => {
-                "warm restart is not supported yet: the cache starts empty and is not \
-                 saved on exit"
             }
         }
     }
@@ -816,9 +811,6 @@ impl Args {
             extstore: Extstore::default(),
             inert,
         };
-        if s.memory_file.is_some() {
-            s.note_inert("-e", Inert::WarmRestart);
-        }
         for opt in &self.extended {
             apply_extended(&mut s, opt)?;
         }
@@ -1570,7 +1562,7 @@ mod tests {
         assert_eq!((s.tunables.growth_factor, s.tunables.chunk_size), (1.5, 64));
         assert_eq!((s.verbose, s.reqs_per_event, s.backlog), (3, 5, 64));
         let summary = s.inert_summary().unwrap();
-        for name in ["-f", "-n", "-N", "-e"] {
+        for name in ["-f", "-n", "-N"] {
             assert!(summary.contains(name), "{name} in {summary}");
         }
         // -D's per-prefix stats and -X's dump switch exist in shoald.

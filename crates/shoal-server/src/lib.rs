@@ -11,6 +11,7 @@ pub mod conn;
 pub mod detail;
 pub mod maintenance;
 pub mod reply_window;
+pub mod restart;
 pub mod server;
 pub mod stats;
 pub mod tls;

@@ -13,7 +13,7 @@ use crate::maintenance::LruCrawler;
 use crate::stats::{StatsRegistry, ThreadStats};
 use crate::watch::Watchers;
 use shoal_net::{Acceptor, Budget, Event, Incoming, WorkerPool, WorkerService};
-use shoal_store::{Store, StoreConfig, Writer};
+use shoal_store::{Store, Writer};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
@@ -127,17 +127,12 @@ pub fn bind(settings: &Settings) -> io::Result<Listener> {
     }
 }
 
-/// Runs the server until SIGINT/SIGTERM or the `shutdown` command, then returns once every
-/// connection has finished its in-flight replies.
+/// Runs the server until SIGINT/SIGTERM/SIGUSR1 or the `shutdown` command, then returns once
+/// every connection has finished its in-flight replies (and, after SIGUSR1, once a `-e`
+/// memory file's restart metadata is saved).
 pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
     shoal_net::tune_allocator();
-    let store = Store::new(StoreConfig {
-        memory_limit: settings.memory_limit,
-        max_item_size: settings.max_item_size,
-        evict: settings.evictions,
-        writers: settings.threads,
-        index_capacity: settings.hashpower.map_or(0, |hp| 1usize << hp),
-    })?;
+    let store = crate::restart::open_store(&settings)?;
     let listen_label = match (&listener, &settings.unix_socket) {
         (Listener::Unix(_), Some(p)) => format!("unix:{}", p.display()),
         _ => format!(
@@ -225,7 +220,11 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
             shoal_net::panic_message(&*panic)
         );
     }
-    served?;
+    let stop = served?;
+    if stop == Stop::Restart {
+        // Every worker (and so every writer) has stopped: the store is at rest.
+        crate::restart::save(&shared.store)?;
+    }
     if let Some(path) = &shared.settings.unix_socket {
         let _ = std::fs::remove_file(path);
     }
@@ -233,13 +232,35 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Why the server stopped accepting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// SIGINT, SIGTERM or the `shutdown` command.
+    Shutdown,
+    /// SIGUSR1: memcached's graceful stop, which also saves a `-e` memory file's metadata.
+    Restart,
+}
+
 /// Accepts until a signal or the `shutdown` command.
-async fn accept_loop(shared: &Shared, listener: Listener, pool: &mut WorkerPool) -> io::Result<()> {
+async fn accept_loop(
+    shared: &Shared,
+    listener: Listener,
+    pool: &mut WorkerPool,
+) -> io::Result<Stop> {
     let mut acceptor = Acceptor::new(listener, shared.shutdown_signal())?;
+    let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())?;
     loop {
-        let incoming = match acceptor.next().await {
+        let event = tokio::select! {
+            biased;
+            _ = usr1.recv() => {
+                tracing::info!("SIGUSR1: stopping gracefully");
+                return Ok(Stop::Restart);
+            }
+            event = acceptor.next() => event,
+        };
+        let incoming = match event {
             Event::Conn(c) => c,
-            Event::Signal | Event::Shutdown => return Ok(()),
+            Event::Signal | Event::Shutdown => return Ok(Stop::Shutdown),
         };
         let curr = shared.curr_connections.load(Ordering::Relaxed);
         if curr >= shared.settings.conn_limit {
