@@ -195,11 +195,14 @@ fn incompatible_settings_start_clean_with_memcacheds_message() {
     }
 }
 
+/// Damages a metadata file's bytes.
+type Spoil = fn(&mut Vec<u8>);
+
 #[test]
 fn missing_corrupt_or_future_metadata_starts_clean() {
     let (_dir, path) = memory_file();
     let meta = shoal_store::metadata_path(&path);
-    let damage: [(&str, fn(&mut Vec<u8>)); 4] = [
+    let damage: [(&str, Spoil); 4] = [
         ("failed to validate metadata (checksum mismatch)", |b| {
             let i = b.len() - 5;
             b[i] ^= 0xff;
