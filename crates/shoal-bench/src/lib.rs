@@ -23,6 +23,7 @@ pub mod meta;
 pub mod proto;
 pub mod report;
 pub mod resp;
+pub mod restart;
 pub mod rng;
 pub mod seeds;
 pub mod server;

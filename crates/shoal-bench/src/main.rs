@@ -51,6 +51,37 @@ enum Cmd {
     /// and slow readers, samples its RSS every second; fails when RSS after warm-up
     /// exceeds -m plus an overhead allowance.
     Soak(SoakArgs),
+    /// Warm restart (-e memory file, SIGUSR1): exec-to-serving time with the whole cache
+    /// back, shoald beside memcached, at several item counts.
+    Restart(RestartArgs),
+}
+
+#[derive(clap::Args)]
+struct RestartArgs {
+    /// Item counts (comma-separated; k/m suffixes).
+    #[arg(long, default_value = "100k,1m,4m", value_delimiter = ',')]
+    items: Vec<String>,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// -m in MiB.
+    #[arg(short, long, default_value_t = 1024)]
+    memory_mb: usize,
+    /// Restarts per server and size; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Where the memory files go (tmpfs).
+    #[arg(long, default_value = "/dev/shm")]
+    dir: PathBuf,
+    /// shoald binary [default: beside this program, else on PATH].
+    #[arg(long)]
+    shoald: Option<PathBuf>,
+    /// memcached binary (must support -e: 1.5.18 or later).
+    #[arg(long, default_value = "memcached")]
+    memcached: PathBuf,
+    /// Write restart.md and restart.json here.
+    #[arg(long, default_value = "bench/results/restart")]
+    out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -324,6 +355,7 @@ fn main() -> Result<()> {
         Cmd::Queue(a) => cmd_seeds(a, &[Exp::Queue]),
         Cmd::All(a) => cmd_seeds(a, &[Exp::Hash, Exp::Cas, Exp::Compare, Exp::Queue]),
         Cmd::Soak(a) => cmd_soak(a),
+        Cmd::Restart(a) => cmd_restart(a),
     }
 }
 
@@ -647,4 +679,73 @@ fn cmd_soak(a: SoakArgs) -> Result<()> {
         anyhow::bail!("soak failed: {}", report.reasons.join("; "));
     }
     Ok(())
+}
+
+fn cmd_restart(a: RestartArgs) -> Result<()> {
+    use shoal_bench::restart::{self, Contender, RestartConfig};
+    let shoald = workspace_bin(a.shoald, "shoald")?.context(
+        "shoald not found: build it (cargo build --release --bin shoald) or pass --shoald",
+    )?;
+    let memcached = which(&a.memcached).with_context(|| {
+        format!(
+            "{} not found: apt-get install -y memcached",
+            a.memcached.display()
+        )
+    })?;
+    let items = a
+        .items
+        .iter()
+        .map(|s| parse_count(s))
+        .collect::<Result<Vec<u64>>>()?;
+    let cfg = RestartConfig {
+        items,
+        value_size: a.value_size,
+        memory_mb: a.memory_mb,
+        repeats: a.repeats,
+        dir: a.dir,
+    };
+    let results = restart::run(
+        &cfg,
+        &[
+            Contender {
+                name: "shoald",
+                bin: &shoald,
+            },
+            Contender {
+                name: "memcached",
+                bin: &memcached,
+            },
+        ],
+    )?;
+    let table = restart::markdown(&results);
+    std::fs::create_dir_all(&a.out)?;
+    let md = format!(
+        "# Warm restart: exec to serving, whole cache back\n\n`{}`\n\n{} B values, -m {}, -t 2, memory files in {}; median of {} restarts after a SIGUSR1 stop.\n\n{table}",
+        command_line(),
+        cfg.value_size,
+        cfg.memory_mb,
+        cfg.dir.display(),
+        cfg.repeats
+    );
+    std::fs::write(a.out.join("restart.md"), &md)?;
+    std::fs::write(
+        a.out.join("restart.json"),
+        serde_json::to_string_pretty(&results)?,
+    )?;
+    print!("{md}");
+    Ok(())
+}
+
+/// "100k" -> 100_000, "4m" -> 4_000_000.
+fn parse_count(s: &str) -> Result<u64> {
+    let s = s.trim().to_ascii_lowercase();
+    let (num, mult) = match s.as_bytes().last() {
+        Some(b'k') => (&s[..s.len() - 1], 1_000),
+        Some(b'm') => (&s[..s.len() - 1], 1_000_000),
+        _ => (s.as_str(), 1),
+    };
+    let n: u64 = num
+        .parse()
+        .with_context(|| format!("{s:?} is not a count"))?;
+    n.checked_mul(mult).context("count too large")
 }

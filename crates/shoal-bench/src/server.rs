@@ -50,7 +50,7 @@ fn spawn_err(name: &str, reason: impl std::fmt::Display) -> BenchError {
 }
 
 /// A command whose process dies with this one.
-fn command(bin: &Path) -> Command {
+pub(crate) fn command(bin: &Path) -> Command {
     let mut cmd = Command::new(bin);
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {

@@ -67,6 +67,8 @@ pub struct Shared {
     pub prefixes: PrefixStats,
     shutdown_tx: watch::Sender<bool>,
     stopping: AtomicBool,
+    /// Save restart metadata on the way out (`shutdown graceful`, like SIGUSR1).
+    save_on_stop: AtomicBool,
 }
 
 impl Shared {
@@ -79,6 +81,11 @@ impl Shared {
     pub fn begin_shutdown(&self) {
         self.stopping.store(true, Ordering::Relaxed);
         let _ = self.shutdown_tx.send(true);
+    }
+
+    /// Asks for the restart metadata to be saved when the server stops.
+    pub fn request_restart_save(&self) {
+        self.save_on_stop.store(true, Ordering::Relaxed);
     }
 
     /// Whether shutdown has begun.
@@ -184,6 +191,7 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
         ),
         shutdown_tx,
         stopping: AtomicBool::new(false),
+        save_on_stop: AtomicBool::new(false),
         settings,
     });
 
@@ -221,7 +229,7 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
         );
     }
     let stop = served?;
-    if stop == Stop::Restart {
+    if stop == Stop::Restart || shared.save_on_stop.load(Ordering::Relaxed) {
         // Every worker (and so every writer) has stopped: the store is at rest.
         crate::restart::save(&shared.store)?;
     }

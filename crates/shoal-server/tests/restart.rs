@@ -285,3 +285,20 @@ fn kill_9_mid_load_never_serves_a_torn_or_stale_item() {
     assert_eq!(c.stat("curr_items"), 0);
     c.rt(b"get item:1\r\n", b"END\r\n");
 }
+
+#[test]
+fn shutdown_graceful_saves_like_sigusr1() {
+    let (_dir, path) = memory_file();
+    let mut s = start(&path, &["-A"]);
+    let mut c = s.conn();
+    c.rt(b"set k 7 0 5\r\nhello\r\n", b"STORED\r\n");
+    c.send(b"shutdown graceful\r\n");
+    let st = s.wait_exit(WAIT).expect("exits");
+    assert!(st.success(), "{st:?}");
+    assert!(shoal_store::metadata_path(&path).exists());
+    let s = start(&path, &[]);
+    s.wait_log("[restart] restored 1 items", WAIT)
+        .expect("restored");
+    s.conn()
+        .rt(b"get k\r\n", b"VALUE k 7 5\r\nhello\r\nEND\r\n");
+}

@@ -233,6 +233,9 @@ impl Store {
             refs.reserve(shard.len());
             shard.for_each(inner, |r| refs.push(r));
         }
+        // In memory order (a reference packs segment then offset): the next start then
+        // reads item memory sequentially rather than at random.
+        refs.sort_unstable();
         let meta = Metadata {
             settings: mf.settings.clone(),
             epoch_unix: inner.clock.epoch_unix(),
@@ -286,11 +289,50 @@ impl Store {
         for s in inner.shards.iter() {
             *s.0.lock() = Shard::with_capacity(per_shard + per_shard / 8);
         }
+        // Relinked by several threads over contiguous runs of references: the work is
+        // reading item memory (page faults on a fresh mapping, cache misses), which
+        // scales with cores; shard locks keep the index consistent.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 8);
+        let chunk = meta.refs.len().div_ceil(threads).max(1);
+        let results: Vec<Result<(u64, u64), CleanStart>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = meta
+                .refs
+                .chunks(chunk)
+                .map(|part| scope.spawn(move || self.relink_part(part, now, seg_size)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(CleanStart::Corrupt("relink panicked".into())))
+                })
+                .collect()
+        });
         let (mut linked, mut expired) = (0u64, 0u64);
-        for &r in &meta.refs {
+        for r in results {
+            let (l, e) = r?;
+            linked += l;
+            expired += e;
+        }
+        Ok((linked, expired))
+    }
+
+    /// Relinks one run of saved references; see [`relink`](Self::relink).
+    fn relink_part(
+        &self,
+        refs: &[Ref],
+        now: u32,
+        seg_size: usize,
+    ) -> Result<(u64, u64), CleanStart> {
+        let inner = &*self.inner;
+        let segments = inner.segs.capacity();
+        let (mut linked, mut expired) = (0u64, 0u64);
+        for &r in refs {
             let seg = inner.refs.seg(r);
             let off = inner.refs.off(r) as usize;
-            let valid_seg = (seg as usize) < meta.pool.segments.len()
+            let valid_seg = (seg as usize) < segments
                 && inner.segs.meta(seg).state.load(Ordering::Acquire) == SEALED;
             let used = if valid_seg {
                 (inner.segs.meta(seg).used.load(Ordering::Relaxed) as usize).min(seg_size)

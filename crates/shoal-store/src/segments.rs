@@ -322,6 +322,11 @@ impl Segments {
         true
     }
 
+    /// Segment ids that exist.
+    pub fn capacity(&self) -> usize {
+        self.ptrs.len()
+    }
+
     /// Size of every segment in bytes.
     pub fn seg_size(&self) -> usize {
         self.seg_size

@@ -40,13 +40,18 @@ pub fn verbosity(w: &Worker, level: u32, noreply: bool, out: &mut Vec<u8>) {
     respond(out, noreply, reply::OK);
 }
 
-/// `shutdown`: with `-A`, stops the server gracefully; otherwise an error.
-pub fn shutdown(w: &Worker, out: &mut Vec<u8>) -> Flow {
+/// `shutdown [graceful]`: with `-A`, stops the server gracefully; otherwise an error.
+/// `graceful` is memcached's SIGUSR1 equivalent: it also saves a `-e` memory file's
+/// restart metadata.
+pub fn shutdown(w: &Worker, graceful: bool, out: &mut Vec<u8>) -> Flow {
     if !w.shared.settings.shutdown_enabled {
         out.extend_from_slice(reply::SHUTDOWN_NOT_ENABLED);
         return Flow::Continue;
     }
     tracing::info!("shutdown requested by a client");
+    if graceful {
+        w.shared.request_restart_save();
+    }
     w.shared.begin_shutdown();
     Flow::Close
 }

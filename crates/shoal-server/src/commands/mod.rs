@@ -97,7 +97,8 @@ pub fn execute(
         Request::Version => admin::version(out),
         Request::Verbosity { level, noreply } => admin::verbosity(w, level, noreply, out),
         Request::Quit => return Flow::Close,
-        Request::Shutdown | Request::ShutdownGraceful => return admin::shutdown(w, out),
+        Request::Shutdown => return admin::shutdown(w, false, out),
+        Request::ShutdownGraceful => return admin::shutdown(w, true, out),
         Request::CacheMemlimit { megabytes, noreply } => {
             admin::cache_memlimit(w, megabytes, noreply, out)
         }
