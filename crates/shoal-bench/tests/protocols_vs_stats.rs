@@ -65,7 +65,7 @@ fn check(name: &str, mut cfg: LoadConfig, total: impl Fn() -> (u64, u64)) {
 
 #[test]
 fn memcache_protocols_count_what_shoald_counts() {
-    let bin = common::workspace_bin("SHOALD_BIN", "shoal-server", "shoald");
+    let bin = common::workspace_bin("SHOALD_BIN", "shoald");
     let srv = ServerProcess::start_shoald(&bin, &["-t".into(), "2".into()]).expect("shoald");
     for (p, depth) in [
         (Protocol::Text, 4),
@@ -78,8 +78,7 @@ fn memcache_protocols_count_what_shoald_counts() {
 
 #[test]
 fn memcache_protocols_count_what_memcached_counts() {
-    let Some(bin) = common::on_path("memcached") else {
-        eprintln!("memcached not installed; skipped");
+    let Some(bin) = common::peer("memcached", "memcached") else {
         return;
     };
     let srv = ServerProcess::start_memcached(&bin, &["-t".into(), "2".into()]).expect("memcached");
@@ -94,8 +93,7 @@ fn memcache_protocols_count_what_memcached_counts() {
 
 #[test]
 fn resp_counts_what_redis_counts() {
-    let Some(bin) = common::on_path("redis-server") else {
-        eprintln!("redis-server not installed; skipped");
+    let Some(bin) = common::peer("redis-server", "redis-server") else {
         return;
     };
     let srv = ServerProcess::start_redis(&bin, &[]).expect("redis-server");
@@ -106,7 +104,7 @@ fn resp_counts_what_redis_counts() {
 
 #[test]
 fn a_server_dying_mid_run_is_reported_with_what_was_measured() {
-    let bin = common::workspace_bin("SHOALD_BIN", "shoal-server", "shoald");
+    let bin = common::workspace_bin("SHOALD_BIN", "shoald");
     let mut srv = ServerProcess::start_shoald(&bin, &[]).expect("shoald");
     let mut cfg = config(srv.addr, Protocol::Text, 1);
     cfg.duration = Duration::from_secs(5);

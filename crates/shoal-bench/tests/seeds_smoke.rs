@@ -10,8 +10,8 @@ fn bench() -> Command {
 
 #[test]
 fn all_smoke_writes_a_report() {
-    let shoald = common::workspace_bin("SHOALD_BIN", "shoal-server", "shoald");
-    let queued = common::workspace_bin("SHOAL_QUEUED_BIN", "shoal-queued", "shoal-queued");
+    let shoald = common::workspace_bin("SHOALD_BIN", "shoald");
+    let queued = common::workspace_bin("SHOAL_QUEUED_BIN", "shoal-queued");
     let out = std::env::temp_dir().join(format!("shoal-bench-smoke-{}", std::process::id()));
     let t = std::time::Instant::now();
     let o = bench()
@@ -81,7 +81,7 @@ fn bad_input_is_refused_with_a_message() {
 
 #[test]
 fn a_server_answering_errors_fails_the_run_and_targets_are_used() {
-    let shoald = common::workspace_bin("SHOALD_BIN", "shoal-server", "shoald");
+    let shoald = common::workspace_bin("SHOALD_BIN", "shoald");
     let srv = shoal_bench::server::ServerProcess::start_shoald(&shoald, &[]).expect("shoald");
     let addr = srv.addr.to_string();
     // RESP to a memcached-protocol server: it answers ERROR, which is no RESP reply.

@@ -12,7 +12,7 @@ fn bench() -> Command {
 
 #[test]
 fn a_short_soak_writes_the_chart_and_summaries() {
-    let shoald = common::workspace_bin("SHOALD_BIN", "shoal-server", "shoald");
+    let shoald = common::workspace_bin("SHOALD_BIN", "shoald");
     let out = std::env::temp_dir().join(format!("shoal-bench-soak-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let t = Instant::now();
@@ -76,7 +76,7 @@ fn a_short_soak_writes_the_chart_and_summaries() {
 
 #[test]
 fn soak_refuses_bad_options() {
-    let shoald = common::workspace_bin("SHOALD_BIN", "shoal-server", "shoald");
+    let shoald = common::workspace_bin("SHOALD_BIN", "shoald");
     let shoald = shoald.to_string_lossy();
     let cases: &[(&[&str], &str)] = &[
         (&["soak", "--server", "redis"], "invalid value"),

@@ -14,24 +14,9 @@ use std::time::Duration;
 use shoal_client::{CasOutcome, Client, ClientError, EjectPolicy, Protocol};
 use shoal_ring::{Distribution, HashAlgorithm, Ring, RingConfig, Server};
 
-/// shoald from the same target directory (built by `cargo build --workspace`, or here).
+/// shoald from this test's target directory, rebuilt if stale (see shoal-test-support).
 fn shoald_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let profile_dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    let bin = profile_dir.join("shoald");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-q", "-p", "shoal-server", "--bin", "shoald"]);
-        if profile_dir.ends_with("release") {
-            cmd.arg("--release");
-        }
-        assert!(cmd.status().expect("cargo").success(), "building shoald");
-    }
-    bin
+    shoal_test_support::workspace_bin("shoald")
 }
 
 struct Shoald {
@@ -122,6 +107,8 @@ fn direct(server: &Server) -> Client {
 }
 
 async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    // A stale shoald is rebuilt here, outside the step's time limit.
+    shoald_bin();
     tokio::time::timeout(Duration::from_secs(30), f)
         .await
         .expect("test step timed out")
@@ -374,11 +361,9 @@ impl Drop for Memcached {
     }
 }
 
+/// memcached: CI requires it, a plain `cargo test` prints a visible skip.
 fn memcached_bin() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("memcached"))
-        .find(|p| p.is_file())
+    shoal_test_support::peer("memcached", "memcached")
 }
 
 fn start_memcached(bin: &PathBuf) -> (Memcached, Server) {
@@ -418,7 +403,6 @@ fn start_memcached(bin: &PathBuf) -> (Memcached, Server) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_protocol_works_against_real_memcached() {
     let Some(bin) = memcached_bin() else {
-        eprintln!("memcached not installed; skipped (scripts/test.sh installs it)");
         return;
     };
     within(async {

@@ -259,7 +259,9 @@ fn ejection_moves_keys_exactly_like_nutcracker() {
         .enumerate()
         .map(|(i, d)| pool(&format!("p{i}"), 0, d))
         .collect();
-    let _nut = Nutcracker::start(&theirs_conf, &ports);
+    let Some(_nut) = Nutcracker::start(&theirs_conf, &ports) else {
+        return;
+    };
     let proxy = Proxy::start(&ours_conf, dists.len());
     let dead = 1;
     backends[dead].proc.kill();

@@ -32,30 +32,11 @@ fn heavy() -> std::sync::MutexGuard<'static, ()> {
     HEAVY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Resident set size of `pid` in KB.
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
+use shoal_test_support::rss_kib as rss_kb;
 
 /// Lets this process (and the processes it starts) open a few thousand sockets.
 fn raise_fd_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: plain libc calls on a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max.min(65536);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
+    shoal_test_support::raise_fd_limit(65_536);
 }
 
 fn conf(backend: SocketAddr, extra: &str) -> String {

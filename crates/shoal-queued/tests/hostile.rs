@@ -16,9 +16,7 @@ mod common;
 
 use common::{Client, Server};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The bound both floods must stay under.
@@ -33,77 +31,33 @@ fn serial() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A `/proc/<pid>/status` field in kB (`VmRSS`, `VmHWM`); `None` once the process is gone.
-fn try_proc_status_kb(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
 /// A `/proc/<pid>/status` field in kB of a process that must be running.
 fn proc_status_kb(pid: u32, field: &str) -> u64 {
-    try_proc_status_kb(pid, field).unwrap_or_else(|| panic!("no {field} for pid {pid}"))
+    shoal_test_support::proc_status_kib(pid, field)
+        .unwrap_or_else(|| panic!("no {field} for pid {pid}"))
 }
 
-/// Samples a process's VmRSS every 20 ms in the background, keeping the largest.
-struct RssSampler {
-    stop: Arc<AtomicBool>,
-    thread: JoinHandle<u64>,
-}
+/// Samples the server's VmRSS every 20 ms in the background, keeping the largest.
+struct RssSampler(shoal_test_support::RssSampler);
 
 impl RssSampler {
     fn start(pid: u32) -> RssSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = std::thread::spawn({
-            let stop = stop.clone();
-            move || {
-                let mut max = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    // The server is gone only if the test already failed.
-                    let Some(rss) = try_proc_status_kb(pid, "VmRSS") else {
-                        break;
-                    };
-                    max = max.max(rss);
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                max
-            }
-        });
-        RssSampler { stop, thread }
+        RssSampler(shoal_test_support::RssSampler::start(
+            pid,
+            Duration::from_millis(20),
+        ))
     }
 
     /// The largest VmRSS seen, in kB.
     fn finish(self) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().expect("sampler")
+        self.0.finish()
     }
 }
 
 /// Raises this process's descriptor limit (inherited by the server it spawns) towards
-/// `want`, as far as the hard limit allows; returns the limit now in force.
+/// `want`; returns the limit now in force.
 fn raise_nofile(want: u64) -> u64 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: plain getrlimit/setrlimit on a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return 1024;
-        }
-        if r.rlim_cur < want {
-            let raised = libc::rlimit {
-                rlim_cur: want.min(r.rlim_max),
-                rlim_max: r.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                r = raised;
-            }
-        }
-    }
-    r.rlim_cur
+    shoal_test_support::raise_fd_limit(want)
 }
 
 /// How many hostile connections to open: `want`, or fewer if descriptors are short (both

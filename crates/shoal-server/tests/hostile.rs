@@ -21,28 +21,12 @@ const RSS_LIMIT_KB: u64 = 192 * 1024;
 
 /// Resident set size of `pid` in KB.
 fn rss_kb(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    u32::try_from(pid).map_or(0, shoal_test_support::rss_kib)
 }
 
 /// Lets this process (and the servers it starts) open a few thousand sockets.
 fn raise_fd_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: plain libc calls on a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max.min(65536);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
+    shoal_test_support::raise_fd_limit(65_536);
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {

@@ -19,24 +19,9 @@ pub fn proxy_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_shoal-proxy"))
 }
 
-/// shoald, built by the same cargo invocation (`cargo build --workspace` or the fallback
-/// build below) into the same profile directory as shoal-proxy.
+/// shoald from this test's target directory, rebuilt if stale (see shoal-test-support).
 pub fn shoald_bin() -> PathBuf {
-    let proxy = proxy_bin();
-    let dir = proxy.parent().expect("binary dir");
-    let bin = dir.join("shoald");
-    if !bin.exists() {
-        let release = dir.ends_with("release");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-q", "-p", "shoal-server", "--bin", "shoald"]);
-        if release {
-            cmd.arg("--release");
-        }
-        let st = cmd.status().expect("run cargo build for shoald");
-        assert!(st.success(), "building shoald failed");
-    }
-    bin
+    shoal_test_support::workspace_bin("shoald")
 }
 
 /// A child process killed on drop, with its stderr drained into a channel.
@@ -201,19 +186,18 @@ pub struct Nutcracker {
     pub proc: Proc,
 }
 
-pub fn nutcracker_bin() -> PathBuf {
-    for p in ["/usr/sbin/nutcracker", "/usr/bin/nutcracker"] {
-        if std::path::Path::new(p).exists() {
-            return PathBuf::from(p);
-        }
-    }
-    panic!("nutcracker is not installed (apt-get install -y nutcracker; scripts/test.sh does)");
+/// nutcracker: CI requires it, a plain `cargo test` prints a visible skip.
+pub fn nutcracker_bin() -> Option<PathBuf> {
+    shoal_test_support::peer("nutcracker", "nutcracker")
 }
 
 impl Nutcracker {
-    pub fn start(conf: &str, ports: &[u16]) -> Nutcracker {
+    /// Starts nutcracker, or returns `None` (after a visible skip) when it is not
+    /// installed and the run does not require peers.
+    pub fn start(conf: &str, ports: &[u16]) -> Option<Nutcracker> {
+        let bin = nutcracker_bin()?;
         let path = write_conf(conf);
-        let mut cmd = Command::new(nutcracker_bin());
+        let mut cmd = Command::new(bin);
         cmd.arg("-c").arg(&path).args([
             "-s",
             &free_port().to_string(),
@@ -238,7 +222,7 @@ impl Nutcracker {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
-        Nutcracker { proc }
+        Some(Nutcracker { proc })
     }
 }
 

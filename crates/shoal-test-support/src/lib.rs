@@ -1,0 +1,270 @@
+//! What every integration test in the workspace needs and used to write for itself:
+//!
+//! - **Workspace binaries that are never stale.** A test of one package that runs another
+//!   package's binary (shoal-proxy's tests start shoald) cannot use `CARGO_BIN_EXE_*`,
+//!   which only covers the package's own binaries. [`workspace_bin`] finds the binary in
+//!   the test's own `target/<profile>` and, if any workspace source or manifest is newer
+//!   than it (or it is missing), rebuilds the workspace's binaries first, with the same
+//!   command CI uses, so a test never runs an old build without saying so.
+//! - **One rule for external peers** (memcached, memcached-tool, nutcracker, redis,
+//!   prometheus): [`peer`] finds one; when it is missing, CI (`SHOAL_REQUIRE_PEERS=1`,
+//!   set by `scripts/test.sh`) fails loudly with the package to install, and a plain
+//!   `cargo test` prints a visible `SKIPPED` line and lets the test return.
+//! - **Process measurements** for the hostile-client tests: [`rss_kib`] and
+//!   [`raise_fd_limit`].
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use std::time::SystemTime;
+
+/// `target/<profile>` of the running test executable (`target/<profile>/deps/test-hash`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("test executable lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// The workspace root: the nearest ancestor of this crate with a `[workspace]` manifest.
+pub fn workspace_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors()
+        .find(|d| {
+            std::fs::read_to_string(d.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]"))
+        })
+        .unwrap_or(here)
+        .to_path_buf()
+}
+
+/// The newest modification time of any workspace source or manifest (`crates/*/src/**`,
+/// `crates/*/Cargo.toml`, `Cargo.toml`, `Cargo.lock`).
+fn newest_source(root: &Path) -> Option<SystemTime> {
+    fn walk(dir: &Path, newest: &mut Option<SystemTime>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                walk(&path, newest);
+            } else if let Ok(m) = meta.modified() {
+                *newest = (*newest).max(Some(m));
+            }
+        }
+    }
+    let mut newest = None;
+    for f in ["Cargo.toml", "Cargo.lock"] {
+        if let Ok(m) = std::fs::metadata(root.join(f)).and_then(|m| m.modified()) {
+            newest = newest.max(Some(m));
+        }
+    }
+    let crates = std::fs::read_dir(root.join("crates")).ok()?;
+    for c in crates.flatten() {
+        let dir = c.path();
+        if let Ok(m) = std::fs::metadata(dir.join("Cargo.toml")).and_then(|m| m.modified()) {
+            newest = newest.max(Some(m));
+        }
+        walk(&dir.join("src"), &mut newest);
+    }
+    newest
+}
+
+/// A workspace binary (`shoald`, `shoal-proxy`, `shoal-queued`, ...) from this test's
+/// `target/<profile>`, rebuilt first if it is missing or older than any workspace
+/// source. Within one test process the check runs once per binary.
+///
+/// The rebuild is `cargo build --workspace --bins` in the test's profile: the command CI
+/// runs before its tests, so it resolves features exactly as CI does and is a no-op
+/// there.
+pub fn workspace_bin(bin: &str) -> PathBuf {
+    static CHECKED: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    let dir = profile_dir();
+    let path = dir.join(bin);
+    let checked = CHECKED.get_or_init(|| Mutex::new(Vec::new()));
+    let mut checked = checked.lock().unwrap_or_else(|p| p.into_inner());
+    if checked.iter().any(|b| b == bin) {
+        return path;
+    }
+    let built = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+    let root = workspace_root();
+    let stale = match (built, newest_source(&root)) {
+        (None, _) => true,
+        (Some(b), Some(src)) => src > b,
+        (Some(_), None) => false,
+    };
+    if stale {
+        eprintln!(
+            "{} is missing or older than the workspace sources: rebuilding",
+            path.display()
+        );
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(&root)
+            .args(["build", "-q", "--workspace", "--bins"]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build");
+        assert!(status.success(), "building the workspace binaries failed");
+        assert!(path.is_file(), "{} was not built", path.display());
+    }
+    checked.push(bin.to_string());
+    path
+}
+
+/// Where Debian puts an external peer tool that is not on `PATH` for every user.
+const EXTRA_DIRS: [&str; 3] = ["/usr/sbin", "/usr/share/memcached/scripts", "/usr/bin"];
+
+/// An external peer program by name (searched on `PATH`, then in `/usr/sbin`,
+/// `/usr/share/memcached/scripts` and `/usr/bin`) or by absolute path.
+///
+/// When it is missing: with `SHOAL_REQUIRE_PEERS` set (CI) this panics, naming the Debian
+/// package that provides it; otherwise it prints a visible `SKIPPED` line and returns
+/// `None`, and the caller returns from the test.
+pub fn peer(name: &str, package: &str) -> Option<PathBuf> {
+    let found = if Path::new(name).is_absolute() {
+        Some(PathBuf::from(name)).filter(|p| p.is_file())
+    } else {
+        let path_dirs = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .unwrap_or_default();
+        path_dirs
+            .into_iter()
+            .chain(EXTRA_DIRS.iter().map(PathBuf::from))
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    };
+    if found.is_none() {
+        let why = format!("{name} is not installed (apt-get install -y {package})");
+        assert!(
+            std::env::var_os("SHOAL_REQUIRE_PEERS").is_none(),
+            "{why}; SHOAL_REQUIRE_PEERS is set, so this test may not skip"
+        );
+        eprintln!("SKIPPED: {why}");
+    }
+    found
+}
+
+/// A `/proc/PID/status` field in KiB (`VmRSS`, `VmHWM`, ...); `None` once the process is
+/// gone or if it has no such field.
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// Resident set size of a process in KiB (`VmRSS`); 0 once it is gone.
+pub fn rss_kib(pid: u32) -> u64 {
+    proc_status_kib(pid, "VmRSS").unwrap_or(0)
+}
+
+/// Samples a process's resident set size in the background, keeping the largest value:
+/// RSS read only at the end of a test misses a peak in the middle of it.
+pub struct RssSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl RssSampler {
+    /// Starts sampling `pid` every `every`.
+    pub fn start(pid: u32, every: std::time::Duration) -> RssSampler {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let thread = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                let mut max = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(rss) = proc_status_kib(pid, "VmRSS") else {
+                        break;
+                    };
+                    max = max.max(rss);
+                    std::thread::sleep(every);
+                }
+                max
+            }
+        });
+        RssSampler { stop, thread }
+    }
+
+    /// Stops sampling; the largest RSS seen, in KiB.
+    pub fn finish(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or(0)
+    }
+}
+
+/// Raises this process's open-file limit to at least `want` (as far as the hard limit
+/// allows; as root, past it) so a test can open thousands of client sockets. Returns the
+/// soft limit now in force.
+pub fn raise_fd_limit(want: u64) -> u64 {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) != 0 {
+            return 0;
+        }
+        if rl.rlim_cur >= want {
+            return rl.rlim_cur;
+        }
+        let raised = libc::rlimit {
+            rlim_cur: want.max(rl.rlim_cur),
+            rlim_max: want.max(rl.rlim_max),
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+            return raised.rlim_cur;
+        }
+        let capped = libc::rlimit {
+            rlim_cur: want.min(rl.rlim_max),
+            rlim_max: rl.rlim_max,
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &capped) == 0 {
+            return capped.rlim_cur;
+        }
+        rl.rlim_cur
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_rss_is_measured() {
+        assert!(rss_kib(std::process::id()) > 0);
+        assert_eq!(rss_kib(u32::MAX), 0);
+        assert!(proc_status_kib(std::process::id(), "VmHWM").is_some());
+        let sampler = RssSampler::start(std::process::id(), std::time::Duration::from_millis(5));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(sampler.finish() > 0);
+    }
+
+    #[test]
+    fn a_present_peer_is_found_and_a_missing_one_is_reported() {
+        assert!(peer("sh", "dash").is_some());
+        if std::env::var_os("SHOAL_REQUIRE_PEERS").is_none() {
+            assert_eq!(peer("no-such-peer-tool", "nothing"), None);
+        }
+    }
+
+    #[test]
+    fn the_workspace_root_has_the_workspace_manifest() {
+        let root = workspace_root();
+        assert!(root.join("crates").is_dir(), "{}", root.display());
+        assert!(newest_source(&root).is_some());
+    }
+
+    #[test]
+    fn fd_limit_is_raised() {
+        assert!(raise_fd_limit(256) >= 256);
+    }
+}
