@@ -10,8 +10,9 @@
 //! or may not appear, but every item live for the whole walk appears exactly once.
 
 use crate::clock::is_expired;
-use crate::entry::Item;
-use crate::store::{Store, SHARDS};
+use crate::inner::SHARDS;
+use crate::item::Item;
+use crate::store::Store;
 
 impl Store {
     /// How many parts [`Store::walk_part`] splits a walk over every item into.

@@ -1,103 +1,11 @@
-//! Views of items and the read-modify-write handle of [`Store::update`](crate::Store::update).
+//! The read-modify-write handle of [`Store::update`](crate::Store::update).
 
+use crate::error::StoreError;
 use crate::index::{Ref as Loc, Shard};
-use crate::layout::{self, ItemSpec, RawItem, FETCHED, STALE, WIN_SENT};
-use crate::store::{Inner, StoreError};
+use crate::inner::Inner;
+use crate::item::Item;
+use crate::layout::{self, ItemSpec, FETCHED, STALE, WIN_SENT};
 use crate::writer::Writer;
-use std::marker::PhantomData;
-
-/// A live item, valid while the shard lock that produced it is held.
-pub struct Item<'e> {
-    raw: RawItem,
-    cas: u64,
-    now: u32,
-    _lock: PhantomData<&'e ()>,
-}
-
-impl<'e> Item<'e> {
-    pub(crate) fn new(raw: RawItem, cas: u64, now: u32) -> Self {
-        Item {
-            raw,
-            cas,
-            now,
-            _lock: PhantomData,
-        }
-    }
-
-    /// The key.
-    pub fn key(&self) -> &[u8] {
-        self.raw.key()
-    }
-
-    /// The value.
-    pub fn value(&self) -> &[u8] {
-        self.raw.value()
-    }
-
-    /// Client flags.
-    pub fn flags(&self) -> u32 {
-        self.raw.flags()
-    }
-
-    /// The CAS unique.
-    pub fn cas(&self) -> u64 {
-        self.cas
-    }
-
-    /// Rel expiry time, 0 for never.
-    pub fn exptime(&self) -> u32 {
-        self.raw.exptime()
-    }
-
-    /// Seconds left to live, or `None` if the item never expires.
-    pub fn ttl(&self) -> Option<u32> {
-        match self.raw.exptime() {
-            0 => None,
-            e => Some(e.saturating_sub(self.now)),
-        }
-    }
-
-    /// Seconds since the item was last read or stored.
-    pub fn idle_seconds(&self) -> u32 {
-        self.now.saturating_sub(self.raw.atime())
-    }
-
-    /// Whether the item has been read since it was stored.
-    pub fn fetched(&self) -> bool {
-        self.raw.bits() & FETCHED != 0
-    }
-
-    /// Whether the item was invalidated (served as stale).
-    pub fn stale(&self) -> bool {
-        self.raw.bits() & STALE != 0
-    }
-
-    /// Whether a recache token was already handed out for this item.
-    pub fn win_sent(&self) -> bool {
-        self.raw.bits() & WIN_SENT != 0
-    }
-
-    /// Marks the item read now.
-    pub fn mark_fetched(&self) {
-        self.raw.set_state(FETCHED);
-        self.raw.set_atime(self.now);
-    }
-
-    /// Hands out the recache token: true if the caller is the first to get it.
-    pub fn take_win(&self) -> bool {
-        self.raw.set_state(WIN_SENT) & WIN_SENT == 0
-    }
-
-    /// Marks the item stale (invalidated but still served).
-    pub fn mark_stale(&self) {
-        self.raw.set_state(STALE);
-    }
-
-    /// Bytes the item occupies in memory.
-    pub fn size(&self) -> usize {
-        self.raw.size()
-    }
-}
 
 /// Options for storing a new value.
 #[derive(Debug, Clone, Copy, Default)]

@@ -18,10 +18,15 @@
 //! ```
 
 mod clock;
+mod config;
 mod dump;
 mod entry;
+mod error;
 mod index;
+mod inner;
+mod item;
 mod layout;
+mod memory_file;
 mod restart;
 mod segments;
 mod stats;
@@ -29,10 +34,14 @@ mod store;
 mod writer;
 
 pub use clock::{is_expired, Clock, MAX_RELATIVE_EXPTIME};
-pub use entry::{Entry, EntryError, Item, StoreOptions};
+pub use config::StoreConfig;
+pub use entry::{Entry, EntryError, StoreOptions};
+pub use error::{ConfigError, StoreError};
+pub use inner::EvictObserver;
+pub use item::Item;
 pub use restart::{
     metadata_path, CleanStart, RestartError, Restored, Saved, RESTART_FORMAT_VERSION,
 };
 pub use stats::StoreStats;
-pub use store::{ConfigError, EvictObserver, Store, StoreConfig, StoreError};
+pub use store::Store;
 pub use writer::Writer;

@@ -24,9 +24,12 @@
 //! 4 bytes per item to save, and relinking a million items takes well under a second.
 
 use crate::clock::{is_expired, Clock};
+use crate::config::{Geometry, StoreConfig};
 use crate::index::{Ref, Shard};
-use crate::segments::{MemoryMap, SavedPool, SavedSegment, SegId, SEALED};
-use crate::store::{Geometry, Inner, Store, StoreConfig, SHARDS};
+use crate::inner::{Inner, SHARDS};
+use crate::memory_file::{MemoryFile, MemoryMap};
+use crate::segments::{SavedPool, SavedSegment, SegId, SEALED};
+use crate::store::Store;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -60,7 +63,7 @@ pub enum RestartError {
     NoMemoryFile,
     /// The store's configuration is unusable.
     #[error(transparent)]
-    Config(#[from] crate::store::ConfigError),
+    Config(#[from] crate::error::ConfigError),
 }
 
 /// Why a store opened on a memory file started empty.
@@ -113,15 +116,6 @@ pub struct Saved {
     pub items: u64,
     /// Bytes of metadata written.
     pub metadata_bytes: u64,
-}
-
-/// The memory file a store's segments live in, held open (and locked) for its lifetime.
-pub(crate) struct MemoryFile {
-    path: PathBuf,
-    /// Holds the `flock` that keeps a second process off the file.
-    _file: File,
-    /// Settings the next process must match, in order.
-    settings: Vec<(String, String)>,
 }
 
 /// The metadata path memcached uses beside a memory file: `<file>.meta`.

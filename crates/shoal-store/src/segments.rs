@@ -12,6 +12,7 @@
 //! for a warm restart, from a shared mapping of a memory file ([`MemoryMap`]) whose
 //! contents outlive the process.
 
+use crate::memory_file::MemoryMap;
 use parking_lot::Mutex;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::VecDeque;
@@ -65,57 +66,6 @@ pub enum Acquired {
     MustEvict(SegId),
     /// Nothing can be had: the limit is reached and eviction is off or impossible.
     Exhausted,
-}
-
-/// A shared, writable mapping of a file that holds segment memory (memcached's `-e`):
-/// segment `i` lives at byte `i * seg_size`. Unmapped on drop.
-pub struct MemoryMap {
-    base: *mut u8,
-    len: usize,
-}
-
-impl MemoryMap {
-    /// Maps `len` bytes of `file` (already sized by the caller) shared and writable.
-    pub fn map(file: &std::fs::File, len: usize) -> std::io::Result<MemoryMap> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: a fresh mapping of a file we hold open; nothing else in this process
-        // aliases it, and its lifetime is tied to the returned value.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(MemoryMap {
-            base: base.cast(),
-            len,
-        })
-    }
-
-    /// Writes dirty pages back to the file (a no-op cost on tmpfs, where memory files
-    /// belong; needed for a file on disk to hold what the restart metadata describes).
-    pub fn sync(&self) -> std::io::Result<()> {
-        // SAFETY: the range is exactly our mapping.
-        if unsafe { libc::msync(self.base.cast(), self.len, libc::MS_SYNC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-}
-
-impl Drop for MemoryMap {
-    fn drop(&mut self) {
-        // SAFETY: mapped in `map` with this length; no segment pointer outlives the
-        // `Segments` that owns this mapping.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
-    }
 }
 
 /// One segment's state as saved for a warm restart.

@@ -1,7 +1,8 @@
 //! A thread's write handle: the segment it appends to.
 
+use crate::error::StoreError;
+use crate::inner::Inner;
 use crate::segments::SegId;
-use crate::store::{Inner, StoreError};
 use std::sync::Arc;
 
 struct Active {

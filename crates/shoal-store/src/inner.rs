@@ -1,0 +1,281 @@
+//! The store's shared state and the operations on it that every public type builds on:
+//! index lookups and accounting, segment acquisition and eviction, expiry sweeps.
+//!
+//! Kept apart from [`Store`](crate::Store) so that the types built on it ([`Entry`](crate::Entry),
+//! [`Writer`](crate::Writer), the restart code) depend on this module and not on each
+//! other.
+
+use crate::clock::{is_expired, Clock};
+use crate::config::{Geometry, StoreConfig};
+use crate::error::StoreError;
+use crate::index::{Items, Padded, Ref, Refs, Shard};
+use crate::item::Item;
+use crate::layout::{RawItem, FETCHED};
+use crate::segments::{Acquired, SegId, Segments};
+use parking_lot::{Mutex, MutexGuard};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// A callback told about each evicted item; see [`Store::on_evict`](crate::Store::on_evict).
+pub type EvictObserver = Box<dyn Fn(&Item<'_>) + Send + Sync>;
+
+pub(crate) const SHARDS: usize = 256;
+/// Sealed segments scanned for expired items per maintenance call.
+pub(crate) const CRAWL_BATCH: usize = 4;
+
+/// Everything a store shares between its handles, writers and entries: the clock,
+/// segment memory, the index shards and the accounting over them.
+pub(crate) struct Inner {
+    pub(crate) clock: Clock,
+    pub(crate) segs: Segments,
+    pub(crate) refs: Refs,
+    pub(crate) shards: Box<[Padded<Mutex<Shard>>]>,
+    pub(crate) hasher: foldhash::fast::RandomState,
+    pub(crate) evict: bool,
+    /// Rel time at which a delayed `flush_all` takes effect, 0 if none.
+    pub(crate) pending_flush: AtomicU32,
+    pub(crate) crawl_cursor: AtomicUsize,
+    pub(crate) limit_bytes: AtomicU64,
+    /// Told about every item evicted to make room (memcached's `watch evictions`).
+    pub(crate) evict_observer: std::sync::OnceLock<EvictObserver>,
+    /// The memory file segments live in, for a warm restart (see `restart`).
+    pub(crate) memory_file: std::sync::OnceLock<crate::memory_file::MemoryFile>,
+}
+
+impl Inner {
+    /// An empty store's state, with segment memory still to be chosen (heap by default).
+    pub(crate) fn new(cfg: &StoreConfig, g: &Geometry, clock: Clock) -> Inner {
+        let per_shard = cfg.index_capacity.div_ceil(SHARDS);
+        let shards = (0..SHARDS)
+            .map(|_| Padded(Mutex::new(Shard::with_capacity(per_shard))))
+            .collect();
+        Inner {
+            clock,
+            segs: Segments::new(g.seg, g.segments, g.capacity),
+            refs: g.refs,
+            shards,
+            hasher: foldhash::fast::RandomState::default(),
+            evict: cfg.evict,
+            pending_flush: AtomicU32::new(0),
+            crawl_cursor: AtomicUsize::new(0),
+            limit_bytes: AtomicU64::new(cfg.memory_limit as u64),
+            evict_observer: std::sync::OnceLock::new(),
+            memory_file: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Rel time of a pending delayed `flush_all`, 0 if none.
+    pub(crate) fn pending_flush(&self) -> u32 {
+        self.pending_flush.load(Ordering::Relaxed)
+    }
+
+    /// Restores a pending delayed `flush_all` (warm restart).
+    pub(crate) fn set_pending_flush(&self, at: u32) {
+        self.pending_flush.store(at, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    #[inline]
+    pub(crate) fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
+        self.shards[((hash >> 32) as usize) & (SHARDS - 1)].0.lock()
+    }
+
+    #[inline]
+    pub(crate) fn item_at(&self, r: Ref) -> RawItem {
+        // SAFETY: `r` came from the index (under the shard lock) or from walking a sealed
+        // segment under the scan lock; in both cases the segment has memory and the item
+        // is complete (see `layout::RawItem`).
+        unsafe {
+            RawItem::at(
+                self.segs
+                    .base(self.refs.seg(r))
+                    .add(self.refs.off(r) as usize),
+            )
+        }
+    }
+
+    /// Bytes an item occupies in its segment, alignment padding included.
+    #[inline]
+    pub(crate) fn footprint(&self, raw: &RawItem) -> usize {
+        self.refs.aligned(raw.size())
+    }
+
+    /// The CAS unique of the item at `r`: explicit if stored, else derived from the
+    /// segment's generation and the offset, which no other write ever reuses.
+    #[inline]
+    pub(crate) fn cas_of(&self, r: Ref, raw: &RawItem) -> u64 {
+        raw.explicit_cas().unwrap_or_else(|| {
+            let gen = self.segs.meta(self.refs.seg(r)).gen.load(Ordering::Relaxed);
+            (u64::from(gen) << 32) | u64::from(self.refs.off(r))
+        })
+    }
+
+    /// Counts an item as live in its segment and shard.
+    pub(crate) fn link_accounting(&self, shard: &mut Shard, r: Ref, size: usize) {
+        let m = self.segs.meta(self.refs.seg(r));
+        m.live_items.fetch_add(1, Ordering::Relaxed);
+        m.live_bytes.fetch_add(size as u32, Ordering::Relaxed);
+        shard.counters.bytes += size as u64;
+    }
+
+    /// Stops counting an item as live.
+    pub(crate) fn unlink_accounting(&self, shard: &mut Shard, r: Ref) {
+        let size = self.footprint(&self.item_at(r));
+        let m = self.segs.meta(self.refs.seg(r));
+        m.live_bytes.fetch_sub(size as u32, Ordering::Relaxed);
+        m.live_items.fetch_sub(1, Ordering::Release);
+        shard.counters.bytes -= size as u64;
+    }
+
+    /// Unlinks the item `r` from the index, if it is linked.
+    pub(crate) fn remove_loc(&self, shard: &mut Shard, hash: u64, r: Ref) -> bool {
+        if shard.remove(self, hash, r) {
+            self.unlink_accounting(shard, r);
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn remove_expired(&self, shard: &mut Shard, hash: u64, loc: Ref) {
+        let fetched = self.item_at(loc).bits() & FETCHED != 0;
+        if self.remove_loc(shard, hash, loc) {
+            shard.counters.reclaimed += 1;
+            if !fetched {
+                shard.counters.expired_unfetched += 1;
+            }
+        }
+    }
+
+    pub(crate) fn check_flush(&self, now: u32) {
+        let at = self.pending_flush.load(Ordering::Relaxed);
+        if at != 0
+            && now >= at
+            && self
+                .pending_flush
+                .compare_exchange(at, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.flush_now();
+        }
+    }
+
+    pub(crate) fn flush_now(&self) {
+        for s in self.shards.iter() {
+            let mut shard = s.0.lock();
+            let mut removed = Vec::new();
+            shard.drain(self, |r| removed.push(r));
+            for r in removed {
+                self.unlink_accounting(&mut shard, r);
+            }
+        }
+    }
+
+    /// Finds a fresh segment for a writer, evicting the oldest one if memory is full.
+    pub(crate) fn acquire_segment(&self) -> Result<SegId, StoreError> {
+        for attempt in 0..2 {
+            match self.segs.acquire(self.evict) {
+                Acquired::Ready(id) => return Ok(id),
+                Acquired::MustEvict(id) => {
+                    let _scan = self.segs.scan_lock.lock();
+                    self.evict_segment(id);
+                    return Ok(self.segs.reopen(id));
+                }
+                Acquired::Exhausted if attempt == 0 => {
+                    // Without eviction, expired items are still fair game (memcached -M
+                    // reclaims them too): sweep every sealed segment once and retry.
+                    let now = self.clock.now();
+                    for id in self.segs.sealed_snapshot() {
+                        self.reclaim_expired_in(id, now);
+                    }
+                    let _scan = self.segs.scan_lock.lock();
+                    self.segs.reclaim_dead();
+                }
+                Acquired::Exhausted => break,
+            }
+        }
+        Err(StoreError::OutOfMemory)
+    }
+
+    /// Calls `f` with the location of every item written in a sealed segment. The caller
+    /// holds the scan lock, so the segment is not reused meanwhile.
+    fn walk(&self, id: SegId, mut f: impl FnMut(Ref, RawItem)) {
+        let used = self.segs.meta(id).used.load(Ordering::Acquire) as usize;
+        let mut off = 0usize;
+        while off + 12 <= used {
+            let r = self.refs.make(id, off as u32);
+            let raw = self.item_at(r);
+            let size = self.footprint(&raw);
+            f(r, raw);
+            off += size;
+        }
+    }
+
+    /// Unlinks every item of a segment taken out of the eviction queue. The caller holds
+    /// the scan lock.
+    pub(crate) fn evict_segment(&self, id: SegId) {
+        if self.segs.meta(id).live_items.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let now = self.clock.now();
+        self.walk(id, |loc, raw| {
+            let hash = self.hash(raw.key());
+            let mut shard = self.shard(hash);
+            let fetched = raw.bits() & FETCHED != 0;
+            let expired = is_expired(raw.exptime(), now);
+            if self.remove_loc(&mut shard, hash, loc) {
+                let c = &mut shard.counters;
+                if expired {
+                    c.reclaimed += 1;
+                    if !fetched {
+                        c.expired_unfetched += 1;
+                    }
+                } else {
+                    c.evictions += 1;
+                    if !fetched {
+                        c.evicted_unfetched += 1;
+                    }
+                    if let Some(observe) = self.evict_observer.get() {
+                        // The segment is not reused before this walk ends, so the item's
+                        // bytes are still intact although it is unlinked.
+                        observe(&Item::new(raw, self.cas_of(loc, &raw), now));
+                    }
+                }
+            }
+        });
+    }
+
+    /// Unlinks the expired items of one sealed segment.
+    pub(crate) fn reclaim_expired_in(&self, id: SegId, now: u32) {
+        let _scan = self.segs.scan_lock.lock();
+        if self.segs.meta(id).state.load(Ordering::Acquire) != crate::segments::SEALED
+            || self.segs.meta(id).live_items.load(Ordering::Acquire) == 0
+        {
+            return;
+        }
+        self.walk(id, |loc, raw| {
+            if !is_expired(raw.exptime(), now) {
+                return;
+            }
+            let hash = self.hash(raw.key());
+            let mut shard = self.shard(hash);
+            self.remove_expired(&mut shard, hash, loc);
+        });
+    }
+}
+
+impl Items for Inner {
+    #[inline]
+    fn item(&self, r: Ref) -> RawItem {
+        self.item_at(r)
+    }
+
+    #[inline]
+    fn hash(&self, key: &[u8]) -> u64 {
+        Inner::hash(self, key)
+    }
+}
