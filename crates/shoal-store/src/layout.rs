@@ -289,7 +289,9 @@ pub unsafe fn write(dst: *mut u8, spec: &ItemSpec, key: &[u8], value: &[&[u8]], 
     let word0 = bits | ((spec.key_len as u32) << 8) | (((spec.value_len & 0xffff) as u32) << 16);
     let mut off = 0usize;
     let mut put = |v: u32| {
-        (dst.add(off) as *mut u32).write(v);
+        // SAFETY: the caller gives `size` writable, 4-aligned bytes at `dst`; the header
+        // words come first and `off` stays inside the header's length.
+        unsafe { (dst.add(off) as *mut u32).write(v) };
         off += 4;
     };
     put(word0);
@@ -308,15 +310,20 @@ pub unsafe fn write(dst: *mut u8, spec: &ItemSpec, key: &[u8], value: &[&[u8]], 
         put(cas as u32);
         put((cas >> 32) as u32);
     }
-    std::ptr::copy_nonoverlapping(key.as_ptr(), dst.add(off), key.len());
-    off += key.len();
-    for part in value {
-        std::ptr::copy_nonoverlapping(part.as_ptr(), dst.add(off), part.len());
-        off += part.len();
-    }
-    while off < size {
-        dst.add(off).write(0);
-        off += 1;
+    // SAFETY: header + key + value parts + padding is exactly `size` (the caller's spec
+    // matches `key` and `value`), all within the `size` bytes the caller provides; the
+    // sources are caller slices, never segment memory being written.
+    unsafe {
+        std::ptr::copy_nonoverlapping(key.as_ptr(), dst.add(off), key.len());
+        off += key.len();
+        for part in value {
+            std::ptr::copy_nonoverlapping(part.as_ptr(), dst.add(off), part.len());
+            off += part.len();
+        }
+        while off < size {
+            dst.add(off).write(0);
+            off += 1;
+        }
     }
     size
 }
@@ -328,9 +335,11 @@ mod tests {
     fn roundtrip(spec: ItemSpec, key: &[u8], value: &[u8]) {
         let mut buf = vec![0u32; spec.size() / 4 + 1];
         let ptr = buf.as_mut_ptr() as *mut u8;
+        // SAFETY: `buf` holds more than `spec.size()` 4-aligned bytes.
         let n = unsafe { write(ptr, &spec, key, &[value], 7) };
         assert_eq!(n, spec.size());
         assert_eq!(n % 4, 0);
+        // SAFETY: a complete item was just written there and `buf` outlives `item`.
         let item = unsafe { RawItem::at(ptr) };
         assert_eq!(item.key(), key);
         assert_eq!(item.value(), value);
@@ -385,7 +394,10 @@ mod tests {
         };
         let mut buf = [0u32; 8];
         let ptr = buf.as_mut_ptr() as *mut u8;
+        // SAFETY: 32 4-aligned bytes hold this 20-byte item; it is complete before it is
+        // viewed, and `buf` outlives the view.
         unsafe { write(ptr, &spec, b"k", &[b"v"], 1) };
+        // SAFETY: see above.
         let item = unsafe { RawItem::at(ptr) };
         assert_eq!(item.set_state(FETCHED | WIN_SENT) & FETCHED, 0);
         assert_eq!(item.flags(), 5);

@@ -110,6 +110,7 @@ pub struct Segments {
 // SAFETY: segment memory is shared by design; all access goes through the publication
 // protocol documented in `layout::RawItem` and in the store.
 unsafe impl Sync for Segments {}
+// SAFETY: as for Sync: the raw segment pointers are owned by the table, not by a thread.
 unsafe impl Send for Segments {}
 
 impl Segments {
