@@ -87,7 +87,12 @@ fn killed_backend_is_ejected_and_its_keys_move() {
             errors
         })
     };
-    std::thread::sleep(Duration::from_millis(100));
+    // The reader is under way (it has answers) before the server dies.
+    let started = Instant::now();
+    while done.load(Ordering::Relaxed) == 0 {
+        assert!(started.elapsed() < IO_TIMEOUT, "reader never got an answer");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     backends[dead].proc.kill();
 
     // The dead server's keys fail until the failure limit ejects it, then are served
