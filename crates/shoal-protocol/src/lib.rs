@@ -9,6 +9,7 @@
 
 pub mod binary;
 pub mod binary_client;
+mod error;
 pub mod limits;
 pub mod meta;
 mod num;
@@ -18,7 +19,8 @@ pub mod request;
 
 pub use binary::{parse_binary, BinaryParsed, BinaryRequest};
 pub use binary_client::{encode_request, parse_response, BinaryResponse, ResponseParsed};
+pub use error::ProtocolError;
 pub use limits::Limits;
 pub use meta::{decode_key, encode_key_base64, MetaFlags, MetaMode, MetaNumber};
-pub use parse::{parse, Parsed, ProtocolError};
+pub use parse::{parse, Parsed};
 pub use request::{Keys, Request, StatsGroup, StoreKind};

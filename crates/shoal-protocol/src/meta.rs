@@ -4,8 +4,8 @@
 //! pre-parser does (known letters only, no duplicates, numeric tokens well formed), so the
 //! server can read them back through [`MetaFlags`] without re-checking.
 
+use crate::error::ProtocolError;
 use crate::num;
-use crate::parse::ProtocolError;
 
 /// The flag section of a meta command as sent (space-separated tokens, each a flag letter
 /// followed by its optional token), plus a bitmask of which letters are present.

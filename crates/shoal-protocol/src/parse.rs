@@ -5,6 +5,7 @@
 //! and when the connection is closed without a reply. Comments mark the places where the
 //! rules look arbitrary but are memcached's.
 
+pub use crate::error::ProtocolError;
 use crate::limits::{Limits, MAX_GET_LINE_LEN, MAX_KEY_LEN, MAX_LINE_LEN};
 use crate::meta::{self, MetaFlags};
 use crate::num::{parse_i32, parse_u32, parse_u64};
@@ -61,81 +62,6 @@ pub enum Parsed<'a> {
         /// [`crate::meta::decode_key`] before removing.
         key_base64: bool,
     },
-}
-
-macro_rules! protocol_errors {
-    ($($(#[$doc:meta])* $name:ident => $text:literal,)*) => {
-        /// A protocol error. `Display` is memcached's exact reply line without `\r\n`;
-        /// [`ProtocolError::reply`] is the same line with `\r\n`.
-        #[derive(thiserror::Error, Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum ProtocolError {
-            $($(#[$doc])* #[error($text)] $name,)*
-        }
-
-        impl ProtocolError {
-            /// The exact reply bytes memcached sends for this error, including `\r\n`.
-            pub fn reply(&self) -> &'static [u8] {
-                match self {
-                    $(ProtocolError::$name => concat!($text, "\r\n").as_bytes(),)*
-                }
-            }
-        }
-    };
-}
-
-protocol_errors! {
-    /// Unknown command, or a known one with the wrong number of tokens.
-    UnknownCommand => "ERROR",
-    /// Malformed command line (bad key length, bad number...).
-    BadCommandLineFormat => "CLIENT_ERROR bad command line format",
-    /// A data block not followed by `\r\n`.
-    BadDataChunk => "CLIENT_ERROR bad data chunk",
-    /// A request line with no newline within the limit; memcached closes the connection
-    /// without replying, so this is only ever returned with `silent` and `close` set.
-    LineTooLong => "CLIENT_ERROR line too long",
-    /// An HTTP request line (memcached closes the connection without replying); only ever
-    /// returned with `silent` and `close` set.
-    HttpRequest => "ERROR",
-    /// `delete <key> <something>` other than `0`/`noreply`.
-    DeleteUsage => "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]",
-    /// `incr`/`decr` delta that is not a u64.
-    InvalidDeltaArgument => "CLIENT_ERROR invalid numeric delta argument",
-    /// Bad exptime for `touch`, `gat`/`gats`, or bad `flush_all` delay.
-    InvalidExptime => "CLIENT_ERROR invalid exptime argument",
-    /// `shutdown` with an argument other than `graceful`.
-    InvalidShutdownMode => "CLIENT_ERROR invalid shutdown mode",
-    /// `cache_memlimit` below 8 megabytes.
-    MemlimitTooSmall => "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m",
-    /// `cache_memlimit` above 1,000,000,000 (the client sent bytes, not megabytes).
-    MemlimitNotMegabytes => "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes",
-    /// A value over the size limit (the reply for [`Parsed::TooLarge`]).
-    ObjectTooLarge => "SERVER_ERROR object too large for cache",
-    /// Meta: a flag letter repeated, or a flag byte >= 127.
-    DuplicateFlag => "CLIENT_ERROR duplicate flag",
-    /// Meta: a flag memcached does not know.
-    InvalidFlag => "CLIENT_ERROR invalid flag",
-    /// `md`/`ma`: any flag error (memcached reports them all this way for these commands).
-    InvalidOrDuplicateFlag => "CLIENT_ERROR invalid or duplicate flag",
-    /// Meta: bad numeric token for `N`, `T`, `R` or `C`.
-    BadTokenFormat => "CLIENT_ERROR bad token in command line format",
-    /// Meta: the `b` flag with a key that is not valid base64.
-    KeyDecode => "CLIENT_ERROR error decoding key",
-    /// Meta: an `M` token that is not exactly one byte.
-    IncorrectMTokenLength => "CLIENT_ERROR incorrect length for M token",
-    /// Meta: bad `J` token.
-    InvalidInitialValue => "CLIENT_ERROR invalid numeric initial value",
-    /// Meta: bad `D` token.
-    InvalidDeltaValue => "CLIENT_ERROR invalid numeric delta value",
-    /// Meta: an `O` token longer than 32 bytes (counting the `O`).
-    OpaqueTooLong => "CLIENT_ERROR opaque token too long",
-    /// `mg` with too many flags.
-    MgFlagsTooLong => "CLIENT_ERROR options flags are too long",
-    /// `ms`/`md`/`ma` with too many flags.
-    FlagsTooLong => "CLIENT_ERROR options flags too long",
-    /// `ms` with an `M` mode other than `E A P R S`.
-    InvalidMsMode => "CLIENT_ERROR invalid mode for ms M token",
-    /// `ma` with an `M` mode other than `I + D -`.
-    InvalidMaMode => "CLIENT_ERROR invalid mode for ma M token",
 }
 
 /// memcached's tokenizer array size: at most 23 real tokens plus a terminal marker.
