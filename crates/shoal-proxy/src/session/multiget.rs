@@ -1,0 +1,171 @@
+//! Multi-gets over several servers: splitting the keys into one fragment per server, and
+//! putting the fragments' replies back in the request's key order.
+
+use super::pending::{MultiGet, Pending};
+use super::route::{read, route_error, servers_for};
+use crate::error::BackendError;
+use crate::frame::ReplyKind;
+use crate::pool::Pool;
+use crate::stats::incr;
+use bytes::Bytes;
+
+/// A multi-get's keys grouped by server.
+pub(super) struct Plan {
+    /// The keys, concatenated.
+    pub(super) keys: Vec<u8>,
+    /// (start, end, fragment) for each key in request order.
+    pub(super) spans: Vec<(usize, usize, usize)>,
+    /// Per fragment: its servers (failover order).
+    pub(super) servers: Vec<Vec<usize>>,
+    /// Per fragment: its keys, each preceded by a space.
+    pub(super) keys_of: Vec<Vec<u8>>,
+}
+
+/// Groups `list` by the server each key lives on (one fragment per key when replicated,
+/// so each can fail over on its own).
+pub(super) fn plan(pool: &Pool, list: &[&[u8]]) -> Result<Plan, BackendError> {
+    let replicated = pool.placement.replica_count() > 1;
+    let mut p = Plan {
+        keys: Vec::with_capacity(list.iter().map(|k| k.len()).sum()),
+        spans: Vec::with_capacity(list.len()),
+        servers: Vec::new(),
+        keys_of: Vec::new(),
+    };
+    for key in list {
+        let servers = servers_for(pool, key)?;
+        let f = if replicated {
+            None
+        } else {
+            p.servers.iter().position(|s| s.first() == servers.first())
+        };
+        let f = match f {
+            Some(f) => f,
+            None => {
+                p.servers.push(servers);
+                p.keys_of.push(Vec::new());
+                p.servers.len() - 1
+            }
+        };
+        let start = p.keys.len();
+        p.keys.extend_from_slice(key);
+        p.spans.push((start, p.keys.len(), f));
+        if let Some(fk) = p.keys_of.get_mut(f) {
+            fk.push(b' ');
+            fk.extend_from_slice(key);
+        }
+    }
+    Ok(p)
+}
+
+/// Sends one request per fragment of `plan`; the error reply if one cannot be sent.
+pub(super) async fn send_plan(
+    pool: &Pool,
+    plan: Plan,
+    cmd: &str,
+    exptime: Option<i64>,
+) -> Result<MultiGet, Vec<u8>> {
+    let mut frags = Vec::with_capacity(plan.servers.len());
+    for (servers, fkeys) in plan.servers.into_iter().zip(plan.keys_of) {
+        let mut bytes = Vec::with_capacity(fkeys.len() + 24);
+        bytes.extend_from_slice(cmd.as_bytes());
+        if let Some(t) = exptime {
+            bytes.push(b' ');
+            bytes.extend_from_slice(t.to_string().as_bytes());
+        }
+        bytes.extend_from_slice(&fkeys);
+        bytes.extend_from_slice(b"\r\n");
+        incr(&pool.stats.fragments);
+        match read(pool, servers, bytes, ReplyKind::Retrieval).await {
+            Pending::One(a) => frags.push(a),
+            Pending::Ready(r) => return Err(r),
+            Pending::Static(r) => return Err(r.to_vec()),
+            _ => return Err(BackendError::NoLiveServers.reply()),
+        }
+    }
+    Ok(MultiGet {
+        keys: plan.keys,
+        spans: plan.spans,
+        frags,
+    })
+}
+
+/// A multi-get small enough to forward at once.
+pub(super) async fn multi_get(
+    pool: &Pool,
+    list: &[&[u8]],
+    raw: &[u8],
+    cmd: &str,
+    exptime: Option<i64>,
+) -> Pending {
+    let mut plan = match plan(pool, list) {
+        Ok(p) => p,
+        Err(e) => return route_error(pool, e),
+    };
+    if plan.servers.len() == 1 {
+        // Every key on one server: forward the request as it came.
+        let servers = plan.servers.pop().unwrap_or_default();
+        return read(pool, servers, raw.to_vec(), ReplyKind::Retrieval).await;
+    }
+    match send_plan(pool, plan, cmd, exptime).await {
+        Ok(m) => Pending::Multi(Box::new(m)),
+        Err(r) => Pending::Ready(r),
+    }
+}
+
+/// One `VALUE` entry of a fragment reply: the key's and the whole entry's byte ranges.
+pub(super) struct Entry {
+    pub(super) key: (usize, usize),
+    pub(super) all: (usize, usize),
+}
+
+/// The entries of a framed retrieval reply, in order (stops at `END` or anything else).
+pub(super) fn entries(b: &[u8]) -> impl Iterator<Item = Entry> + '_ {
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        let rest = b.get(pos..)?;
+        let nl = memchr::memchr(b'\n', rest)?;
+        let line = &rest[..nl.saturating_sub(1)];
+        let fields = line.strip_prefix(b"VALUE ")?;
+        let mut toks = fields.split(|&c| c == b' ');
+        let key = toks.next().unwrap_or_default();
+        let len = toks
+            .nth(1)
+            .and_then(|t| std::str::from_utf8(t).ok())
+            .and_then(|t| t.parse::<usize>().ok())
+            .unwrap_or(0);
+        let key_start = pos + 6;
+        let end = pos
+            .saturating_add(nl + 1)
+            .saturating_add(len)
+            .saturating_add(2);
+        let entry = Entry {
+            key: (key_start, key_start + key.len()),
+            all: (pos, end.min(b.len())),
+        };
+        pos = end;
+        Some(entry)
+    })
+}
+
+/// Writes the hits of every fragment in the request's key order (without `END`).
+pub(super) fn reassemble(
+    keys: &[u8],
+    spans: &[(usize, usize, usize)],
+    replies: &[Bytes],
+    out: &mut Vec<u8>,
+) {
+    let parsed: Vec<Vec<Entry>> = replies.iter().map(|b| entries(b).collect()).collect();
+    let mut next = vec![0usize; replies.len()];
+    for &(s, e, f) in spans {
+        let (Some(reply), Some(list), Some(i)) = (replies.get(f), parsed.get(f), next.get_mut(f))
+        else {
+            continue;
+        };
+        if let Some(entry) = list.get(*i) {
+            if reply.get(entry.key.0..entry.key.1) == keys.get(s..e) {
+                out.extend_from_slice(reply.get(entry.all.0..entry.all.1).unwrap_or_default());
+                *i += 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Turning what a request waits for into the bytes written to the client: awaiting
+//! backend replies, retrying replicas, and feeding the value-size estimate.
+
+use super::multiget::{entries, reassemble};
+use super::pending::{Attempt, Pending};
+use super::route::send;
+use crate::backend::{Reply, ReplyRx};
+use crate::error::BackendError;
+use crate::frame::ReplyKind;
+use crate::pool::Pool;
+use crate::stats::incr;
+use bytes::Bytes;
+use shoal_protocol::reply;
+
+pub(super) async fn await_rx(rx: Option<ReplyRx>) -> Reply {
+    match rx {
+        Some(rx) => rx.await.unwrap_or(Err(BackendError::Closed)),
+        None => Err(BackendError::Closed),
+    }
+}
+
+/// Waits for an attempt, failing over to the remaining replicas on transport errors.
+pub(super) async fn finish(pool: &Pool, a: Attempt) -> Reply {
+    let mut r = await_rx(a.rx).await;
+    for s in a.rest {
+        if r.is_ok() {
+            break;
+        }
+        r = await_rx(send(pool, s, a.bytes.clone(), a.kind).await).await;
+    }
+    if let Ok(b) = &r {
+        observe(pool, a.kind, b);
+    }
+    r
+}
+
+/// Feeds the size of the values in a retrieval reply to the pool's estimate.
+pub(super) fn observe(pool: &Pool, kind: ReplyKind, b: &[u8]) {
+    let (size, count) = match kind {
+        ReplyKind::Retrieval => {
+            entries(b).fold((0, 0), |(max, n), e| (max.max(e.all.1 - e.all.0), n + 1))
+        }
+        ReplyKind::Meta | ReplyKind::MetaQuiet if b.starts_with(b"VA ") => (b.len(), 1),
+        _ => (0, 0),
+    };
+    pool.value_size.observe(size, count);
+}
+
+/// Waits for every fragment of a multi-get: their replies, or the first failure (a
+/// transport error, or a reply that is not `VALUE`s and `END`, such as an error line).
+pub(super) async fn finish_fragments(
+    pool: &Pool,
+    frags: Vec<Attempt>,
+) -> Result<Vec<Bytes>, Reply> {
+    let mut replies: Vec<Bytes> = Vec::with_capacity(frags.len());
+    let mut err: Option<Reply> = None;
+    for a in frags {
+        // Every fragment is awaited even after a failure, so none is left answering
+        // into a dropped channel while its connection's later replies wait behind it.
+        match finish(pool, a).await {
+            Ok(b) if b.starts_with(b"VALUE ") || b.starts_with(b"END") => replies.push(b),
+            other => {
+                if err.is_none() {
+                    err = Some(other);
+                }
+            }
+        }
+    }
+    match err {
+        Some(r) => Err(r),
+        None => Ok(replies),
+    }
+}
+
+pub(super) fn push_reply(pool: &Pool, r: Reply, out: &mut Vec<u8>) {
+    match r {
+        Ok(b) => out.extend_from_slice(&b),
+        Err(e) => {
+            incr(&pool.stats.forward_error);
+            out.extend_from_slice(&e.reply());
+        }
+    }
+}
+
+pub(super) async fn resolve(pool: &Pool, p: Pending, out: &mut Vec<u8>) {
+    match p {
+        Pending::Ready(v) => out.extend_from_slice(&v),
+        Pending::Static(s) => out.extend_from_slice(s),
+        Pending::Nothing => {}
+        Pending::One(a) => {
+            let r = finish(pool, a).await;
+            push_reply(pool, r, out);
+        }
+        Pending::First(rxs) => {
+            let mut first_err = None;
+            let mut done = false;
+            for rx in rxs {
+                let r = rx.await.unwrap_or(Err(BackendError::Closed));
+                if done {
+                    continue;
+                }
+                match r {
+                    Ok(b) => {
+                        out.extend_from_slice(&b);
+                        done = true;
+                    }
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                    }
+                }
+            }
+            if !done {
+                push_reply(
+                    pool,
+                    Err(first_err.unwrap_or(BackendError::NoLiveServers)),
+                    out,
+                );
+            }
+        }
+        Pending::All(rxs) => {
+            let mut bad: Option<Reply> = None;
+            for rx in rxs {
+                let r = rx.await.unwrap_or(Err(BackendError::Closed));
+                let ok = matches!(&r, Ok(b) if &b[..] == reply::OK);
+                if !ok && bad.is_none() {
+                    bad = Some(r);
+                }
+            }
+            match bad {
+                None => out.extend_from_slice(reply::OK),
+                Some(r) => push_reply(pool, r, out),
+            }
+        }
+        Pending::Multi(m) => match finish_fragments(pool, m.frags).await {
+            Ok(replies) => {
+                reassemble(&m.keys, &m.spans, &replies, out);
+                out.extend_from_slice(reply::END);
+            }
+            Err(r) => push_reply(pool, r, out),
+        },
+        // Batches are resolved by the session, which knows which multi-get failed.
+        Pending::Batch(_) => {}
+    }
+}
