@@ -178,6 +178,8 @@ fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
     if settings.lock_memory {
         lock_memory(&settings);
     }
+    // The store (and a `-e` memory file) before -u, as memcached reads its files as root.
+    let opened = shoal_server::restart::open_store(&settings).map_err(StartupError::Run)?;
     let switched = switch_user(&settings)?;
     if switched {
         check_readable_after_switch(&settings)?;
@@ -203,7 +205,7 @@ fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
         (None, Some(path)) => tracing::info!("listening on unix:{}", path.display()),
         _ => {}
     }
-    run(settings, listener).map_err(StartupError::Run)
+    run(settings, listener, opened).map_err(StartupError::Run)
 }
 
 /// The soft and hard values of a resource limit.

@@ -8,9 +8,41 @@
 use crate::config::Settings;
 use shoal_store::{CleanStart, Restored, Store, StoreConfig};
 
+/// A store opened for these settings, and what a `-e` memory file held.
+pub struct OpenedStore {
+    /// The store.
+    pub store: Store,
+    /// What was found in the memory file (`None` without `-e`), to log once serving.
+    pub restart: Option<RestartOutcome>,
+}
+
+/// What opening a memory file found, kept to be logged once the server is listening (the
+/// log line operators and tests look for comes after `listening on`).
+pub struct RestartOutcome {
+    path: std::path::PathBuf,
+    restored: Restored,
+    secs: f64,
+}
+
+impl RestartOutcome {
+    /// Logs the outcome in memcached's `[restart]` wording.
+    pub fn log(&self) {
+        match &self.restored {
+            Restored::Warm { items, expired } => tracing::info!(
+                "[restart] restored {items} items from {} in {:.3} s ({expired} expired while down)",
+                self.path.display(),
+                self.secs
+            ),
+            Restored::Clean(why @ CleanStart::NoMetadata) => tracing::info!("[restart] {why}"),
+            Restored::Clean(why) => tracing::warn!("[restart] {why}"),
+        }
+    }
+}
+
 /// The store for these settings: on the heap, or in the `-e` memory file with whatever a
-/// graceful stop left there.
-pub fn open_store(settings: &Settings) -> anyhow::Result<Store> {
+/// graceful stop left there. Called before privileges are dropped (`-u`), as the TLS and
+/// SASL files are read, so a memory file in a root-owned tmpfs directory works.
+pub fn open_store(settings: &Settings) -> anyhow::Result<OpenedStore> {
     let cfg = StoreConfig {
         memory_limit: settings.memory_limit,
         max_item_size: settings.max_item_size,
@@ -19,20 +51,21 @@ pub fn open_store(settings: &Settings) -> anyhow::Result<Store> {
         index_capacity: settings.hashpower.map_or(0, |hp| 1usize << hp),
     };
     let Some(path) = &settings.memory_file else {
-        return Ok(Store::new(cfg)?);
+        return Ok(OpenedStore {
+            store: Store::new(cfg)?,
+            restart: None,
+        });
     };
     let started = std::time::Instant::now();
     let (store, restored) = Store::open_memory_file(cfg, path, &must_match(settings))?;
-    match restored {
-        Restored::Warm { items, expired } => tracing::info!(
-            "[restart] restored {items} items from {} in {:.3} s ({expired} expired while down)",
-            path.display(),
-            started.elapsed().as_secs_f64()
-        ),
-        Restored::Clean(why @ CleanStart::NoMetadata) => tracing::info!("[restart] {why}"),
-        Restored::Clean(why) => tracing::warn!("[restart] {why}"),
-    }
-    Ok(store)
+    Ok(OpenedStore {
+        store,
+        restart: Some(RestartOutcome {
+            path: path.clone(),
+            restored,
+            secs: started.elapsed().as_secs_f64(),
+        }),
+    })
 }
 
 /// The server settings, beyond the store's memory layout, that an item saved by one

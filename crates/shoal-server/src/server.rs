@@ -10,6 +10,7 @@ use crate::config::Settings;
 use crate::conn::{self, ConnInfo, ConnRegistry};
 use crate::detail::PrefixStats;
 use crate::maintenance::LruCrawler;
+use crate::restart::OpenedStore;
 use crate::stats::{StatsRegistry, ThreadStats};
 use crate::watch::Watchers;
 use shoal_net::{Acceptor, Budget, Event, Incoming, WorkerPool, WorkerService};
@@ -137,9 +138,12 @@ pub fn bind(settings: &Settings) -> io::Result<Listener> {
 /// Runs the server until SIGINT/SIGTERM/SIGUSR1 or the `shutdown` command, then returns once
 /// every connection has finished its in-flight replies (and, after SIGUSR1, once a `-e`
 /// memory file's restart metadata is saved).
-pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
+pub fn run(settings: Settings, listener: Listener, opened: OpenedStore) -> anyhow::Result<()> {
     shoal_net::tune_allocator();
-    let store = crate::restart::open_store(&settings)?;
+    let store = opened.store;
+    if let Some(outcome) = &opened.restart {
+        outcome.log();
+    }
     let listen_label = match (&listener, &settings.unix_socket) {
         (Listener::Unix(_), Some(p)) => format!("unix:{}", p.display()),
         _ => format!(

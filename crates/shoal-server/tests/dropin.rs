@@ -327,8 +327,8 @@ fn every_memcached_command_line_starts_and_serves() {
         }
     }
     assert!(
-        !mem_file.exists(),
-        "-e creates no memory file (no warm restart)"
+        mem_file.exists(),
+        "-e keeps item memory in the memory file, created as root before -u"
     );
 }
 
