@@ -29,7 +29,7 @@ use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// What `stats conns` shows about one connection.
@@ -366,7 +366,16 @@ impl TextContext<'_> {
         let worker = self.worker;
         match parse(input, limits) {
             Parsed::Request { request, consumed } => {
-                match commands::execute(worker, self.session, request, self.window, wbuf) {
+                // Timed only when metrics are served: one clock read here, one after.
+                let timing = worker
+                    .latency
+                    .as_ref()
+                    .map(|l| (l, crate::metrics::text_command(&request), Instant::now()));
+                let flow = commands::execute(worker, self.session, request, self.window, wbuf);
+                if let Some((latency, command, start)) = timing {
+                    latency.record(command, start);
+                }
+                match flow {
                     Flow::Suspend => Step::Suspended,
                     Flow::Watch(kinds) => Step::Watch { consumed, kinds },
                     flow => Step::Done {
@@ -432,7 +441,14 @@ fn binary_step(
 ) -> Step {
     match parse_binary(input, limits) {
         BinaryParsed::Request { request, consumed } => {
+            let timing = worker.latency.as_ref().map(|l| {
+                let command = crate::metrics::binary_command(request.opcode, request.cas);
+                (l, command, Instant::now())
+            });
             let close = commands::binary::execute(worker, session, request, wbuf) == Flow::Close;
+            if let Some((latency, command, start)) = timing {
+                latency.record(command, start);
+            }
             Step::Done {
                 consumed,
                 swallow: 0,
