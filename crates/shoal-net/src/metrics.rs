@@ -133,6 +133,13 @@ impl Histogram {
     }
 }
 
+impl Default for Histogram {
+    /// A latency histogram.
+    fn default() -> Histogram {
+        Histogram::latency()
+    }
+}
+
 /// A histogram's counts at one moment, which snapshots of other threads' histograms (with
 /// the same bounds) can be added to.
 #[derive(Debug, Clone, PartialEq, Eq)]
