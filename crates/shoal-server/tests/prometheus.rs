@@ -128,30 +128,28 @@ fn until(start: Instant, what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn prometheus_scrapes_all_three_daemons() {
-    let present = Path::new(PROMETHEUS).exists();
-    if !present {
-        assert!(
-            std::env::var_os("SHOAL_REQUIRE_PEERS").is_none(),
-            "{PROMETHEUS} is missing (install Debian's prometheus package)"
-        );
-        eprintln!("SKIPPED: {PROMETHEUS} is missing (install Debian's prometheus package)");
-        return;
-    }
-    let (proxy_bin, queued_bin) = (sibling("shoal-proxy"), sibling("shoal-queued"));
-    let tmp = tempfile::tempdir().expect("tempdir");
+/// The three daemons, each serving metrics on an ephemeral port.
+struct Daemons {
+    shoald_metrics: SocketAddr,
+    proxy_addr: SocketAddr,
+    proxy_metrics: SocketAddr,
+    queued_addr: SocketAddr,
+    queued_metrics: SocketAddr,
+    _procs: (common::Server, Proc, Proc),
+}
 
+fn start_daemons(tmp: &Path) -> Daemons {
+    let (proxy_bin, queued_bin) = (sibling("shoal-proxy"), sibling("shoal-queued"));
     let (shoald, shoald_metrics) = common::with_metrics(&[]);
     let queued = Proc::spawn(
         Command::new(queued_bin)
             .args(["-p", "0", "-l", "127.0.0.1", "-v", "-t", "1"])
             .args(["--metrics-listen", "127.0.0.1:0", "-d"])
-            .arg(tmp.path().join("queues")),
+            .arg(tmp.join("queues")),
     );
     let queued_addr = queued.addr_after("listening on ");
     let queued_metrics = queued.addr_after("metrics on http://");
-    let conf = tmp.path().join("proxy.yml");
+    let conf = tmp.join("proxy.yml");
     let backend = shoald.addr.expect("tcp");
     std::fs::write(
         &conf,
@@ -166,7 +164,37 @@ fn prometheus_scrapes_all_three_daemons() {
     ]));
     let proxy_addr = proxy.addr_after("pool alpha listening on ");
     let proxy_metrics = proxy.addr_after("metrics listening on ");
+    Daemons {
+        shoald_metrics,
+        proxy_addr,
+        proxy_metrics,
+        queued_addr,
+        queued_metrics,
+        _procs: (shoald, queued, proxy),
+    }
+}
 
+#[test]
+fn prometheus_scrapes_all_three_daemons() {
+    let present = Path::new(PROMETHEUS).exists();
+    if !present {
+        assert!(
+            std::env::var_os("SHOAL_REQUIRE_PEERS").is_none(),
+            "{PROMETHEUS} is missing (install Debian's prometheus package)"
+        );
+        eprintln!("SKIPPED: {PROMETHEUS} is missing (install Debian's prometheus package)");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = start_daemons(tmp.path());
+    let Daemons {
+        shoald_metrics,
+        proxy_addr,
+        proxy_metrics,
+        queued_addr,
+        queued_metrics,
+        ..
+    } = d;
     let prom_addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let config = tmp.path().join("prometheus.yml");
     std::fs::write(
@@ -226,4 +254,81 @@ fn prometheus_scrapes_all_three_daemons() {
         "prometheus saw all three daemons and their counters move in {:?}",
         start.elapsed()
     );
+}
+
+/// Metric family names in a PromQL expression: identifiers naming Shoal's or the
+/// exporter's metrics (label names, functions and `$variables` never start so), with a
+/// histogram's `_bucket`/`_sum`/`_count` series named by their family.
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = expr;
+    while let Some(i) = rest.find(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '$') {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == ':'))
+            .unwrap_or(tail.len());
+        let word = &tail[..end];
+        if word.starts_with("shoal_") || word.starts_with("memcached_") {
+            out.push(word.to_string());
+        }
+        rest = &tail[end..];
+    }
+    out
+}
+
+/// docs/grafana/shoal.json is a dashboard Grafana imports (its `__inputs` datasource used by
+/// every panel) whose every query names metrics the three daemons export.
+#[test]
+fn the_grafana_dashboard_queries_only_exported_metrics() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/grafana/shoal.json");
+    let text = std::fs::read_to_string(&path).expect("docs/grafana/shoal.json");
+    let dash: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    assert_eq!(dash["__inputs"][0]["name"], "DS_PROMETHEUS");
+    assert_eq!(dash["__inputs"][0]["pluginId"], "prometheus");
+    assert!(dash["uid"].is_string() && dash["title"].is_string());
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = start_daemons(tmp.path());
+    let mut exported = std::collections::BTreeSet::new();
+    for addr in [d.shoald_metrics, d.proxy_metrics, d.queued_metrics] {
+        let (status, page) = common::http_get(addr, "/metrics");
+        assert_eq!(status, 200);
+        for line in page.lines() {
+            let Some(rest) = line.strip_prefix("# TYPE ") else {
+                continue;
+            };
+            let mut parts = rest.split(' ');
+            let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            exported.insert(name.to_string());
+            if kind == "histogram" {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    exported.insert(format!("{name}{suffix}"));
+                }
+            }
+        }
+    }
+    let panels = dash["panels"].as_array().expect("panels");
+    let mut queries = 0;
+    for panel in panels.iter().filter(|p| p["type"] != "row") {
+        let title = panel["title"].as_str().unwrap_or("?");
+        assert_eq!(panel["datasource"]["uid"], "${DS_PROMETHEUS}", "{title}");
+        let targets = panel["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "{title}");
+        for t in targets {
+            let expr = t["expr"].as_str().expect("expr");
+            let names = metric_names(expr);
+            assert!(!names.is_empty(), "{title}: {expr}");
+            for name in names {
+                assert!(exported.contains(&name), "{title}: {name} is not exported");
+            }
+            queries += 1;
+        }
+    }
+    eprintln!(
+        "{queries} dashboard queries over {} exported series names",
+        exported.len()
+    );
+    let _ = (d.proxy_addr, d.queued_addr);
 }
