@@ -113,6 +113,17 @@ impl Histogram {
         self.sum.fetch_add(value, Ordering::Relaxed);
     }
 
+    /// Records `n` observations of the same value at once.
+    #[inline]
+    pub fn record_n(&self, value: u64, n: u64) {
+        let i = self.bounds.partition_point(|&b| b < value);
+        if let Some(c) = self.counts.get(i) {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+        self.sum
+            .fetch_add(value.saturating_mul(n), Ordering::Relaxed);
+    }
+
     /// Records a duration in nanoseconds (saturating at `u64::MAX`).
     #[inline]
     pub fn record_duration(&self, d: Duration) {

@@ -138,6 +138,12 @@ where
         let mut suspended = false;
         let mut watch = None;
         worker.current_conn.set(info.id);
+        // With metrics on, the turn is timed: its requests are recorded at its end.
+        let turn = worker
+            .latency
+            .as_ref()
+            .filter(|_| !rbuf.input().is_empty())
+            .map(|l| (l, Instant::now()));
         loop {
             let input = rbuf.input();
             if input.is_empty() {
@@ -218,6 +224,9 @@ where
                 more_ready = true;
                 break;
             }
+        }
+        if let Some((latency, start)) = turn {
+            latency.end_turn(start);
         }
         if let Some(delay) = session.penalty.take() {
             // A failed login: its reply (and anything after it) waits, so a client that
@@ -366,16 +375,11 @@ impl TextContext<'_> {
         let worker = self.worker;
         match parse(input, limits) {
             Parsed::Request { request, consumed } => {
-                // Timed only when metrics are served: one clock read here, one after.
-                let timing = worker
-                    .latency
-                    .as_ref()
-                    .map(|l| (l, crate::metrics::text_command(&request), Instant::now()));
-                let flow = commands::execute(worker, self.session, request, self.window, wbuf);
-                if let Some((latency, command, start)) = timing {
-                    latency.record(command, start);
+                // Counted only when metrics are served; timed per turn (`serve`).
+                if let Some(latency) = &worker.latency {
+                    latency.count(crate::metrics::text_command(&request));
                 }
-                match flow {
+                match commands::execute(worker, self.session, request, self.window, wbuf) {
                     Flow::Suspend => Step::Suspended,
                     Flow::Watch(kinds) => Step::Watch { consumed, kinds },
                     flow => Step::Done {
@@ -441,14 +445,10 @@ fn binary_step(
 ) -> Step {
     match parse_binary(input, limits) {
         BinaryParsed::Request { request, consumed } => {
-            let timing = worker.latency.as_ref().map(|l| {
-                let command = crate::metrics::binary_command(request.opcode, request.cas);
-                (l, command, Instant::now())
-            });
-            let close = commands::binary::execute(worker, session, request, wbuf) == Flow::Close;
-            if let Some((latency, command, start)) = timing {
-                latency.record(command, start);
+            if let Some(latency) = &worker.latency {
+                latency.count(crate::metrics::binary_command(request.opcode, request.cas));
             }
+            let close = commands::binary::execute(worker, session, request, wbuf) == Flow::Close;
             Step::Done {
                 consumed,
                 swallow: 0,

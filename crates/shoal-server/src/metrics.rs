@@ -15,10 +15,16 @@
 //! # What memcached cannot give
 //!
 //! `shoal_request_duration_seconds{command}`: per-command latency, measured on the worker
-//! from the moment a request has been parsed until its reply has been queued on the
-//! connection (so the time a reply spends waiting for the socket is not included). Each
-//! worker records into histograms it alone writes ([`WorkerLatency`]); a scrape adds them
-//! up. One `Instant::now()` pair per request, taken only when `--metrics-listen` is given.
+//! per read batch: a connection's turn parses and executes every request its input holds,
+//! queueing the replies, then writes them at once; each request of the turn is recorded
+//! with the time from the turn's start to its end (its replies queued, not yet written).
+//! With one request per read (depth 1) that is the request's own time from parsed to
+//! reply queued; pipelined, it is when the request's reply can leave at the earliest.
+//! Timing each request on its own cost two clock reads per request, 19% of shoald's CPU
+//! per request pipelined at depth 16 (docs/benchmarks/2026-11-25-metrics.md); per turn it
+//! is two clock reads per turn, and per request one plain (non-atomic-RMW) increment.
+//! Each worker records into histograms it alone writes ([`WorkerLatency`]); a scrape adds
+//! them up. Nothing is timed without `--metrics-listen`.
 //! Also the store's segments, its eviction and expiry figures, authentication failures
 //! and TLS handshakes.
 
@@ -27,6 +33,7 @@ use parking_lot::Mutex;
 use shoal_net::metrics::{Histogram, HistogramSnapshot, Kind, Page, LATENCY_BOUNDS_NS};
 use shoal_protocol::{binary::opcode, Request, StoreKind};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -116,27 +123,45 @@ pub fn binary_command(op: u8, cas: u64) -> usize {
     }
 }
 
-/// One worker's request latency histograms, one per [`COMMANDS`] entry. Only that worker
-/// records; scrapes read.
+/// One worker's request latency histograms, one per [`COMMANDS`] entry, and the requests
+/// of the connection turn being served. Only that worker writes; scrapes read the
+/// histograms.
 #[derive(Debug)]
 pub struct WorkerLatency {
     by_command: [Histogram; COMMANDS.len()],
+    /// Requests of the current turn, by command. Written only by the worker, so a load and
+    /// a store (no atomic read-modify-write) suffice.
+    turn: [AtomicU32; COMMANDS.len()],
 }
 
 impl Default for WorkerLatency {
     fn default() -> WorkerLatency {
         WorkerLatency {
             by_command: std::array::from_fn(|_| Histogram::latency()),
+            turn: std::array::from_fn(|_| AtomicU32::new(0)),
         }
     }
 }
 
 impl WorkerLatency {
-    /// Records a request of command `index` that started (was parsed) at `start`.
+    /// Counts a request of command `index` in the current turn.
     #[inline]
-    pub fn record(&self, index: usize, start: Instant) {
-        if let Some(h) = self.by_command.get(index) {
-            h.record_duration(start.elapsed());
+    pub fn count(&self, index: usize) {
+        if let Some(c) = self.turn.get(index) {
+            c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        }
+    }
+
+    /// Ends a turn that started at `start`: records each of its requests with the turn's
+    /// duration.
+    pub fn end_turn(&self, start: Instant) {
+        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        for (c, h) in self.turn.iter().zip(&self.by_command) {
+            let n = c.load(Ordering::Relaxed);
+            if n > 0 {
+                h.record_n(ns, u64::from(n));
+                c.store(0, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -411,7 +436,8 @@ const ITEMS: [Def; 19] = [
     ("outofmemory", "slab_items_outofmemory_total", C, "Total number of items for this slab class that have triggered an out of memory error."),
     ("reclaimed", "slab_items_reclaimed_total", C, "Total number of items reclaimed."),
     ("tailrepairs", "slab_items_tailrepairs_total", C, "Total number of times the entries for a particular ID need repairing."),
-    ("mem_requested", "slab_mem_requested_bytes", G, "Number of bytes of memory actual items take up within a slab."),
+    // A counter here (the exporter's `itemsCounterMetrics`), a gauge from `stats slabs`.
+    ("mem_requested", "slab_mem_requested_bytes", C, "Number of bytes of memory actual items take up within a slab."),
     ("moves_to_cold", "slab_items_moves_to_cold", C, "Number of items moved from HOT or WARM into COLD."),
     ("moves_to_warm", "slab_items_moves_to_warm", C, "Number of items moves from COLD into WARM."),
     ("moves_within_lru", "slab_items_moves_within_lru", C, "Number of times active items were bumped within HOT or WARM."),

@@ -189,6 +189,7 @@ fn promtool_accepts_the_page_but_for_the_exporters_own_names() {
         "memcached_slab_items_moves_to_cold",
         "memcached_slab_items_moves_to_warm",
         "memcached_slab_items_moves_within_lru",
+        "memcached_slab_mem_requested_bytes",
     ];
     for line in BufReader::new(text.as_bytes()).lines() {
         let line = line.expect("line");
