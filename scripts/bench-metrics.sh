@@ -4,7 +4,7 @@
 # in alternating pairs. Prints one line per pair and the medians: ops/s, and shoald's CPU
 # time per request (user+system, from /proc; less sensitive than ops/s to other load on a
 # shared machine).
-# Usage: scripts/bench-metrics.sh [pairs] [seconds]   (needs a release build of shoald and
+# Usage: [DEPTHS="1 16"] scripts/bench-metrics.sh [pairs] [seconds]   (needs a release build of shoald and
 # shoal-bench in ${CARGO_TARGET_DIR:-target}/release, and curl)
 set -euo pipefail
 pairs=${1:-5}
@@ -43,7 +43,7 @@ run() { # mode depth -> "ops/s cpu-ns-per-request"
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-for depth in 1 16; do
+for depth in ${DEPTHS:-1 16}; do
   off=(); on=()
   for i in $(seq "$pairs"); do
     # Alternate which goes first, so drift (other load, thermal) hits both alike.

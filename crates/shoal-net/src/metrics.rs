@@ -192,6 +192,115 @@ impl HistogramSnapshot {
     }
 }
 
+/// A clock cheap enough to read on every connection turn: the CPU's time-stamp counter
+/// where the kernel itself keeps time with it (x86-64 with clock source `tsc`: constant,
+/// synchronised across cores), else [`std::time::Instant`]. `rdtsc` costs ~15 ns on the
+/// project's VM under load, against ~40 ns for `Instant::now()` through the vDSO.
+pub mod clock {
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    struct Calibration {
+        /// Whether [`now`] reads the time-stamp counter.
+        tsc: bool,
+        /// Nanoseconds per tick, as a 32.32 fixed-point number.
+        ns_per_tick: u64,
+        /// The origin of fallback ticks (nanoseconds since it).
+        epoch: Instant,
+    }
+
+    static CALIBRATION: OnceLock<Calibration> = OnceLock::new();
+
+    fn calibration() -> &'static Calibration {
+        CALIBRATION.get_or_init(|| {
+            let epoch = Instant::now();
+            let fallback = Calibration {
+                tsc: false,
+                ns_per_tick: 1 << 32,
+                epoch,
+            };
+            if !tsc_trusted() {
+                return fallback;
+            }
+            let (t0, i0) = (tsc(), Instant::now());
+            std::thread::sleep(Duration::from_millis(20));
+            let (t1, i1) = (tsc(), Instant::now());
+            let ticks = t1.saturating_sub(t0);
+            let ns = u64::try_from(i1.duration_since(i0).as_nanos()).unwrap_or(0);
+            if ticks == 0 || ns == 0 {
+                return fallback;
+            }
+            Calibration {
+                tsc: true,
+                ns_per_tick: u64::try_from((u128::from(ns) << 32) / u128::from(ticks))
+                    .unwrap_or(1 << 32),
+                epoch,
+            }
+        })
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn tsc_trusted() -> bool {
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .is_ok_and(|s| s.trim() == "tsc")
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn tsc_trusted() -> bool {
+        false
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    fn tsc() -> u64 {
+        // SAFETY: `rdtsc` exists on every x86-64 CPU and only reads a counter.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    #[inline]
+    fn tsc() -> u64 {
+        0
+    }
+
+    /// Calibrates the clock (20 ms, once per process); call at startup so the first
+    /// [`now`] on a worker does not pay for it.
+    pub fn calibrate() {
+        calibration();
+    }
+
+    /// The current time in ticks (comparable only with other ticks of this process).
+    #[inline]
+    pub fn now() -> u64 {
+        let c = calibration();
+        if c.tsc {
+            tsc()
+        } else {
+            u64::try_from(c.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        }
+    }
+
+    /// Nanoseconds in `ticks` (a difference of two [`now`]s).
+    #[inline]
+    pub fn ticks_to_ns(ticks: u64) -> u64 {
+        let ns = (u128::from(ticks) * u128::from(calibration().ns_per_tick)) >> 32;
+        u64::try_from(ns).unwrap_or(u64::MAX)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn ticks_measure_nanoseconds() {
+            super::calibrate();
+            let (t0, i0) = (super::now(), std::time::Instant::now());
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            let ns = super::ticks_to_ns(super::now() - t0) as f64;
+            let real = i0.elapsed().as_nanos() as f64;
+            assert!((ns / real - 1.0).abs() < 0.05, "{ns} vs {real}");
+        }
+    }
+}
+
 /// What a metric family is, as `# TYPE` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

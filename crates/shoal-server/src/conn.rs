@@ -29,7 +29,7 @@ use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// What `stats conns` shows about one connection.
@@ -143,7 +143,7 @@ where
             .latency
             .as_ref()
             .filter(|_| !rbuf.input().is_empty())
-            .map(|l| (l, Instant::now()));
+            .map(|l| (l, shoal_net::metrics::clock::now()));
         loop {
             let input = rbuf.input();
             if input.is_empty() {

@@ -233,6 +233,7 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
         let metrics = shoal_net::metrics::MetricsServer::bind(addr)
             .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: {e}"))?;
         tracing::info!("metrics on http://{}/metrics", metrics.local_addr()?);
+        shoal_net::metrics::clock::calibrate();
         let sh = shared.clone();
         rt.spawn(metrics.serve(Arc::new(move || crate::metrics::render(&sh))));
     }
