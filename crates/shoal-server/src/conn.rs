@@ -375,9 +375,12 @@ impl TextContext<'_> {
         let worker = self.worker;
         match parse(input, limits) {
             Parsed::Request { request, consumed } => {
-                // Counted only when metrics are served; timed per turn (`serve`).
+                // Counted only when metrics are served (timed per turn, in `serve`), and
+                // once: not again when a suspended multi-get resumes.
                 if let Some(latency) = &worker.latency {
-                    latency.count(crate::metrics::text_command(&request));
+                    if self.window.resume_at == 0 {
+                        latency.count(crate::metrics::text_command(&request));
+                    }
                 }
                 match commands::execute(worker, self.session, request, self.window, wbuf) {
                     Flow::Suspend => Step::Suspended,

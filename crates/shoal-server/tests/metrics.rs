@@ -252,3 +252,28 @@ fn log_format_json_writes_one_object_per_line() {
         .expect("run");
     assert!(!out.status.success());
 }
+
+/// A multi-get whose reply is served in several turns (past the output high-water mark)
+/// is still one request.
+#[test]
+fn a_suspended_multi_get_counts_once() {
+    let (server, metrics) = with_metrics(&["-I", "2m"]);
+    let mut c = server.conn();
+    let big = vec![b'x'; 500_000];
+    let keys: Vec<String> = (0..12).map(|i| format!("big{i}")).collect();
+    for k in &keys {
+        c.set(k, &big);
+    }
+    c.send(format!("get {}\r\n", keys.join(" ")).as_bytes());
+    let reply = c.read_until(b"END\r\n");
+    assert!(reply.len() > 12 * 500_000, "{}", reply.len());
+    let (_, page) = http_get(metrics, "/metrics");
+    assert_eq!(
+        value(
+            &page,
+            "shoal_request_duration_seconds_count",
+            &[("command", "get")]
+        ),
+        Some(1.0)
+    );
+}
