@@ -332,3 +332,53 @@ fn the_grafana_dashboard_queries_only_exported_metrics() {
     );
     let _ = (d.proxy_addr, d.queued_addr);
 }
+
+/// `promtool check metrics` finds nothing to say about shoal-proxy's and shoal-queued's
+/// pages (shoald's is checked in tests/metrics.rs), with per-server and per-queue series
+/// present.
+#[test]
+fn proxy_and_queued_pages_pass_promtool() {
+    if Command::new("promtool").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("SHOAL_REQUIRE_PEERS").is_none(),
+            "promtool is missing (install Debian's prometheus package)"
+        );
+        eprintln!("SKIPPED: promtool is missing (install Debian's prometheus package)");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = start_daemons(tmp.path());
+    common::Conn::tcp(d.proxy_addr).set("k", b"v");
+    common::Conn::tcp(d.queued_addr).rt(b"set jobs 0 0 1\r\nx\r\n", b"STORED\r\n");
+    for (name, addr) in [
+        ("shoal-proxy", d.proxy_metrics),
+        ("shoal-queued", d.queued_metrics),
+    ] {
+        let (status, page) = common::http_get(addr, "/metrics");
+        assert_eq!(status, 200);
+        assert!(
+            page.contains("server=") || page.contains("queue=\"jobs\""),
+            "{page}"
+        );
+        let mut child = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("promtool");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(page.as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("promtool");
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "{name}: {}{}\n{page}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
