@@ -17,6 +17,8 @@ command -v memcached >/dev/null || need_pkgs+=(memcached)
 command -v memccapable >/dev/null || need_pkgs+=(libmemcached-tools)
 [ -x /usr/sbin/nutcracker ] || command -v nutcracker >/dev/null || need_pkgs+=(nutcracker)
 command -v redis-server >/dev/null || need_pkgs+=(redis-server)
+# Prometheus (and its promtool) scrape and lint the daemons' /metrics pages.
+{ [ -x /usr/bin/prometheus ] && command -v promtool >/dev/null; } || need_pkgs+=(prometheus)
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing Debian packages: ${need_pkgs[*]}"

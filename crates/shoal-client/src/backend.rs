@@ -46,6 +46,9 @@ struct Waiter {
     kind: ReplyKind,
     reply: Option<oneshot::Sender<Reply>>,
     deadline: Option<Instant>,
+    /// When the request was handed to the connection (for the latency histogram).
+    sent: Instant,
+    _in_flight: crate::stats::InFlight,
 }
 
 /// What a connection task needs to know about its server.
@@ -219,11 +222,14 @@ async fn session(
                 return;
             }
             if f.kind != ReplyKind::None {
-                let deadline = target.timeout.map(|t| Instant::now() + t);
+                let sent = Instant::now();
+                let deadline = target.timeout.map(|t| sent + t);
                 let w = Waiter {
                     kind: f.kind,
                     reply: f.reply,
                     deadline,
+                    sent,
+                    _in_flight: crate::stats::InFlight::new(&target.stats),
                 };
                 if let Err(e) = ptx.send(w) {
                     fail(e.0.reply, BackendError::Closed);
@@ -288,6 +294,7 @@ async fn read_loop(
                         _ => {}
                     }
                     incr(&target.stats.responses);
+                    target.stats.latency.record_duration(w.sent.elapsed());
                     target.health.success(target.index);
                     target.stats.response_bytes.fetch_add(len as u64, Relaxed);
                     if let Some(tx) = w.reply {

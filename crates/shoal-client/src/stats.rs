@@ -25,6 +25,30 @@ pub struct ServerStats {
     pub responses: AtomicU64,
     /// Reply bytes received.
     pub response_bytes: AtomicU64,
+    /// Requests sent (or queued to be) that await a reply now.
+    pub in_flight: AtomicU64,
+    /// Time from a request being handed to a connection to its reply being read, in
+    /// nanoseconds (replies only: failed and timed-out requests are not in it).
+    pub latency: shoal_net::metrics::Histogram,
+}
+
+/// One request awaiting its reply, counted in [`ServerStats::in_flight`] for as long as
+/// it lives (answered, failed or dropped with its connection alike).
+#[derive(Debug)]
+pub struct InFlight(std::sync::Arc<ServerStats>);
+
+impl InFlight {
+    /// Counts a request in flight on `stats`' server.
+    pub fn new(stats: &std::sync::Arc<ServerStats>) -> InFlight {
+        incr(&stats.in_flight);
+        InFlight(stats.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        decr(&self.0.in_flight);
+    }
 }
 
 /// Adds one to a counter.

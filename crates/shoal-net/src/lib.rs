@@ -12,12 +12,17 @@
 //! - [`ReadBuffer`]: a connection's input buffer, growing only within the budget;
 //! - [`tune_allocator`]: keeps freed buffers from staying resident;
 //! - [`Budget`]: the process-wide memory budget that bounds what hostile clients can make
-//!   a daemon buffer.
+//!   a daemon buffer;
+//! - [`metrics`]: the Prometheus text format, histograms and the `--metrics-listen`
+//!   endpoint the three daemons share;
+//! - [`logging`]: `--log-format text|json`.
 
 mod accept;
 mod budget;
 mod listener;
+pub mod logging;
 mod malloc;
+pub mod metrics;
 mod pool;
 mod read_buffer;
 

@@ -57,7 +57,7 @@ pub fn for_pool(
             }
             if verbose {
                 let name = names.get(i).map_or("?", String::as_str);
-                eprintln!("shoal-proxy: ejected server {name} for {retry:?}");
+                tracing::warn!("shoal-proxy: ejected server {name} for {retry:?}");
             }
         }),
     )

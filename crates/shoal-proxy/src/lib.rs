@@ -14,6 +14,7 @@ pub use shoal_client::{backend, frame};
 pub mod config;
 pub mod error;
 pub mod health;
+pub mod metrics;
 pub mod placement;
 pub mod pool;
 pub mod server;

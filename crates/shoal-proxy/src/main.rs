@@ -58,6 +58,12 @@ struct Args {
     /// Print the version and exit.
     #[arg(short = 'V', long = "version")]
     version: bool,
+    /// Serve Prometheus metrics (`GET /metrics`, HTTP/1.1) on ADDR:PORT (off by default).
+    #[arg(long = "metrics-listen", value_name = "ADDR:PORT")]
+    metrics_listen: Option<SocketAddr>,
+    /// Log line format on stderr: text or json.
+    #[arg(long = "log-format", value_name = "FORMAT", default_value = "text")]
+    log_format: shoal_net::logging::LogFormat,
 }
 
 fn main() -> ExitCode {
@@ -94,6 +100,9 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    // Info and up always: the listening lines are how scripts learn the ports (`-v`
+    // below 5 only silences ejections, as nutcracker's levels do).
+    shoal_net::logging::init(args.log_format, tracing::Level::INFO);
     match run(args, config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -133,6 +142,7 @@ fn run(args: Args, config: ProxyConfig) -> anyhow::Result<()> {
         stats_addr,
         verbose: args.verbose >= 5,
         read_buf_mem_limit,
+        metrics_addr: args.metrics_listen,
     };
     rt.block_on(async move {
         let _running = start(config, opts).await?;

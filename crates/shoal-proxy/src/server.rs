@@ -58,6 +58,8 @@ pub struct Options {
     /// [`shoal_net::READ_CHUNK`] (`usize::MAX`: no limit). A value larger than what is
     /// left is refused with `SERVER_ERROR out of memory storing object`.
     pub read_buf_mem_limit: usize,
+    /// Where to serve Prometheus metrics (`None`: nowhere).
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// A started proxy: the pools and the addresses they actually listen on. Dropping it
@@ -69,6 +71,8 @@ pub struct Running {
     pub addrs: Vec<String>,
     /// The stats port's bound address, if any.
     pub stats_addr: Option<SocketAddr>,
+    /// The metrics endpoint's bound address, if any.
+    pub metrics_addr: Option<SocketAddr>,
     /// The read-buffer budget every client connection draws from.
     pub budget: Budget,
     shutdown: watch::Sender<bool>,
@@ -151,7 +155,7 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
             .local_addr()
             .map_or_else(|| label.clone(), |a| a.to_string());
         let acceptor = Acceptor::new(listener, shutdown.subscribe()).map_err(listen_err)?;
-        eprintln!("pool {name} listening on {shown}");
+        tracing::info!("pool {name} listening on {shown}");
         addrs.push(shown);
         tokio::spawn(accept_clients(
             acceptor,
@@ -173,15 +177,39 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         let bound = listener.local_addr();
         let acceptor = Acceptor::new(listener, shutdown.subscribe()).map_err(listen_err)?;
         if let Some(b) = bound {
-            eprintln!("stats listening on {b}");
+            tracing::info!("stats listening on {b}");
         }
         stats_addr = bound;
         tokio::spawn(serve_stats(acceptor, pools.clone(), counters.clone()));
+    }
+    let mut metrics_addr = None;
+    if let Some(addr) = opts.metrics_addr {
+        let listen_err = |source| StartError::Listen {
+            pool: "metrics".into(),
+            addr: addr.to_string(),
+            source,
+        };
+        let server = shoal_net::metrics::MetricsServer::bind(addr).map_err(listen_err)?;
+        let bound = server.local_addr().map_err(listen_err)?;
+        tracing::info!("metrics listening on {bound}");
+        metrics_addr = Some(bound);
+        let (pools, counters, budget) = (pools.clone(), counters.clone(), budget.clone());
+        let render = move || {
+            let g = crate::metrics::Global {
+                started: counters.started,
+                total_connections: counters.total.load(Relaxed),
+                current_connections: counters.current.load(Relaxed),
+                read_buffer_bytes: budget.used() as u64,
+            };
+            crate::metrics::render(&g, &pools)
+        };
+        tokio::spawn(server.serve(Arc::new(render)));
     }
     Ok(Running {
         pools,
         addrs,
         stats_addr,
+        metrics_addr,
         budget,
         shutdown,
     })
@@ -271,7 +299,7 @@ fn log_panic(done: Result<(), tokio::task::JoinError>) {
     if let Err(e) = done {
         if e.is_panic() {
             let panic = e.into_panic();
-            eprintln!(
+            tracing::error!(
                 "shoal-proxy: a connection task panicked: {}",
                 shoal_net::panic_message(&*panic)
             );

@@ -26,4 +26,6 @@ pub use crc::crc32c;
 pub use engine::{unix_now, Engine};
 pub use error::{EngineError, QueueError};
 pub use name::{validate_name, MAX_NAME_LEN};
-pub use queue::{expiry_from_exptime, Delivery, Queue, QueueStats, RecoveryReport, Take};
+pub use queue::{
+    expiry_from_exptime, Delivery, Queue, QueueStats, RecoveryReport, SyncMetrics, Take,
+};

@@ -17,8 +17,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::{watch, Notify};
 
 /// memcached's rule: an exptime up to 30 days is relative, larger is a unix time.
@@ -116,6 +117,8 @@ struct State {
     /// Bytes ever written to this queue's log by this process: the log sequence number
     /// durability waits are expressed in.
     written: u64,
+    /// Writes (appends) ever made: what one fsync covers is counted in these.
+    writes: u64,
     counters: Counters,
     deleted: bool,
     wbuf: Vec<u8>,
@@ -202,6 +205,8 @@ pub struct Queue {
     pub(crate) synced: watch::Sender<Synced>,
     pub(crate) sync_queued: AtomicBool,
     arrivals: Notify,
+    /// `State::writes` as of the last fsync (only the sync thread writes it).
+    synced_writes: AtomicU64,
 }
 
 fn fsync_dir(dir: &Path) -> io::Result<()> {
@@ -227,6 +232,7 @@ impl Queue {
             synced: watch::Sender::new(Synced::default()),
             sync_queued: AtomicBool::new(false),
             arrivals: Notify::new(),
+            synced_writes: AtomicU64::new(0),
         }
     }
 
@@ -445,18 +451,23 @@ impl Queue {
 
     /// Forces everything written so far to stable storage and publishes the new durable
     /// position. Called by the sync thread, never on a connection's thread.
-    pub(crate) fn sync_now(&self) {
-        let (file, lsn) = {
+    pub(crate) fn sync_now(&self, metrics: &SyncMetrics) {
+        let (file, lsn, writes) = {
             let st = self.state.lock();
             if st.written <= self.synced.borrow().lsn {
                 return;
             }
             match st.segments.values().next_back() {
-                Some(s) => (s.file.clone(), st.written),
+                Some(s) => (s.file.clone(), st.written, st.writes),
                 None => return,
             }
         };
-        match file.sync_data() {
+        let start = Instant::now();
+        let res = file.sync_data();
+        metrics.fsync_ns.record_duration(start.elapsed());
+        let before = self.synced_writes.swap(writes, Ordering::Relaxed);
+        metrics.batch_writes.record(writes.saturating_sub(before));
+        match res {
             Ok(()) => {
                 self.synced.send_if_modified(|s| {
                     let adv = lsn > s.lsn;
@@ -594,6 +605,7 @@ impl Queue {
         seg.len += buf.len() as u64;
         st.disk += buf.len() as u64;
         st.written += buf.len() as u64;
+        st.writes += 1;
         Ok((id, at))
     }
 
@@ -812,5 +824,24 @@ impl Queue {
             q.gc(&mut guard);
         }
         Ok((q, report))
+    }
+}
+
+/// The sync thread's figures: how long each fsync took and how many writes it covered
+/// (the group commit's batch). Only the sync thread records; scrapes read.
+#[derive(Debug)]
+pub struct SyncMetrics {
+    /// fsync (fdatasync) durations, in nanoseconds.
+    pub fsync_ns: shoal_net::metrics::Histogram,
+    /// Writes made durable by each fsync.
+    pub batch_writes: shoal_net::metrics::Histogram,
+}
+
+impl Default for SyncMetrics {
+    fn default() -> SyncMetrics {
+        SyncMetrics {
+            fsync_ns: shoal_net::metrics::Histogram::latency(),
+            batch_writes: shoal_net::metrics::Histogram::new(&shoal_net::metrics::COUNT_BOUNDS),
+        }
     }
 }

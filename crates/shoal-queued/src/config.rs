@@ -84,6 +84,12 @@ pub struct Args {
     /// [max_age=SECS] [policy=reject|discard]`; `#` starts a comment.
     #[arg(long = "queue-config")]
     pub queue_config: Option<PathBuf>,
+    /// Serve Prometheus metrics (`GET /metrics`, HTTP/1.1) on ADDR:PORT (off by default).
+    #[arg(long = "metrics-listen", value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Log line format on stderr: text or json.
+    #[arg(long = "log-format", value_name = "FORMAT", default_value = "text")]
+    pub log_format: shoal_net::logging::LogFormat,
 }
 
 /// Validated settings.
@@ -106,6 +112,10 @@ pub struct Settings {
     pub enable_shutdown: bool,
     /// The engine's configuration.
     pub engine: EngineConfig,
+    /// `--metrics-listen`: where to serve Prometheus metrics.
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `--log-format`.
+    pub log_format: shoal_net::logging::LogFormat,
 }
 
 /// A size with an optional k/m/g suffix (powers of 1024).
@@ -231,6 +241,8 @@ impl Args {
             verbose: self.verbose,
             enable_shutdown: self.enable_shutdown,
             engine,
+            metrics_listen: self.metrics_listen,
+            log_format: self.log_format,
         })
     }
 }

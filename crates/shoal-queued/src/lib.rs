@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod conn;
+pub mod metrics;
 pub mod options;
 pub mod server;
 pub mod stats;

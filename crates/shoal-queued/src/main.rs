@@ -20,10 +20,7 @@ fn main() -> ExitCode {
         1 => tracing::Level::INFO,
         _ => tracing::Level::DEBUG,
     };
-    tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .init();
+    shoal_net::logging::init(settings.log_format, level);
     let engine = match shoal_queue::Engine::open(settings.engine.clone()) {
         Ok(e) => e,
         Err(e) => {

@@ -94,6 +94,15 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Re
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // On the acceptor's runtime, off the workers; dropped with `rt` below, before the
+    // engine is taken back out of `shared`.
+    if let Some(addr) = shared.settings.metrics_listen {
+        let metrics = shoal_net::metrics::MetricsServer::bind(addr)
+            .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: {e}"))?;
+        tracing::info!("metrics on http://{}/metrics", metrics.local_addr()?);
+        let sh = shared.clone();
+        rt.spawn(metrics.serve(Arc::new(move || crate::metrics::render(&sh))));
+    }
     let served = rt.block_on(accept_loop(&shared, listener, &mut pool));
     // Workers stop on the shutdown signal even if accepting failed.
     shared.begin_shutdown();

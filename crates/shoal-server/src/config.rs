@@ -164,6 +164,12 @@ pub struct Args {
     /// Number of NAPI ids (accepted; shoald does not steer connections by NAPI id).
     #[arg(short = 'N', long = "napi-ids", visible_alias = "napi_ids")]
     pub napi_ids: Option<i64>,
+    /// Serve Prometheus metrics (`GET /metrics`, HTTP/1.1) on ADDR:PORT (off by default).
+    #[arg(long = "metrics-listen", value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Log line format on stderr: text or json.
+    #[arg(long = "log-format", value_name = "FORMAT", default_value = "text")]
+    pub log_format: shoal_net::logging::LogFormat,
 }
 
 /// Which protocols connections may speak (memcached's `-B`).
@@ -594,6 +600,8 @@ pub struct Settings {
     pub extstore: Extstore,
     /// Options given that change nothing in shoald, in the order given, with why.
     pub inert: Vec<(String, Inert)>,
+    /// `--metrics-listen`: where to serve Prometheus metrics.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Settings {
@@ -810,6 +818,7 @@ impl Args {
             tunables,
             extstore: Extstore::default(),
             inert,
+            metrics_listen: self.metrics_listen,
         };
         for opt in &self.extended {
             apply_extended(&mut s, opt)?;

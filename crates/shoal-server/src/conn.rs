@@ -138,6 +138,12 @@ where
         let mut suspended = false;
         let mut watch = None;
         worker.current_conn.set(info.id);
+        // With metrics on, the turn is timed: its requests are recorded at its end.
+        let turn = worker
+            .latency
+            .as_ref()
+            .filter(|_| !rbuf.input().is_empty())
+            .map(|l| (l, shoal_net::metrics::clock::now()));
         loop {
             let input = rbuf.input();
             if input.is_empty() {
@@ -218,6 +224,9 @@ where
                 more_ready = true;
                 break;
             }
+        }
+        if let Some((latency, start)) = turn {
+            latency.end_turn(start);
         }
         if let Some(delay) = session.penalty.take() {
             // A failed login: its reply (and anything after it) waits, so a client that
@@ -366,6 +375,13 @@ impl TextContext<'_> {
         let worker = self.worker;
         match parse(input, limits) {
             Parsed::Request { request, consumed } => {
+                // Counted only when metrics are served (timed per turn, in `serve`), and
+                // once: not again when a suspended multi-get resumes.
+                if let Some(latency) = &worker.latency {
+                    if self.window.resume_at == 0 {
+                        latency.count(crate::metrics::text_command(&request));
+                    }
+                }
                 match commands::execute(worker, self.session, request, self.window, wbuf) {
                     Flow::Suspend => Step::Suspended,
                     Flow::Watch(kinds) => Step::Watch { consumed, kinds },
@@ -432,6 +448,9 @@ fn binary_step(
 ) -> Step {
     match parse_binary(input, limits) {
         BinaryParsed::Request { request, consumed } => {
+            if let Some(latency) = &worker.latency {
+                latency.count(crate::metrics::binary_command(request.opcode, request.cas));
+            }
             let close = commands::binary::execute(worker, session, request, wbuf) == Flow::Close;
             Step::Done {
                 consumed,

@@ -10,6 +10,7 @@ pub mod config;
 pub mod conn;
 pub mod detail;
 pub mod maintenance;
+pub mod metrics;
 pub mod reply_window;
 pub mod restart;
 pub mod server;

@@ -141,10 +141,7 @@ fn main() -> ExitCode {
         1 => tracing::Level::INFO,
         _ => tracing::Level::DEBUG,
     };
-    tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .init();
+    shoal_net::logging::init(args.log_format, level);
     match start(&args, settings) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -66,6 +66,8 @@ pub struct Shared {
     pub watchers: Arc<Watchers>,
     /// `stats detail` counters.
     pub prefixes: PrefixStats,
+    /// Request latency histograms of every worker (registered only with `--metrics-listen`).
+    pub latency: crate::metrics::LatencyRegistry,
     shutdown_tx: watch::Sender<bool>,
     stopping: AtomicBool,
     /// Save restart metadata on the way out (`shutdown graceful`, like SIGUSR1).
@@ -103,6 +105,8 @@ pub struct Worker {
     pub writer: RefCell<Writer>,
     /// This thread's counters.
     pub stats: Arc<ThreadStats>,
+    /// This thread's latency histograms, when metrics are served (`--metrics-listen`).
+    pub latency: Option<Arc<crate::metrics::WorkerLatency>>,
     /// The connection whose request this thread is executing (its id, which `watch`
     /// lines show as `cfd`). Set before each request; requests run without yielding.
     pub current_conn: Cell<u64>,
@@ -193,6 +197,7 @@ pub fn run(settings: Settings, listener: Listener, opened: OpenedStore) -> anyho
             u8::try_from(settings.prefix_delimiter).unwrap_or(b':'),
             settings.detail_enabled,
         ),
+        latency: crate::metrics::LatencyRegistry::default(),
         shutdown_tx,
         stopping: AtomicBool::new(false),
         save_on_stop: AtomicBool::new(false),
@@ -206,6 +211,10 @@ pub fn run(settings: Settings, listener: Listener, opened: OpenedStore) -> anyho
         move |_| Worker {
             writer: RefCell::new(shared.store.writer()),
             stats: shared.stats.register(),
+            latency: shared
+                .settings
+                .metrics_listen
+                .map(|_| shared.latency.register()),
             shared: shared.clone(),
             sockets: RefCell::new(HashMap::new()),
             current_conn: Cell::new(0),
@@ -222,6 +231,16 @@ pub fn run(settings: Settings, listener: Listener, opened: OpenedStore) -> anyho
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // The metrics endpoint shares the acceptor's runtime: both are idle between events,
+    // and neither runs on a worker, so scrapes never delay requests.
+    if let Some(addr) = shared.settings.metrics_listen {
+        let metrics = shoal_net::metrics::MetricsServer::bind(addr)
+            .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: {e}"))?;
+        tracing::info!("metrics on http://{}/metrics", metrics.local_addr()?);
+        shoal_net::metrics::clock::calibrate();
+        let sh = shared.clone();
+        rt.spawn(metrics.serve(Arc::new(move || crate::metrics::render(&sh))));
+    }
     let served = rt.block_on(accept_loop(&shared, listener, &mut pool));
     // Also when accepting failed: workers and the maintenance thread stop on this.
     shared.begin_shutdown();
@@ -326,9 +345,18 @@ impl WorkerService for Worker {
                         let handshake =
                             tokio::time::timeout(Duration::from_secs(10), acceptor.accept(&mut s));
                         match handshake.await {
-                            Ok(Ok(mut tls)) => conn::serve(&mut tls, worker, info).await,
-                            Ok(Err(e)) => tracing::info!("TLS handshake from {addr} failed: {e}"),
-                            Err(_) => tracing::info!("TLS handshake from {addr} timed out"),
+                            Ok(Ok(mut tls)) => {
+                                ThreadStats::incr(&worker.stats.tls_handshakes);
+                                conn::serve(&mut tls, worker, info).await
+                            }
+                            Ok(Err(e)) => {
+                                ThreadStats::incr(&worker.stats.tls_handshake_errors);
+                                tracing::info!("TLS handshake from {addr} failed: {e}")
+                            }
+                            Err(_) => {
+                                ThreadStats::incr(&worker.stats.tls_handshake_timeouts);
+                                tracing::info!("TLS handshake from {addr} timed out")
+                            }
                         }
                     }
                 }

@@ -87,6 +87,12 @@ counters! {
     /// Times a connection gave up its turn after `-R` requests with more input waiting
     /// (memcached's `conn_yields`).
     conn_yields,
+    /// TLS handshakes completed.
+    tls_handshakes,
+    /// TLS handshakes that failed.
+    tls_handshake_errors,
+    /// TLS handshakes that did not finish in time.
+    tls_handshake_timeouts,
 }
 
 impl ThreadStats {

@@ -388,3 +388,24 @@ fn ascii_auth_wrong_password() {
         ("4", "3")
     );
 }
+
+/// `/metrics` counts authentication attempts and failures (issue 15).
+#[test]
+fn metrics_count_auth_failures() {
+    let pw = PwFile::new("ascii-metrics", USERS);
+    let (s, metrics) = common::with_metrics(&["-Y", pw.path()]);
+    let mut c = s.conn();
+    c.rt(
+        b"set a 0 0 15\r\nalice wonderlan\r\n",
+        b"CLIENT_ERROR authentication failure\r\n",
+    );
+    let (status, page) = common::http_get(metrics, "/metrics");
+    assert_eq!(status, 200);
+    let value = |name: &str| {
+        common::parse_page(&page)
+            .into_iter()
+            .find_map(|(n, _, v)| (n == name).then_some(v))
+    };
+    assert_eq!(value("shoal_auth_attempts_total"), Some(1.0), "{page}");
+    assert_eq!(value("shoal_auth_failures_total"), Some(1.0), "{page}");
+}

@@ -928,3 +928,63 @@ fn the_ported_rules_catch_what_breaks_the_exporter() {
         assert!(parse_float(good).is_ok(), "{good:?}");
     }
 }
+
+/// shoald's own `/metrics` (issue 15) reports exactly what the exporter would report for
+/// it: the same families, label sets and values (up to counters moving between the two
+/// scrapes, which nothing does here), and `memcached_up 1`.
+#[test]
+fn metrics_page_matches_what_the_exporter_reports() {
+    let (server, metrics) = common::with_metrics(&["-m", "64"]);
+    let addr = server.addr.expect("tcp");
+    workload(&mut server.conn());
+    let s = scrape(addr);
+    assert_clean("shoald", &s);
+    let (status, page) = common::http_get(metrics, "/metrics");
+    assert_eq!(status, 200, "{page}");
+    let ours: BTreeMap<(String, Vec<String>), f64> = common::parse_page(&page)
+        .into_iter()
+        .filter_map(|(name, labels, v)| {
+            let family = name.strip_prefix("memcached_")?.to_string();
+            let values = labels.into_iter().map(|(_, v)| v).collect();
+            Some(((family, values), v))
+        })
+        .collect();
+    let mut theirs = s.scrape.samples.clone();
+    theirs.insert(("up".into(), vec![]), 1.0);
+    let only_theirs: Vec<_> = theirs.keys().filter(|k| !ours.contains_key(*k)).collect();
+    let only_ours: Vec<_> = ours.keys().filter(|k| !theirs.contains_key(*k)).collect();
+    assert!(
+        only_theirs.is_empty(),
+        "series missing from /metrics: {only_theirs:?}"
+    );
+    assert!(
+        only_ours.is_empty(),
+        "series the exporter would not report: {only_ours:?}"
+    );
+    // Values that cannot move between the two scrapes (the scrape's own connections,
+    // bytes and CPU time can).
+    for (key, v) in &theirs {
+        let f = key.0.as_str();
+        if f.contains("commands_total") || f.contains("items") || f == "limit_bytes" {
+            assert_eq!(ours.get(key), Some(v), "{key:?}");
+        }
+    }
+    // The label names, too: the exporter's.
+    for (name, labels, _) in common::parse_page(&page) {
+        let names: Vec<&str> = labels.iter().map(|(k, _)| k.as_str()).collect();
+        let want: &[&str] = match name.as_str() {
+            "memcached_commands_total" => &["command", "status"],
+            "memcached_slab_commands_total" => &["slab", "command", "status"],
+            "memcached_slab_lru_hits_total" => &["slab", "lru"],
+            "memcached_version" => &["version"],
+            n if n.starts_with("memcached_slab_") => &["slab"],
+            n if n.starts_with("memcached_") => &[],
+            _ => continue,
+        };
+        assert_eq!(names, want, "{name}");
+    }
+    eprintln!(
+        "/metrics: {} memcached_ series, as the exporter",
+        ours.len()
+    );
+}

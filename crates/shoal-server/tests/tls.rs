@@ -287,3 +287,30 @@ fn bad_tls_configuration_refuses_to_start() {
         );
     }
 }
+
+/// `/metrics` counts TLS handshakes by result (issue 15).
+#[test]
+fn metrics_count_tls_handshakes() {
+    let pki = Pki::new("metrics");
+    let opts = format!(
+        "ssl_chain_cert={},ssl_key={}",
+        pki.file("server.pem"),
+        pki.file("server.key")
+    );
+    let (s, metrics) = common::with_metrics(&["-Z", "-o", &opts]);
+    let addr = s.addr.expect("tcp");
+    let mut c = tls_conn(addr, &pki.ca, None);
+    c.set("a", b"b");
+    let mut plain = Conn::tcp(addr);
+    plain.send_lossy(b"version\r\n");
+    let _ = plain.drain_for(Duration::from_secs(3));
+    let (status, page) = common::http_get(metrics, "/metrics");
+    assert_eq!(status, 200);
+    let count = |result: &str| {
+        common::parse_page(&page).into_iter().find_map(|(n, l, v)| {
+            (n == "shoal_tls_handshakes_total" && l[0].1 == result).then_some(v)
+        })
+    };
+    assert_eq!(count("ok"), Some(1.0), "{page}");
+    assert_eq!(count("failed"), Some(1.0), "{page}");
+}

@@ -64,7 +64,7 @@
 //!   line is left out: shoald has no libevent to name.
 
 use crate::config::VERSION;
-use crate::server::Worker;
+use crate::server::{Shared, Worker};
 use shoal_net::READ_CHUNK;
 use shoal_protocol::{reply, StatsGroup};
 use std::sync::atomic::Ordering;
@@ -72,10 +72,10 @@ use std::sync::atomic::Ordering;
 /// `stats [group]`.
 pub fn stats(w: &Worker, group: StatsGroup<'_>, out: &mut Vec<u8>) {
     match group {
-        StatsGroup::General => general(w, out),
-        StatsGroup::Settings => settings(w, out),
-        StatsGroup::Items => items(w, out),
-        StatsGroup::Slabs => slabs(w, out),
+        StatsGroup::General => general(&w.shared, out),
+        StatsGroup::Settings => settings(&w.shared, out),
+        StatsGroup::Items => items(&w.shared, out),
+        StatsGroup::Slabs => slabs(&w.shared, out),
         StatsGroup::Sizes => super::crawler::sizes(w, out),
         StatsGroup::Conns => conns(w, out),
         StatsGroup::Reset => {
@@ -111,8 +111,8 @@ fn rusage() -> (String, String) {
     (fmt(ru.ru_utime), fmt(ru.ru_stime))
 }
 
-fn general(w: &Worker, out: &mut Vec<u8>) {
-    let sh = &w.shared;
+/// `stats`' lines (also what `/metrics` maps from).
+pub fn general(sh: &Shared, out: &mut Vec<u8>) {
     let t = sh.stats.totals();
     let st = sh.store.stats();
     let clock = sh.store.clock();
@@ -242,8 +242,9 @@ fn hash_power_level(index_bytes: u64) -> u64 {
 /// Options shoald accepts without effect show what was set; the extstore lines appear
 /// only when an `ext_*` option was given, as a memcached built without extstore omits
 /// them. shoald's own lines follow memcached's.
-fn settings(w: &Worker, out: &mut Vec<u8>) {
-    let s = &w.shared.settings;
+/// `stats settings`' lines.
+pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
+    let s = &sh.settings;
     let t = &s.tunables;
     let yes_no = |b: bool| if b { "yes" } else { "no" };
     let u64s = |out: &mut Vec<u8>, name: &str, v: u64| reply::stat_u64(out, name, v);
@@ -262,7 +263,7 @@ fn settings(w: &Worker, out: &mut Vec<u8>) {
     u64s(
         out,
         "verbosity",
-        w.shared.verbosity.load(Ordering::Relaxed) as u64,
+        sh.verbosity.load(Ordering::Relaxed) as u64,
     );
     u64s(out, "oldest", 0);
     strs(out, "evictions", if s.evictions { "on" } else { "off" });
@@ -307,7 +308,7 @@ fn settings(w: &Worker, out: &mut Vec<u8>) {
     );
     u64s(out, "slab_chunk_max", u64::from(t.slab_chunk_max()));
     // Live, as in memcached, where `lru_crawler enable|disable` changes this setting.
-    strs(out, "lru_crawler", yes_no(w.shared.crawler.enabled()));
+    strs(out, "lru_crawler", yes_no(sh.crawler.enabled()));
     u64s(out, "lru_crawler_sleep", u64::from(t.lru_crawler_sleep));
     u64s(out, "lru_crawler_tocrawl", u64::from(t.lru_crawler_tocrawl));
     u64s(out, "tail_repair_time", u64::from(t.tail_repair_time));
@@ -368,17 +369,18 @@ fn settings(w: &Worker, out: &mut Vec<u8>) {
     strs(out, "num_napi_ids", &napi);
     strs(out, "memory_file", &path_or_null(&s.memory_file));
     // shoald's own.
-    u64s(out, "segment_size", w.shared.store.stats().segment_size);
+    u64s(out, "segment_size", sh.store.stats().segment_size);
 }
 
 /// `stats items`: class 1 holds every item (see the module documentation), printed only
 /// while it holds some, as memcached prints only classes with items.
-fn items(w: &Worker, out: &mut Vec<u8>) {
-    let st = w.shared.store.stats();
+/// `stats items`' lines.
+pub fn items(sh: &Shared, out: &mut Vec<u8>) {
+    let st = sh.store.stats();
     if st.curr_items == 0 {
         return;
     }
-    let t = w.shared.stats.totals();
+    let t = sh.stats.totals();
     let numbers: [(&str, u64); 28] = [
         ("number", st.curr_items),
         ("number_hot", 0),
@@ -416,10 +418,11 @@ fn items(w: &Worker, out: &mut Vec<u8>) {
 
 /// `stats slabs`: class 1, whose pages are the segments with memory (see the module
 /// documentation), then the totals memcached ends with.
-fn slabs(w: &Worker, out: &mut Vec<u8>) {
-    let st = w.shared.store.stats();
+/// `stats slabs`' lines.
+pub fn slabs(sh: &Shared, out: &mut Vec<u8>) {
+    let st = sh.store.stats();
     if st.segments_allocated > 0 {
-        let t = w.shared.stats.totals();
+        let t = sh.stats.totals();
         // `mem_requested` is deliberately absent: memcached 1.6 prints it in `stats
         // items` only, and memcached_exporter reports both places under one metric, so
         // printing it here too would make the exporter fail the scrape on a duplicate.

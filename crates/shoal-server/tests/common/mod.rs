@@ -475,3 +475,84 @@ pub fn gets_cas(c: &mut Conn, key: &str) -> u64 {
     assert_eq!(parts.len(), 5, "not a gets hit: {text:?}");
     parts[4].parse().expect("cas unique")
 }
+
+/// Starts shoald serving metrics on an ephemeral port (`--metrics-listen 127.0.0.1:0`,
+/// plus `args`), and returns it with the metrics address it logged.
+pub fn with_metrics(args: &[&str]) -> (Server, SocketAddr) {
+    let mut all = vec!["--metrics-listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let server = Server::with_args(&all);
+    let line = server
+        .wait_log("metrics on http://", START_TIMEOUT)
+        .expect("shoald logs its metrics address");
+    let addr = line
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|r| r.trim().strip_suffix("/metrics"))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("metrics address in {line:?}"));
+    (server, addr)
+}
+
+/// Sends `request` to an HTTP server and reads until it closes the connection (bounded
+/// by [`IO_TIMEOUT`] per read): the status code (0 if none) and the whole response.
+pub fn http_raw(addr: SocketAddr, request: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
+    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    s.set_write_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    let _ = s.write_all(request);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|r| r.get(..3))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+/// `GET path`: the status and the body.
+pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    let (status, text) = http_raw(addr, req.as_bytes());
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// One sample of a metrics page: family name, labels (in page order), value.
+pub type Sample = (String, Vec<(String, String)>, f64);
+
+/// Parses the samples of a text-format page (labels without escapes, as shoald's are).
+pub fn parse_page(page: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in page
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (series, value) = line.rsplit_once(' ').expect("sample value");
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            v => v.parse().unwrap_or_else(|_| panic!("value in {line:?}")),
+        };
+        let (name, labels) = match series.split_once('{') {
+            None => (series.to_string(), Vec::new()),
+            Some((name, rest)) => {
+                let rest = rest.strip_suffix('}').expect("closing brace");
+                let labels = rest
+                    .split("\",")
+                    .map(|kv| {
+                        let (k, v) = kv.split_once("=\"").expect("label");
+                        (k.to_string(), v.trim_end_matches('"').to_string())
+                    })
+                    .collect();
+                (name.to_string(), labels)
+            }
+        };
+        out.push((name, labels, value));
+    }
+    out
+}

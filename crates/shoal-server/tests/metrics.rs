@@ -1,0 +1,279 @@
+//! shoald's `--metrics-listen` endpoint (issue 15): the page, the latency histograms, what
+//! bad HTTP input gets, `promtool check metrics`, and `--log-format json`.
+
+mod common;
+
+use common::{http_get, http_raw, parse_page, with_metrics};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Whether a peer tool may be missing: CI (`scripts/test.sh` sets SHOAL_REQUIRE_PEERS=1)
+/// requires it; a plain `cargo test` reports a visible skip.
+fn peer_available(what: &str, present: bool) -> bool {
+    if present {
+        return true;
+    }
+    assert!(
+        std::env::var_os("SHOAL_REQUIRE_PEERS").is_none(),
+        "{what} is missing (install Debian's prometheus package)"
+    );
+    eprintln!("SKIPPED: {what} is missing (install Debian's prometheus package)");
+    false
+}
+
+fn value(page: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    parse_page(page).into_iter().find_map(|(n, l, v)| {
+        let want: Vec<(String, String)> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        (n == name && l == want).then_some(v)
+    })
+}
+
+#[test]
+fn latency_histograms_count_every_request_by_command() {
+    let (server, metrics) = with_metrics(&[]);
+    let mut c = server.conn();
+    for i in 0..10 {
+        c.set(&format!("k{i}"), b"v");
+    }
+    for i in 0..7 {
+        assert!(c.get(&format!("k{i}")).is_some());
+    }
+    c.rt(b"mn\r\n", b"MN\r\n");
+    // Binary requests count as their command too.
+    let mut b = server.conn();
+    common::binproto::set(&mut b, b"bk", b"v", 0);
+    let (status, page) = http_get(metrics, "/metrics");
+    assert_eq!(status, 200);
+    let count = |cmd: &str| {
+        value(
+            &page,
+            "shoal_request_duration_seconds_count",
+            &[("command", cmd)],
+        )
+    };
+    assert_eq!(count("set"), Some(11.0), "{page}");
+    assert_eq!(count("get"), Some(7.0));
+    assert_eq!(count("mn"), Some(1.0));
+    let inf = value(
+        &page,
+        "shoal_request_duration_seconds_bucket",
+        &[("command", "get"), ("le", "+Inf")],
+    );
+    assert_eq!(inf, Some(7.0));
+    let sum = value(
+        &page,
+        "shoal_request_duration_seconds_sum",
+        &[("command", "get")],
+    );
+    assert!(sum.is_some_and(|s| s > 0.0 && s < 1.0), "{sum:?}");
+    // Buckets are cumulative.
+    let buckets: Vec<f64> = parse_page(&page)
+        .into_iter()
+        .filter(|(n, l, _)| n == "shoal_request_duration_seconds_bucket" && l[0].1 == "set")
+        .map(|(_, _, v)| v)
+        .collect();
+    assert_eq!(buckets.len(), 23);
+    assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+    for family in [
+        "shoal_store_segments",
+        "shoal_auth_failures_total",
+        "shoal_tls_handshakes_total",
+        "memcached_up",
+    ] {
+        assert!(page.contains(&format!("# TYPE {family} ")), "{family}");
+    }
+}
+
+#[test]
+fn without_the_flag_there_is_no_endpoint_and_no_histogram() {
+    let server = common::Server::start();
+    assert!(server
+        .wait_log("metrics on", Duration::from_millis(300))
+        .is_none());
+}
+
+#[test]
+fn bad_http_gets_a_4xx_and_a_closed_connection() {
+    let (_server, metrics) = with_metrics(&[]);
+    let t = Instant::now();
+    assert_eq!(http_raw(metrics, b"get foo\r\n").0, 400);
+    assert_eq!(http_raw(metrics, b"\x80\x00\x00\x05hello").0, 400);
+    assert_eq!(http_get(metrics, "/").0, 404);
+    assert_eq!(http_get(metrics, "/metricsx").0, 404);
+    assert_eq!(http_raw(metrics, b"POST /metrics HTTP/1.1\r\n\r\n").0, 405);
+    assert_eq!(http_raw(metrics, b"GET /metrics HTTP/3\r\n\r\n").0, 505);
+    // Headers past 8 KiB.
+    let mut huge = b"GET /metrics HTTP/1.1\r\n".to_vec();
+    for i in 0..400 {
+        huge.extend_from_slice(format!("X-Filler-{i}: aaaaaaaaaaaaaaaa\r\n").as_bytes());
+    }
+    huge.extend_from_slice(b"\r\n");
+    assert_eq!(http_raw(metrics, &huge).0, 431);
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+
+    // Slowloris: a head that never ends is cut off at the read timeout (5 s), while
+    // other scrapes go on being served.
+    let t = Instant::now();
+    let mut slow = TcpStream::connect(metrics).expect("connect");
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+        .expect("write");
+    assert_eq!(http_get(metrics, "/metrics").0, 200);
+    let mut reply = String::new();
+    let _ = slow.read_to_string(&mut reply);
+    let waited = t.elapsed();
+    assert!(reply.starts_with("HTTP/1.1 408 "), "{reply:?}");
+    assert!(
+        waited >= Duration::from_secs(4) && waited < Duration::from_secs(8),
+        "{waited:?}"
+    );
+
+    // Connections are bounded: idle ones past the limit are closed at once.
+    let idle: Vec<TcpStream> = (0..40)
+        .filter_map(|_| TcpStream::connect(metrics).ok())
+        .collect();
+    let mut closed = 0;
+    for mut s in idle {
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        let mut b = [0u8; 1];
+        if matches!(s.read(&mut b), Ok(0)) {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 8, "{closed} of 40 idle connections closed");
+}
+
+#[test]
+fn promtool_accepts_the_page_but_for_the_exporters_own_names() {
+    let present = Command::new("promtool").arg("--version").output().is_ok();
+    if !peer_available("promtool", present) {
+        return;
+    }
+    let (server, metrics) = with_metrics(&[]);
+    let mut c = server.conn();
+    c.set("a", b"b");
+    assert!(c.get("a").is_some());
+    let (_, page) = http_get(metrics, "/metrics");
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(page.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("promtool");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // memcached_exporter types these as counters without `_total`; the names (and the
+    // types) are kept for its dashboards, and promtool's lint says so about them, as it
+    // does about the exporter's own page. Nothing else may be reported.
+    let exporter_names = [
+        "memcached_uptime_seconds",
+        "memcached_slab_items_evicted_time_seconds",
+        "memcached_slab_items_moves_to_cold",
+        "memcached_slab_items_moves_to_warm",
+        "memcached_slab_items_moves_within_lru",
+        "memcached_slab_mem_requested_bytes",
+    ];
+    for line in BufReader::new(text.as_bytes()).lines() {
+        let line = line.expect("line");
+        let ok = exporter_names
+            .iter()
+            .any(|n| line == format!("{n} counter metrics should have \"_total\" suffix"));
+        assert!(ok, "promtool: {line}\n{page}");
+    }
+}
+
+#[test]
+fn log_format_json_writes_one_object_per_line() {
+    let mut child = Command::new(common::shoald_bin())
+        .args([
+            "-p",
+            "0",
+            "-l",
+            "127.0.0.1",
+            "-v",
+            "-t",
+            "1",
+            "--log-format",
+            "json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut listening = None;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while listening.is_none() && Instant::now() < deadline {
+        let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"));
+        assert!(
+            v["level"].is_string() && v["timestamp"].is_string(),
+            "{line}"
+        );
+        let msg = v["fields"]["message"].as_str().unwrap_or("").to_string();
+        if msg.contains("listening on") {
+            listening = Some(msg);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(listening.is_some(), "no JSON listening line");
+    let out = Command::new(common::shoald_bin())
+        .args(["--log-format", "xml", "--version"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+}
+
+/// A multi-get whose reply is served in several turns (past the output high-water mark)
+/// is still one request.
+#[test]
+fn a_suspended_multi_get_counts_once() {
+    let (server, metrics) = with_metrics(&["-I", "2m"]);
+    let mut c = server.conn();
+    let big = vec![b'x'; 500_000];
+    let keys: Vec<String> = (0..12).map(|i| format!("big{i}")).collect();
+    for k in &keys {
+        c.set(k, &big);
+    }
+    c.send(format!("get {}\r\n", keys.join(" ")).as_bytes());
+    let reply = c.read_until(b"END\r\n");
+    assert!(reply.len() > 12 * 500_000, "{}", reply.len());
+    let (_, page) = http_get(metrics, "/metrics");
+    assert_eq!(
+        value(
+            &page,
+            "shoal_request_duration_seconds_count",
+            &[("command", "get")]
+        ),
+        Some(1.0)
+    );
+}
