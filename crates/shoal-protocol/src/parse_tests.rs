@@ -568,9 +568,19 @@ fn flush_all() {
             noreply: false
         }
     );
-    line_err(b"flush_all abc\r\n", E::InvalidExptime, false);
-    line_err(b"flush_all abc noreply\r\n", E::InvalidExptime, true);
-    line_err(b"flush_all noreply 5\r\n", E::InvalidExptime, false);
+    // A bad delay is the server's to answer: it counts the command and checks -F first.
+    assert_eq!(
+        req(b"flush_all abc\r\n"),
+        Request::FlushAllInvalidDelay { noreply: false }
+    );
+    assert_eq!(
+        req(b"flush_all abc noreply\r\n"),
+        Request::FlushAllInvalidDelay { noreply: true }
+    );
+    assert_eq!(
+        req(b"flush_all noreply 5\r\n"),
+        Request::FlushAllInvalidDelay { noreply: false }
+    );
     line_err(b"flush_all 1 2 3\r\n", E::UnknownCommand, false);
 }
 
@@ -678,8 +688,12 @@ fn stats() {
 fn shutdown() {
     assert_eq!(req(b"shutdown\r\n"), Request::Shutdown);
     assert_eq!(req(b"shutdown graceful\r\n"), Request::ShutdownGraceful);
-    line_err(b"shutdown now\r\n", E::InvalidShutdownMode, false);
-    line_err(b"shutdown graceful x\r\n", E::InvalidShutdownMode, false);
+    // The server checks -A before the mode, as memcached does.
+    assert_eq!(req(b"shutdown now\r\n"), Request::ShutdownInvalidMode);
+    assert_eq!(
+        req(b"shutdown graceful x\r\n"),
+        Request::ShutdownInvalidMode
+    );
 }
 
 #[test]

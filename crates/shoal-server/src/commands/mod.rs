@@ -94,11 +94,15 @@ pub fn execute(
             noreply,
         } => touch::touch(w, key, exptime, noreply, out),
         Request::FlushAll { delay, noreply } => admin::flush_all(w, delay, noreply, out),
+        Request::FlushAllInvalidDelay { noreply } => {
+            admin::flush_all_invalid_delay(w, noreply, out)
+        }
         Request::Version => admin::version(out),
         Request::Verbosity { level, noreply } => admin::verbosity(w, level, noreply, out),
         Request::Quit => return Flow::Close,
         Request::Shutdown => return admin::shutdown(w, false, out),
         Request::ShutdownGraceful => return admin::shutdown(w, true, out),
+        Request::ShutdownInvalidMode => admin::shutdown_invalid_mode(w, out),
         Request::CacheMemlimit { megabytes, noreply } => {
             admin::cache_memlimit(w, megabytes, noreply, out)
         }
