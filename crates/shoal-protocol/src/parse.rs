@@ -337,6 +337,9 @@ fn parse_line<'a>(buf: &'a [u8], line: &'a [u8], line_len: usize, limits: &Limit
         // types): passed through, as `stats` groups are.
         b"lru_crawler" => ok(Request::LruCrawler(t.from(1)), line_len),
         b"watch" => ok(Request::Watch(t.from(1)), line_len),
+        b"slabs" => ok(Request::Slabs(t.from(1)), line_len),
+        b"lru" => ok(Request::Lru(t.from(1)), line_len),
+        b"refresh_certs" => ok(Request::RefreshCerts(t.from(1)), line_len),
         b"shutdown" => match (nt, t.get(1)) {
             (2, _) => ok(Request::Shutdown, line_len),
             (3, b"graceful") => ok(Request::ShutdownGraceful, line_len),

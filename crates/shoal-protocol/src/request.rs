@@ -155,6 +155,14 @@ pub enum Request<'a> {
     /// `lru_crawler <subcommand> [<args>]`: everything after `lru_crawler `, trailing
     /// spaces removed (`metadump all`, `crawl 1,2`, `sleep 100`...).
     LruCrawler(&'a [u8]),
+    /// `slabs <subcommand> [<args>]` (`automove`, `reassign`): everything after `slabs`,
+    /// for the server to judge as memcached does.
+    Slabs(&'a [u8]),
+    /// `lru <subcommand> [<args>]` (`tune`, `mode`, `temp_ttl`): everything after `lru`.
+    Lru(&'a [u8]),
+    /// `refresh_certs [noreply]`: reload the TLS certificate and key. Everything after
+    /// the command (memcached ignores it but for a final `noreply`).
+    RefreshCerts(&'a [u8]),
     /// `watch [<type> ...]`: everything after `watch` (`fetchers mutations`...), empty
     /// for a bare `watch`.
     Watch(&'a [u8]),

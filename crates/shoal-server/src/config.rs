@@ -251,10 +251,7 @@ impl Inert {
             Inert::Watch => "shoald sizes the buffers behind watch itself",
             Inert::Stats => "shoald does not track item sizes for stats sizes",
             Inert::Network => "shoald does not use NAPI ids or socket marks",
-            Inert::Tls => {
-                "TLS is rustls: its own cipher suites and buffers, no kernel TLS, \
-                 and TLS 1.2 stays allowed"
-            }
+            Inert::Tls => "TLS is rustls: its own cipher suites and buffers, no kernel TLS",
             Inert::Sandbox => "shoald has no seccomp sandbox",
             Inert::Deprecated => "memcached 1.6 ignores it too",
             Inert::MaxconnsFast => {
@@ -1236,11 +1233,9 @@ fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigError> {
                         |_| invalid("Invalid ssl_min_version. Use help to see valid options."),
                     )
                 })?;
+            // Enforced by tls.rs: rustls never negotiates below TLS 1.2, so 0..=2 mean
+            // "1.2 or 1.3" and 3 means TLS 1.3 only.
             s.ssl.min_version = v;
-            if v == 3 {
-                // rustls never negotiates below TLS 1.2, so only 1.3-only asks for more.
-                inert = Some(Inert::Tls);
-            }
         }
         "ssl_keyformat" => {
             let f: u8 = o.number(&missing)?;
@@ -1666,7 +1661,6 @@ mod tests {
             "no_hashexpand",
             "ext_path",
             "ssl_ciphers",
-            "ssl_min_version",
             "drop_privileges",
             "no_maxconns_fast",
             "resp_obj_mem_limit",
@@ -1680,6 +1674,7 @@ mod tests {
             "modern",
             "hash_algorithm",
             "ssl_session_cache",
+            "ssl_min_version",
         ] {
             assert!(
                 !summary.contains(&format!(" {name}")),

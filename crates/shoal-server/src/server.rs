@@ -56,7 +56,10 @@ pub struct Shared {
     /// ASCII-auth users, when `-Y` is on.
     pub ascii_auth: Option<PasswordDb>,
     /// TLS acceptor, when `-Z` is on.
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    pub tls: Option<parking_lot::RwLock<tokio_rustls::TlsAcceptor>>,
+    /// memcached's slab/LRU tunables as `slabs automove`, `lru tune|mode|temp_ttl` last
+    /// set them (`stats settings` shows these; they steer nothing in segment storage).
+    pub tuning: parking_lot::Mutex<crate::config::Tunables>,
     /// What connections may hold in buffers beyond their fixed allowance, all together.
     pub buffers: Budget,
     /// The background expiry crawl's controls (`lru_crawler`).
@@ -163,7 +166,8 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
         .tls
         .as_ref()
         .map(crate::tls::acceptor)
-        .transpose()?;
+        .transpose()?
+        .map(parking_lot::RwLock::new);
     let (shutdown_tx, _) = watch::channel(false);
     let watchers = Arc::new(Watchers::default());
     {
@@ -183,7 +187,12 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
         ascii_auth,
         tls,
         buffers: Budget::new(settings.read_buffer_budget()),
-        crawler: LruCrawler::new(settings.lru_crawler),
+        crawler: LruCrawler::new(
+            settings.lru_crawler,
+            settings.tunables.lru_crawler_sleep,
+            settings.tunables.lru_crawler_tocrawl,
+        ),
+        tuning: parking_lot::Mutex::new(settings.tunables.clone()),
         watchers: watchers.clone(),
         prefixes: PrefixStats::new(
             u8::try_from(settings.prefix_delimiter).unwrap_or(b':'),
@@ -318,6 +327,9 @@ impl WorkerService for Worker {
                 match &slot.shared.tls {
                     None => conn::serve(&mut s, worker, info).await,
                     Some(acceptor) => {
+                        // The acceptor `refresh_certs` last installed; this connection
+                        // keeps it whatever later reloads do.
+                        let acceptor = acceptor.read().clone();
                         // A plain-text client or a stalled handshake is dropped.
                         let handshake =
                             tokio::time::timeout(Duration::from_secs(10), acceptor.accept(&mut s));

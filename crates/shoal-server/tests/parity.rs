@@ -69,11 +69,6 @@ const ME_FORMAT: &str = "me: exp sign and key spelling differ (commands/meta/deb
 /// sent (commands/meta and the store).
 const KEY_BINARY: &str = "k flag: items do not remember that their key was sent in base64 \
                           (commands/meta/get.rs, store)";
-/// Tuning commands for machinery shoald does not have (`slabs automove|reassign`, `lru
-/// tune|mode|temp_ttl`, `refresh_certs`) are unknown commands to shoald; accepting them
-/// needs new `Request` variants (request.rs) and handlers (commands/admin.rs).
-const NOT_IMPLEMENTED: &str = "slabs/lru tuning and refresh_certs are unknown commands to \
-                               shoald (needs request.rs variants)";
 /// memcached ignores extra tokens after `stats detail dump` and answers `stats extstore`
 /// with an empty list without extstore; shoald's stats groups are stricter
 /// (commands/stats.rs).
@@ -299,20 +294,84 @@ fn main_cases() -> Vec<Case> {
             b"cache_memlimit 64\r\n",
         ]),
         Case::new("tuning commands of slabs and LRU queues")
-            .req(b"slabs automove 1\r\n")
-            .allow(NOT_IMPLEMENTED)
-            .req(b"slabs automove 0\r\n")
-            .allow(NOT_IMPLEMENTED)
-            .req(b"slabs reassign 1 2\r\n")
-            .allow(NOT_IMPLEMENTED)
-            .req(b"lru tune 10 10 0.1 2\r\n")
-            .allow(NOT_IMPLEMENTED)
-            .req(b"lru mode flat\r\n")
-            .allow(NOT_IMPLEMENTED)
-            .req(b"lru temp_ttl 5\r\n")
-            .allow(NOT_IMPLEMENTED)
-            .req(b"refresh_certs\r\n")
-            .allow(NOT_IMPLEMENTED),
+            .reqs(&[
+                b"slabs automove 0\r\n",
+                b"slabs automove 2\r\n",
+                b"slabs automove 3\r\n",
+                b"slabs automove -1\r\n",
+                b"slabs automove x\r\n",
+                b"slabs automove\r\n",
+                b"slabs automove 1 2\r\n",
+                b"slabs automove 1 noreply\r\n",
+                b"slabs automove x noreply\r\n",
+                b"slabs automove ratio 0.5\r\n",
+                b"slabs automove ratio\r\n",
+                b"slabs automove ratio x\r\n",
+                b"slabs reassign 1 2\r\n",
+                b"slabs reassign 1\r\n",
+                b"slabs reassign x y\r\n",
+                b"slabs reassign -1 2\r\n",
+                b"slabs reassign 1 1\r\n",
+                b"slabs reassign 2 1\r\n",
+                b"slabs reassign 39 1\r\n",
+                b"slabs reassign 40 1\r\n",
+                b"slabs reassign 1 0\r\n",
+                b"slabs reassign 0 1\r\n",
+                b"slabs reassign 100 1\r\n",
+                b"slabs reassign 1 2 3\r\n",
+                b"slabs reassign 1 2 noreply\r\n",
+                b"slabs foo\r\n",
+                b"lru tune 10 10 0.1 2\r\n",
+                b"lru tune 10 10 0.1\r\n",
+                b"lru tune 10 10 0.1 x\r\n",
+                b"lru tune 90 50 0.1 2\r\n",
+                b"lru tune 10 10 0 2\r\n",
+                b"lru tune -1 10 0.1 2\r\n",
+                b"lru tune 10 10 0.1 2 5\r\n",
+                b"lru tune 15 25 0.3 3 noreply\r\n",
+                b"lru tune\r\n",
+                b"lru mode flat\r\n",
+                b"lru mode x\r\n",
+                b"lru mode\r\n",
+                b"lru temp_ttl 5\r\n",
+                b"lru temp_ttl x\r\n",
+                b"lru temp_ttl\r\n",
+                b"lru\r\n",
+                b"refresh_certs\r\n",
+                b"refresh_certs x\r\n",
+                b"refresh_certs noreply\r\n",
+            ])
+            // What the commands set is what stats settings shows, as in memcached.
+            .stats(
+                "settings",
+                &[
+                    ("slab_automove", Base::Abs),
+                    ("slab_automove_ratio", Base::Abs),
+                    ("hot_lru_pct", Base::Abs),
+                    ("warm_lru_pct", Base::Abs),
+                    ("hot_max_factor", Base::Abs),
+                    ("warm_max_factor", Base::Abs),
+                    ("lru_segmented", Base::Abs),
+                    ("temp_lru", Base::Abs),
+                    ("temporary_ttl", Base::Abs),
+                ],
+            )
+            .reqs(&[
+                b"lru mode segmented\r\n",
+                b"lru temp_ttl -1 noreply\r\n",
+                b"lru_crawler sleep 250\r\n",
+                b"lru_crawler tocrawl 7\r\n",
+            ])
+            .stats(
+                "settings",
+                &[
+                    ("lru_segmented", Base::Abs),
+                    ("temp_lru", Base::Abs),
+                    ("temporary_ttl", Base::Abs),
+                    ("lru_crawler_sleep", Base::Abs),
+                    ("lru_crawler_tocrawl", Base::Abs),
+                ],
+            ),
         Case::new("stats groups with extra arguments")
             .req(b"stats detail dump extra\r\n")
             .allow(STATS_ARGS)
@@ -1753,6 +1812,7 @@ fn run_step(client: &mut Client, step: &Step) -> Outcome {
             });
             let text = String::from_utf8_lossy(&reply.bytes).into_owned();
             let mut sums: HashMap<&str, i64> = HashMap::new();
+            let mut words: HashMap<&str, String> = HashMap::new();
             for line in text.split("\r\n") {
                 let mut parts = line.splitn(3, ' ');
                 let (Some("STAT"), Some(stat), Some(value)) =
@@ -1767,11 +1827,22 @@ fn run_step(client: &mut Client, step: &Step) -> Outcome {
                     stat.rsplit(':').next().unwrap_or(stat)
                 };
                 if let Some((name, _)) = names.iter().find(|(n, _)| *n == base) {
-                    *sums.entry(name).or_default() += value.trim().parse::<i64>().unwrap_or(0);
+                    match value.trim().parse::<i64>() {
+                        Ok(v) => *sums.entry(name).or_default() += v,
+                        // `stats settings` values such as `0.10` or `yes` are compared as
+                        // text.
+                        Err(_) => {
+                            words.insert(name, value.trim().to_string());
+                        }
+                    }
                 }
             }
             let mut s = String::new();
             for (name, base) in names {
+                if let Some(word) = words.get(name) {
+                    let _ = write!(s, "{name}={word} ");
+                    continue;
+                }
                 let Some(v) = sums.get(name) else {
                     let _ = write!(s, "{name}=<missing> ");
                     continue;

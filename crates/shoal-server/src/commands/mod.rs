@@ -11,6 +11,7 @@ pub mod retrieval;
 pub mod stats;
 pub mod storage;
 pub mod touch;
+pub mod tuning;
 
 use crate::auth::Session;
 use crate::reply_window::ReplyWindow;
@@ -108,6 +109,9 @@ pub fn execute(
         }
         Request::Stats(group) => stats::stats(w, group, out),
         Request::LruCrawler(args) => return crawler::lru_crawler(w, args, window, out),
+        Request::Slabs(args) => tuning::slabs(w, args, out),
+        Request::Lru(args) => tuning::lru(w, args, out),
+        Request::RefreshCerts(args) => tuning::refresh_certs(w, args, out),
         Request::Watch(_) if !w.shared.settings.watch_enabled => {
             out.extend_from_slice(b"CLIENT_ERROR watch commands not allowed\r\n")
         }

@@ -244,7 +244,9 @@ fn hash_power_level(index_bytes: u64) -> u64 {
 /// them. shoald's own lines follow memcached's.
 fn settings(w: &Worker, out: &mut Vec<u8>) {
     let s = &w.shared.settings;
-    let t = &s.tunables;
+    // The values `slabs automove` and `lru tune|mode|temp_ttl` last set, as memcached
+    // reports them.
+    let t = &w.shared.tuning.lock().clone();
     let yes_no = |b: bool| if b { "yes" } else { "no" };
     let u64s = |out: &mut Vec<u8>, name: &str, v: u64| reply::stat_u64(out, name, v);
     let strs = |out: &mut Vec<u8>, name: &str, v: &str| reply::stat_str(out, name, v);
@@ -308,8 +310,17 @@ fn settings(w: &Worker, out: &mut Vec<u8>) {
     u64s(out, "slab_chunk_max", u64::from(t.slab_chunk_max()));
     // Live, as in memcached, where `lru_crawler enable|disable` changes this setting.
     strs(out, "lru_crawler", yes_no(w.shared.crawler.enabled()));
-    u64s(out, "lru_crawler_sleep", u64::from(t.lru_crawler_sleep));
-    u64s(out, "lru_crawler_tocrawl", u64::from(t.lru_crawler_tocrawl));
+    let crawler = &w.shared.crawler;
+    u64s(
+        out,
+        "lru_crawler_sleep",
+        u64::from(crawler.sleep_us.load(Ordering::Relaxed)),
+    );
+    u64s(
+        out,
+        "lru_crawler_tocrawl",
+        u64::from(crawler.tocrawl.load(Ordering::Relaxed)),
+    );
     u64s(out, "tail_repair_time", u64::from(t.tail_repair_time));
     strs(out, "flush_enabled", yes_no(s.flush_enabled));
     strs(out, "dump_enabled", yes_no(s.dump_enabled));
