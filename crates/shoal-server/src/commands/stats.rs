@@ -29,8 +29,9 @@
 //!   with `lru_segmented` off, everything is "cold": `number_cold` = `number`, the HOT,
 //!   WARM and TEMP figures are 0, every read hit is a `hits_to_cold`, and nothing moves
 //!   between LRUs (`moves_*`, `lru_maintainer_juggles`, `lru_bumps_dropped`,
-//!   `tailrepairs`, `lrutail_reflocked` 0). `age` (the oldest item's idle time) is 0: the
-//!   store does not track it and finding it would mean reading every item.
+//!   `tailrepairs`, `lrutail_reflocked` 0). `age`, memcached's idle time of its LRU tail
+//!   item, is the idle time of the least recently accessed live item in the segment the
+//!   next eviction takes (the oldest sealed one), 0 until a segment is sealed.
 //! * **Evictions and expiry.** `evictions`/`evicted`, `evicted_unfetched`,
 //!   `expired_unfetched`, `reclaimed` and `get_expired` are the store's own counters.
 //!   `evicted_nonzero`, `evicted_time`, `evicted_active` and `direct_reclaims` are not
@@ -397,7 +398,8 @@ fn items(w: &Worker, out: &mut Vec<u8>) {
         ("number_cold", st.curr_items),
         ("age_hot", 0),
         ("age_warm", 0),
-        ("age", 0),
+        // The oldest access among the items the next eviction takes (shoal-store).
+        ("age", u64::from(w.shared.store.tail_age())),
         ("mem_requested", st.bytes),
         ("evicted", st.evictions),
         ("evicted_nonzero", 0),
