@@ -137,10 +137,27 @@ pub fn bind(settings: &Settings) -> io::Result<Listener> {
     }
 }
 
+/// Binds the further `-l` addresses (none with a unix socket, which replaces TCP).
+pub fn bind_extra(settings: &Settings) -> io::Result<Vec<Listener>> {
+    if settings.unix_socket.is_some() {
+        return Ok(Vec::new());
+    }
+    settings
+        .extra_listen
+        .iter()
+        .map(|&addr| Listener::bind_tcp(addr, settings.backlog))
+        .collect()
+}
+
 /// Runs the server until SIGINT/SIGTERM/SIGUSR1 or the `shutdown` command, then returns once
 /// every connection has finished its in-flight replies (and, after SIGUSR1, once a `-e`
 /// memory file's restart metadata is saved).
 pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
+    run_all(settings, listener, Vec::new())
+}
+
+/// [`run`], also accepting on `extra` (the further `-l` addresses, see [`bind_extra`]).
+pub fn run_all(settings: Settings, listener: Listener, extra: Vec<Listener>) -> anyhow::Result<()> {
     shoal_net::tune_allocator();
     let store = crate::restart::open_store(&settings)?;
     let listen_label = match (&listener, &settings.unix_socket) {
@@ -227,7 +244,7 @@ pub fn run(settings: Settings, listener: Listener) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let served = rt.block_on(accept_loop(&shared, listener, &mut pool));
+    let served = rt.block_on(accept_loop(&shared, listener, extra, &mut pool));
     // Also when accepting failed: workers and the maintenance thread stop on this.
     shared.begin_shutdown();
     pool.join();
@@ -262,9 +279,25 @@ enum Stop {
 async fn accept_loop(
     shared: &Shared,
     listener: Listener,
+    extra: Vec<Listener>,
     pool: &mut WorkerPool,
 ) -> io::Result<Stop> {
     let mut acceptor = Acceptor::new(listener, shared.shutdown_signal())?;
+    // Further listeners hand their connections to this loop, so the connection limit and
+    // dispatch stay in one place; signals and shutdown are the first acceptor's to see.
+    let (extra_tx, mut extra_rx) = tokio::sync::mpsc::channel::<Incoming>(64);
+    for l in extra {
+        let mut a = Acceptor::new(l, shared.shutdown_signal())?;
+        let tx = extra_tx.clone();
+        tokio::spawn(async move {
+            while let Event::Conn(c) = a.next().await {
+                if tx.send(c).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(extra_tx);
     let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())?;
     loop {
         let event = tokio::select! {
@@ -274,6 +307,7 @@ async fn accept_loop(
                 return Ok(Stop::Restart);
             }
             event = acceptor.next() => event,
+            Some(c) = extra_rx.recv() => Event::Conn(c),
         };
         let incoming = match event {
             Event::Conn(c) => c,
