@@ -709,8 +709,8 @@ fn unknown_commands() {
     line_err(b"bogus\r\n", E::UnknownCommand, false);
     line_err(b"SET k 0 0 1\r\n", E::UnknownCommand, false);
     line_err(b"mx k\r\n", E::UnknownCommand, false);
-    // Commands memcached has but Shoal does not implement.
-    line_err(b"slabs automove 1\r\n", E::UnknownCommand, false);
+    // Commands memcached has only in debug builds.
+    line_err(b"misbehave\r\n", E::UnknownCommand, false);
 }
 
 #[test]
