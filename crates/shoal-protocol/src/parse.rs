@@ -263,10 +263,13 @@ fn parse_line<'a>(buf: &'a [u8], line: &'a [u8], line_len: usize, limits: &Limit
         // types): passed through, as `stats` groups are.
         b"lru_crawler" => ok(Request::LruCrawler(t.from(1)), line_len),
         b"watch" => ok(Request::Watch(t.from(1)), line_len),
+        b"slabs" => ok(Request::Slabs(t.from(1)), line_len),
+        b"lru" => ok(Request::Lru(t.from(1)), line_len),
+        b"refresh_certs" => ok(Request::RefreshCerts(t.from(1)), line_len),
         b"shutdown" => match (nt, t.get(1)) {
             (2, _) => ok(Request::Shutdown, line_len),
             (3, b"graceful") => ok(Request::ShutdownGraceful, line_len),
-            _ => err(ProtocolError::InvalidShutdownMode, line_len, false),
+            _ => ok(Request::ShutdownInvalidMode, line_len),
         },
         b"cache_memlimit" => parse_memlimit(&t, line_len),
         b"incr" => parse_arith(&t, line_len, true),
@@ -515,7 +518,7 @@ fn parse_flush_all<'a>(t: &Tokens<'a>, line_len: usize) -> Parsed<'a> {
     if nt != if noreply { 3 } else { 2 } {
         match parse_i32(t.get(1)) {
             Some(d) => delay = i64::from(d),
-            None => return err(ProtocolError::InvalidExptime, line_len, noreply),
+            None => return ok(Request::FlushAllInvalidDelay { noreply }, line_len),
         }
     }
     ok(Request::FlushAll { delay, noreply }, line_len)

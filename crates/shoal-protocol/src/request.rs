@@ -126,6 +126,11 @@ pub enum Request<'a> {
     },
     /// `flush_all [delay] [noreply]`: `delay` is 0 when absent.
     FlushAll { delay: i64, noreply: bool },
+    /// `flush_all <delay> [noreply]` whose delay is not a number. memcached counts the
+    /// command and checks `-F` before it reads the delay, so the server answers it:
+    /// `CLIENT_ERROR flush_all not allowed` with `-F`, else
+    /// `CLIENT_ERROR invalid exptime argument` (both suppressed by `noreply`).
+    FlushAllInvalidDelay { noreply: bool },
     /// `version`.
     Version,
     /// `verbosity <level> [noreply]`.
@@ -137,6 +142,10 @@ pub enum Request<'a> {
     Shutdown,
     /// `shutdown graceful`.
     ShutdownGraceful,
+    /// `shutdown <anything else>`: memcached checks `-A` before the mode, so the server
+    /// answers `ERROR: shutdown not enabled` without `-A`, else
+    /// `CLIENT_ERROR invalid shutdown mode`.
+    ShutdownInvalidMode,
     /// `cache_memlimit <megabytes> [noreply]`. `megabytes` is within 8..=1_000_000_000:
     /// the parser answers other values with memcached's `MEMLIMIT_TOO_SMALL ...` /
     /// `MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes` replies itself.
@@ -146,6 +155,14 @@ pub enum Request<'a> {
     /// `lru_crawler <subcommand> [<args>]`: everything after `lru_crawler `, trailing
     /// spaces removed (`metadump all`, `crawl 1,2`, `sleep 100`...).
     LruCrawler(&'a [u8]),
+    /// `slabs <subcommand> [<args>]` (`automove`, `reassign`): everything after `slabs`,
+    /// for the server to judge as memcached does.
+    Slabs(&'a [u8]),
+    /// `lru <subcommand> [<args>]` (`tune`, `mode`, `temp_ttl`): everything after `lru`.
+    Lru(&'a [u8]),
+    /// `refresh_certs [noreply]`: reload the TLS certificate and key. Everything after
+    /// the command (memcached ignores it but for a final `noreply`).
+    RefreshCerts(&'a [u8]),
     /// `watch [<type> ...]`: everything after `watch` (`fetchers mutations`...), empty
     /// for a bare `watch`.
     Watch(&'a [u8]),

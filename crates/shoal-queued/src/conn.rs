@@ -319,6 +319,16 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                 }
             }
             Request::Quit => return Flow::Close,
+            // Kept as before the parser passed these to the server (issue 12).
+            Request::FlushAllInvalidDelay { noreply } => {
+                if !noreply {
+                    self.out
+                        .extend_from_slice(ProtocolError::InvalidExptime.reply());
+                }
+            }
+            Request::ShutdownInvalidMode => self
+                .out
+                .extend_from_slice(ProtocolError::InvalidShutdownMode.reply()),
             Request::Shutdown | Request::ShutdownGraceful => {
                 if self.shared.settings.enable_shutdown {
                     // Kestrel closes the connection without a reply; every connection then

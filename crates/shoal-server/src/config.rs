@@ -257,10 +257,7 @@ impl Inert {
             Inert::Watch => "shoald sizes the buffers behind watch itself",
             Inert::Stats => "shoald does not track item sizes for stats sizes",
             Inert::Network => "shoald does not use NAPI ids or socket marks",
-            Inert::Tls => {
-                "TLS is rustls: its own cipher suites and buffers, no kernel TLS, \
-                 and TLS 1.2 stays allowed"
-            }
+            Inert::Tls => "TLS is rustls: its own cipher suites and buffers, no kernel TLS",
             Inert::Sandbox => "shoald has no seccomp sandbox",
             Inert::Deprecated => "memcached 1.6 ignores it too",
             Inert::MaxconnsFast => {
@@ -519,6 +516,9 @@ pub struct Settings {
     pub listen: IpAddr,
     /// TCP port.
     pub port: u16,
+    /// Further `-l` addresses after the first (`-l a,b` or repeated `-l`), each listened on
+    /// as well, as memcached listens on every one.
+    pub extra_listen: Vec<std::net::SocketAddr>,
     /// Unix socket path (replaces TCP when set).
     pub unix_socket: Option<PathBuf>,
     /// Unix socket permission mask.
@@ -776,6 +776,7 @@ impl Args {
         let mut s = Settings {
             listen: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: self.port,
+            extra_listen: Vec::new(),
             unix_socket: self.unix_socket.clone(),
             unix_mask: self.unix_mask,
             memory_limit,
@@ -832,7 +833,13 @@ impl Args {
             // memcached: ASCII auth tokens are a text-protocol feature.
             s.protocol = Protocol::Ascii;
         }
-        (s.listen, s.port) = parse_listen(&self.listen, self.tls, s.port)?;
+        let mut listen = parse_listen(&self.listen, self.tls, s.port)?.into_iter();
+        (s.listen, s.port) = listen
+            .next()
+            .unwrap_or((IpAddr::V4(Ipv4Addr::LOCALHOST), s.port));
+        s.extra_listen = listen
+            .map(|(ip, port)| std::net::SocketAddr::new(ip, port))
+            .collect();
         if self.sasl {
             let pwdb = self
                 .sasl_pwdb
@@ -1245,11 +1252,9 @@ fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigError> {
                         |_| invalid("Invalid ssl_min_version. Use help to see valid options."),
                     )
                 })?;
+            // Enforced by tls.rs: rustls never negotiates below TLS 1.2, so 0..=2 mean
+            // "1.2 or 1.3" and 3 means TLS 1.3 only.
             s.ssl.min_version = v;
-            if v == 3 {
-                // rustls never negotiates below TLS 1.2, so only 1.3-only asks for more.
-                inert = Some(Inert::Tls);
-            }
         }
         "ssl_keyformat" => {
             let f: u8 = o.number(&missing)?;
@@ -1370,10 +1375,13 @@ fn valid_ext_path(v: &str) -> bool {
 
 /// Parses memcached's `-l` values (repeatable; each a `,`/`;` separated list of `ADDR`,
 /// `ADDR:PORT`, `[V6]`, `[V6]:PORT`, a bare IPv6 address, `*` or a host name) into the
-/// one address and port shoald binds (`port` is `-p`, for entries without one). Repeats
-/// of one address and port are folded, as memcached folds repeated `-l`s; several
-/// different ones are refused, because shoald serves a single listener.
-fn parse_listen(values: &[String], tls: bool, port: u16) -> Result<(IpAddr, u16), ConfigError> {
+/// addresses and ports shoald binds, in order (`port` is `-p`, for entries without one).
+/// Repeats of one address and port are folded, as memcached folds repeated `-l`s.
+fn parse_listen(
+    values: &[String],
+    tls: bool,
+    port: u16,
+) -> Result<Vec<(IpAddr, u16)>, ConfigError> {
     let mut found: Vec<(IpAddr, u16)> = Vec::new();
     for spec in values.iter().flat_map(|v| v.split([',', ';'])) {
         let spec = spec.trim();
@@ -1386,7 +1394,7 @@ fn parse_listen(values: &[String], tls: bool, port: u16) -> Result<(IpAddr, u16)
             }
             Some(_) => {
                 return Err(usage(format!(
-                    "-l {spec}: shoald serves TLS on its one listener, so a notls: listener \
+                    "-l {spec}: shoald serves TLS on every listener, so a notls: listener \
                      is not supported"
                 )))
             }
@@ -1398,22 +1406,10 @@ fn parse_listen(values: &[String], tls: bool, port: u16) -> Result<(IpAddr, u16)
             found.push(entry);
         }
     }
-    match found.as_slice() {
-        [] => Ok((IpAddr::V4(Ipv4Addr::LOCALHOST), port)),
-        [one] => Ok(*one),
-        many => {
-            let names: Vec<String> = many
-                .iter()
-                .map(|&(ip, port)| std::net::SocketAddr::new(ip, port).to_string())
-                .collect();
-            Err(usage(format!(
-                "shoald listens on one address, but -l names {}: {} (use -l 0.0.0.0, or one \
-                 shoald per address)",
-                many.len(),
-                names.join(", ")
-            )))
-        }
+    if found.is_empty() {
+        found.push((IpAddr::V4(Ipv4Addr::LOCALHOST), port));
     }
+    Ok(found)
 }
 
 /// Splits `-l` syntax into host and port the way memcached's `server_sockets` does.
@@ -1675,7 +1671,6 @@ mod tests {
             "no_hashexpand",
             "ext_path",
             "ssl_ciphers",
-            "ssl_min_version",
             "drop_privileges",
             "no_maxconns_fast",
             "resp_obj_mem_limit",
@@ -1689,6 +1684,7 @@ mod tests {
             "modern",
             "hash_algorithm",
             "ssl_session_cache",
+            "ssl_min_version",
         ] {
             assert!(
                 !summary.contains(&format!(" {name}")),
@@ -1802,9 +1798,20 @@ mod tests {
             l(&["-p", "7", "-l", "127.0.0.1", "-l", "127.0.0.1:7"]),
             Ok(("127.0.0.1".into(), 7))
         );
-        assert!(l(&["-l", "127.0.0.1", "-l", "127.0.0.1:7"]).is_err());
-        let err = l(&["-l", "127.0.0.1,::1"]).unwrap_err();
-        assert!(err.contains("one address"), "{err}");
+        // Several addresses: the first is `listen`, the others are listened on as well.
+        let extra = |args: &[&str]| settings(args).map(|s| s.extra_listen);
+        assert_eq!(
+            extra(&["-l", "127.0.0.1", "-l", "127.0.0.1:7"]),
+            Ok(vec!["127.0.0.1:7".parse().unwrap()])
+        );
+        assert_eq!(
+            extra(&["-l", "127.0.0.1,::1,127.0.0.2"]),
+            Ok(vec![
+                "[::1]:11211".parse().unwrap(),
+                "127.0.0.2:11211".parse().unwrap()
+            ])
+        );
+        assert_eq!(extra(&["-l", "127.0.0.1"]), Ok(vec![]));
         assert!(l(&["-l", "not an address!"]).is_err());
     }
 

@@ -150,6 +150,10 @@ where
                 break;
             }
             if served >= per_turn {
+                // memcached's conn_yields counts only this reason for giving up the turn
+                // (`-R` requests served with more input waiting), not a full output buffer
+                // or a suspended multi-get.
+                ThreadStats::incr(&worker.stats.conn_yields);
                 more_ready = true;
                 break;
             }
@@ -419,7 +423,11 @@ impl TextContext<'_> {
                 key_base64,
             } => {
                 if self.session.authenticated {
-                    commands::storage::too_large(worker, key, key_base64, remove_old);
+                    if oom {
+                        commands::storage::no_memory(worker, key, key_base64, remove_old);
+                    } else {
+                        commands::storage::too_large(worker, key, key_base64, remove_old);
+                    }
                 }
                 if !noreply {
                     wbuf.extend_from_slice(if oom {
@@ -468,7 +476,11 @@ fn binary_step(
         } => {
             if session.authenticated {
                 let is_set = matches!(opcode, binary::opcode::SET | binary::opcode::SETQ);
-                commands::storage::too_large(worker, key, false, is_set);
+                if oom {
+                    commands::storage::no_memory(worker, key, false, is_set);
+                } else {
+                    commands::storage::too_large(worker, key, false, is_set);
+                }
             }
             let status = if oom {
                 Status::OutOfMemory

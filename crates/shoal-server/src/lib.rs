@@ -19,4 +19,4 @@ pub mod tls;
 pub mod watch;
 
 pub use config::{Args, Settings, VERSION};
-pub use server::{bind, run, Listener};
+pub use server::{bind, bind_extra, run, run_all, Listener};

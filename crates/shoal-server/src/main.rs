@@ -10,7 +10,7 @@
 use clap::error::ErrorKind;
 use clap::Parser;
 use shoal_server::config::{EX_NOUSER, EX_OSERR};
-use shoal_server::{bind, run, Args, Settings, VERSION};
+use shoal_server::{bind, bind_extra, run_all, Args, Listener, Settings, VERSION};
 use std::ffi::CString;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -162,6 +162,7 @@ fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
         raise_limit(libc::RLIMIT_MEMLOCK);
     }
     let listener = bind(&settings).map_err(StartupError::Listen)?;
+    let extra = bind_extra(&settings).map_err(StartupError::Listen)?;
     if args.daemon {
         // After binding, so a port in use is reported to the terminal that started us;
         // before any thread exists, as fork requires.
@@ -202,7 +203,10 @@ fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
         (None, Some(path)) => tracing::info!("listening on unix:{}", path.display()),
         _ => {}
     }
-    run(settings, listener, opened).map_err(StartupError::Run)
+    for addr in extra.iter().filter_map(Listener::local_addr) {
+        tracing::info!("listening on {addr}");
+    }
+    run_all(settings, listener, extra, opened).map_err(StartupError::Run)
 }
 
 /// The soft and hard values of a resource limit.

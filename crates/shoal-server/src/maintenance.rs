@@ -21,21 +21,23 @@ const TICK: Duration = Duration::from_millis(100);
 pub struct LruCrawler {
     enabled: AtomicBool,
     full_pass: AtomicBool,
-    /// `lru_crawler sleep`, microseconds (accepted for compatibility; the sweep paces
-    /// itself by segments, not items).
+    /// `lru_crawler sleep` / `-o lru_crawler_sleep`, microseconds: shown in `stats
+    /// settings`; the sweep paces itself by segments, not items, so it has no effect.
     pub sleep_us: AtomicU32,
-    /// `lru_crawler tocrawl` (accepted for compatibility, as above).
+    /// `lru_crawler tocrawl` / `-o lru_crawler_tocrawl`, shown in `stats settings` (as
+    /// above, no effect: a segment is swept whole).
     pub tocrawl: AtomicU32,
 }
 
 impl LruCrawler {
-    /// Controls with the crawler on or off.
-    pub fn new(enabled: bool) -> LruCrawler {
+    /// Controls with the crawler on or off and memcached's per-item pacing values (from
+    /// `-o lru_crawler_sleep` and `-o lru_crawler_tocrawl`).
+    pub fn new(enabled: bool, sleep_us: u32, tocrawl: u32) -> LruCrawler {
         LruCrawler {
             enabled: AtomicBool::new(enabled),
             full_pass: AtomicBool::new(false),
-            sleep_us: AtomicU32::new(100),
-            tocrawl: AtomicU32::new(0),
+            sleep_us: AtomicU32::new(sleep_us),
+            tocrawl: AtomicU32::new(tocrawl),
         }
     }
 

@@ -57,7 +57,10 @@ pub struct Shared {
     /// ASCII-auth users, when `-Y` is on.
     pub ascii_auth: Option<PasswordDb>,
     /// TLS acceptor, when `-Z` is on.
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    pub tls: Option<parking_lot::RwLock<tokio_rustls::TlsAcceptor>>,
+    /// memcached's slab/LRU tunables as `slabs automove`, `lru tune|mode|temp_ttl` last
+    /// set them (`stats settings` shows these; they steer nothing in segment storage).
+    pub tuning: parking_lot::Mutex<crate::config::Tunables>,
     /// What connections may hold in buffers beyond their fixed allowance, all together.
     pub buffers: Budget,
     /// The background expiry crawl's controls (`lru_crawler`).
@@ -139,10 +142,32 @@ pub fn bind(settings: &Settings) -> io::Result<Listener> {
     }
 }
 
+/// Binds the further `-l` addresses (none with a unix socket, which replaces TCP).
+pub fn bind_extra(settings: &Settings) -> io::Result<Vec<Listener>> {
+    if settings.unix_socket.is_some() {
+        return Ok(Vec::new());
+    }
+    settings
+        .extra_listen
+        .iter()
+        .map(|&addr| Listener::bind_tcp(addr, settings.backlog))
+        .collect()
+}
+
 /// Runs the server until SIGINT/SIGTERM/SIGUSR1 or the `shutdown` command, then returns once
 /// every connection has finished its in-flight replies (and, after SIGUSR1, once a `-e`
 /// memory file's restart metadata is saved).
 pub fn run(settings: Settings, listener: Listener, opened: OpenedStore) -> anyhow::Result<()> {
+    run_all(settings, listener, Vec::new(), opened)
+}
+
+/// [`run`], also accepting on `extra` (the further `-l` addresses, see [`bind_extra`]).
+pub fn run_all(
+    settings: Settings,
+    listener: Listener,
+    extra: Vec<Listener>,
+    opened: OpenedStore,
+) -> anyhow::Result<()> {
     shoal_net::tune_allocator();
     let store = opened.store;
     if let Some(outcome) = &opened.restart {
@@ -171,7 +196,8 @@ pub fn run(settings: Settings, listener: Listener, opened: OpenedStore) -> anyho
         .tls
         .as_ref()
         .map(crate::tls::acceptor)
-        .transpose()?;
+        .transpose()?
+        .map(parking_lot::RwLock::new);
     let (shutdown_tx, _) = watch::channel(false);
     let watchers = Arc::new(Watchers::default());
     {
@@ -191,7 +217,12 @@ pub fn run(settings: Settings, listener: Listener, opened: OpenedStore) -> anyho
         ascii_auth,
         tls,
         buffers: Budget::new(settings.read_buffer_budget()),
-        crawler: LruCrawler::new(settings.lru_crawler),
+        crawler: LruCrawler::new(
+            settings.lru_crawler,
+            settings.tunables.lru_crawler_sleep,
+            settings.tunables.lru_crawler_tocrawl,
+        ),
+        tuning: parking_lot::Mutex::new(settings.tunables.clone()),
         watchers: watchers.clone(),
         prefixes: PrefixStats::new(
             u8::try_from(settings.prefix_delimiter).unwrap_or(b':'),
@@ -241,7 +272,7 @@ pub fn run(settings: Settings, listener: Listener, opened: OpenedStore) -> anyho
         let sh = shared.clone();
         rt.spawn(metrics.serve(Arc::new(move || crate::metrics::render(&sh))));
     }
-    let served = rt.block_on(accept_loop(&shared, listener, &mut pool));
+    let served = rt.block_on(accept_loop(&shared, listener, extra, &mut pool));
     // Also when accepting failed: workers and the maintenance thread stop on this.
     shared.begin_shutdown();
     pool.join();
@@ -276,9 +307,25 @@ enum Stop {
 async fn accept_loop(
     shared: &Shared,
     listener: Listener,
+    extra: Vec<Listener>,
     pool: &mut WorkerPool,
 ) -> io::Result<Stop> {
     let mut acceptor = Acceptor::new(listener, shared.shutdown_signal())?;
+    // Further listeners hand their connections to this loop, so the connection limit and
+    // dispatch stay in one place; signals and shutdown are the first acceptor's to see.
+    let (extra_tx, mut extra_rx) = tokio::sync::mpsc::channel::<Incoming>(64);
+    for l in extra {
+        let mut a = Acceptor::new(l, shared.shutdown_signal())?;
+        let tx = extra_tx.clone();
+        tokio::spawn(async move {
+            while let Event::Conn(c) = a.next().await {
+                if tx.send(c).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(extra_tx);
     let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())?;
     loop {
         let event = tokio::select! {
@@ -288,6 +335,7 @@ async fn accept_loop(
                 return Ok(Stop::Restart);
             }
             event = acceptor.next() => event,
+            Some(c) = extra_rx.recv() => Event::Conn(c),
         };
         let incoming = match event {
             Event::Conn(c) => c,
@@ -341,6 +389,9 @@ impl WorkerService for Worker {
                 match &slot.shared.tls {
                     None => conn::serve(&mut s, worker, info).await,
                     Some(acceptor) => {
+                        // The acceptor `refresh_certs` last installed; this connection
+                        // keeps it whatever later reloads do.
+                        let acceptor = acceptor.read().clone();
                         // A plain-text client or a stalled handshake is dropped.
                         let handshake =
                             tokio::time::timeout(Duration::from_secs(10), acceptor.accept(&mut s));

@@ -42,6 +42,39 @@ fn certs(
     Ok(certs)
 }
 
+/// The TLS versions `ssl_min_version` allows. rustls speaks only TLS 1.2 and 1.3, so
+/// memcached's 0 (TLS 1.0), 1 (1.1) and 2 (1.2) all mean "1.2 or 1.3", and 3 means
+/// TLS 1.3 only: a 1.2-only client is refused in the handshake, as with memcached.
+pub fn protocol_versions(min_version: u8) -> &'static [&'static rustls::SupportedProtocolVersion] {
+    static TLS13_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
+    if min_version >= 3 {
+        TLS13_ONLY
+    } else {
+        rustls::DEFAULT_VERSIONS
+    }
+}
+
+/// memcached's `refresh_certs` error line for a failed reload (with `\r\n`).
+pub fn refresh_error(e: &TlsError, t: &TlsSettings) -> String {
+    match e {
+        TlsError::Pem {
+            what: "private key",
+            detail,
+            ..
+        } => format!("Error loading the key: {} : {detail}\r\n", t.key.display()),
+        TlsError::Pem {
+            what: "CA certificate",
+            path,
+            detail,
+        } => format!("Error loading the CA certificate: {path} : {detail}\r\n"),
+        TlsError::Pem { detail, .. } => format!(
+            "Error loading the certificate chain: {} : {detail}\r\n",
+            t.cert.display()
+        ),
+        TlsError::Config(detail) => format!("Error validating the certificate: {detail}\r\n"),
+    }
+}
+
 /// Builds the acceptor: the server's chain and key, and client-certificate verification
 /// per `verify_mode` (0 none, 1 request, 2 and 3 require) against `ca`.
 pub fn acceptor(t: &TlsSettings) -> Result<tokio_rustls::TlsAcceptor, TlsError> {
@@ -53,7 +86,7 @@ pub fn acceptor(t: &TlsSettings) -> Result<tokio_rustls::TlsAcceptor, TlsError> 
         detail: e.to_string(),
     })?;
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(protocol_versions(t.min_version))
         .map_err(|e| TlsError::Config(e.to_string()))?;
     let builder = match (&t.ca, t.verify_mode) {
         (Some(ca), mode) if mode > 0 => {

@@ -762,4 +762,9 @@ fn value_over_item_limit_is_too_large_and_connection_goes_on() {
     bp::set(&mut c, b"small", &value[..1000], 0);
     assert_eq!(bp::get(&mut c, b"small").map(|v| v.1.len()), Some(1000));
     c.assert_alive();
+    // Both refusals count in store_too_large; cmd_set counts only the stores tried
+    // (memcached's allocation fails before the command is counted).
+    let mut t = s.conn();
+    assert_eq!(t.stat("store_too_large"), 2);
+    assert_eq!(t.stat("cmd_set"), 2);
 }

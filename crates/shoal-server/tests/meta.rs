@@ -347,4 +347,7 @@ fn quiet_batch_longer_than_a_turn_is_answered_whole_and_in_order() {
     other.rt(b"mn\r\n", b"MN\r\n");
     c.expect(&want);
     c.rt(b"mn\r\n", b"MN\r\n");
+    // Each turn given up with input waiting counts in conn_yields, as in memcached.
+    let yields = other.stat("conn_yields");
+    assert!((10..=70).contains(&yields), "conn_yields {yields}");
 }

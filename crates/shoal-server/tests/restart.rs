@@ -235,6 +235,9 @@ fn missing_corrupt_or_future_metadata_starts_clean() {
     }
     // No metadata at all (e.g. removed by hand).
     let s = start(&path, &[]);
+    // Serving first: "listening on" is logged before the SIGUSR1 handler is installed, so
+    // a signal sent at once could still find the default action (terminate).
+    s.conn().rt(b"mn\r\n", b"MN\r\n");
     graceful_stop(s, &path);
     std::fs::remove_file(&meta).expect("remove");
     let s = start(&path, &[]);

@@ -264,7 +264,8 @@ fn flush_all_forms() {
         b"flush_all abc\r\n",
         b"CLIENT_ERROR invalid exptime argument\r\n",
     );
-    assert_eq!(c.stat("cmd_flush"), 5);
+    // memcached counts a flush_all with a bad delay too (compared in parity.rs).
+    assert_eq!(c.stat("cmd_flush"), 6);
 }
 
 #[test]

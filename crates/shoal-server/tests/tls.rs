@@ -107,11 +107,21 @@ fn tls_conn(
     root: &CertificateDer<'static>,
     client_cert: Option<&(CertificateDer<'static>, Vec<u8>)>,
 ) -> Conn {
+    tls_conn_with(addr, root, client_cert, rustls::DEFAULT_VERSIONS)
+}
+
+/// [`tls_conn`] offering only the given TLS versions.
+fn tls_conn_with(
+    addr: SocketAddr,
+    root: &CertificateDer<'static>,
+    client_cert: Option<&(CertificateDer<'static>, Vec<u8>)>,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Conn {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     roots.add(root.clone()).expect("root");
     let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .expect("versions")
         .with_root_certificates(roots);
     let config = match client_cert {
@@ -313,4 +323,94 @@ fn metrics_count_tls_handshakes() {
     };
     assert_eq!(count("ok"), Some(1.0), "{page}");
     assert_eq!(count("failed"), Some(1.0), "{page}");
+}
+
+const TLS12_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS12];
+
+#[test]
+fn ssl_min_version_3_refuses_tls_1_2_clients() {
+    let pki = Pki::new("minver");
+    // memcached's default (2, TLS 1.2) and 0/1 (rustls has nothing older) allow TLS 1.2.
+    for level in ["0", "2"] {
+        let opt = format!("ssl_min_version={level}");
+        let s = tls_server(&pki, "server.pem", "server.key", &["-o", &opt]);
+        let addr = s.addr.unwrap();
+        assert!(
+            served(&mut tls_conn_with(addr, &pki.ca, None, TLS12_ONLY)),
+            "ssl_min_version={level} refused a TLS 1.2 client"
+        );
+    }
+    let s = tls_server(
+        &pki,
+        "server.pem",
+        "server.key",
+        &["-o", "ssl_min_version=3"],
+    );
+    let addr = s.addr.unwrap();
+    assert!(
+        !served(&mut tls_conn_with(addr, &pki.ca, None, TLS12_ONLY)),
+        "ssl_min_version=3 served a TLS 1.2 client"
+    );
+    let mut c = tls_conn(addr, &pki.ca, None);
+    assert!(served(&mut c), "TLS 1.3 client refused");
+    let settings = c.stats("settings");
+    assert_eq!(settings["ssl_min_version"], "tlsv1.3");
+}
+
+#[test]
+fn refresh_certs_reloads_certificate_and_key() {
+    let pki = Pki::new("refresh");
+    let copy = |from: &str, to: &str| std::fs::copy(pki.file(from), pki.file(to)).expect("copy");
+    copy("server.pem", "live.pem");
+    copy("server.key", "live.key");
+    let s = tls_server(&pki, "live.pem", "live.key", &[]);
+    let addr = s.addr.unwrap();
+    let mut old = tls_conn(addr, &pki.ca, None);
+    assert!(served(&mut old));
+    // Unchanged files: reloading is harmless; noreply suppresses only the OK.
+    old.rt(b"refresh_certs\r\n", b"OK\r\n");
+    old.rt(b"refresh_certs noreply\r\nmn\r\n", b"MN\r\n");
+
+    // Swap in the self-signed pair: new connections get it, the open one goes on.
+    copy("self.pem", "live.pem");
+    copy("self.key", "live.key");
+    old.rt(b"refresh_certs\r\n", b"OK\r\n");
+    assert!(served(&mut tls_conn(addr, &pki.self_signed, None)));
+    assert!(
+        !served(&mut tls_conn(addr, &pki.ca, None)),
+        "old certificate still offered after refresh_certs"
+    );
+    round_trip(&mut old);
+
+    // A broken key: memcached's error (shown even with noreply), old certificate kept.
+    std::fs::write(pki.file("live.key"), "not a key").expect("write");
+    let line = old.request_until(b"refresh_certs noreply\r\n", b"\r\n");
+    let line = String::from_utf8_lossy(&line).into_owned();
+    assert!(
+        line.starts_with(&format!(
+            "Error loading the key: {} : ",
+            pki.file("live.key")
+        )),
+        "{line:?}"
+    );
+    assert!(served(&mut tls_conn(addr, &pki.self_signed, None)));
+    // A certificate that does not match the key.
+    copy("server.key", "live.key");
+    let line = old.request_until(b"refresh_certs\r\n", b"\r\n");
+    assert!(
+        line.starts_with(b"Error validating the certificate: "),
+        "{:?}",
+        show(&line)
+    );
+}
+
+#[test]
+fn refresh_certs_without_tls() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.rt(b"refresh_certs\r\n", b"Error TLS not enabled\r\n");
+    c.rt(
+        b"refresh_certs noreply\r\nmn\r\n",
+        b"Error TLS not enabled\r\nMN\r\n",
+    );
 }

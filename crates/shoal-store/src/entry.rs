@@ -152,6 +152,24 @@ impl<'a> Entry<'a> {
         Ok(true)
     }
 
+    /// Rewrites the live item with new options, keeping its value (or dropping it when
+    /// `keep_value` is false), without copying the value out first: meta delete's `I`
+    /// and `x` modes. Returns the new CAS unique, or `None` if there is no item.
+    pub fn rewrite(
+        &mut self,
+        keep_value: bool,
+        opts: StoreOptions,
+    ) -> Result<Option<u64>, EntryError> {
+        let Some(loc) = self.current else {
+            return Ok(None);
+        };
+        // The old item stays readable in its segment while the new one is written, as in
+        // `set_exptime`.
+        let old = self.inner.item_at(loc);
+        let value: &[u8] = if keep_value { old.value() } else { &[] };
+        self.write(&[value], value.len(), opts, 0).map(Some)
+    }
+
     /// Removes the live item. Returns false if there was none.
     pub fn remove(&mut self) -> bool {
         match self.current.take() {

@@ -203,7 +203,7 @@ impl Inner {
 
     /// Calls `f` with the location of every item written in a sealed segment. The caller
     /// holds the scan lock, so the segment is not reused meanwhile.
-    fn walk(&self, id: SegId, mut f: impl FnMut(Ref, RawItem)) {
+    pub(crate) fn walk(&self, id: SegId, mut f: impl FnMut(Ref, RawItem)) {
         let used = self.segs.meta(id).used.load(Ordering::Acquire) as usize;
         let mut off = 0usize;
         while off + 12 <= used {

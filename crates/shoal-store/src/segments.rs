@@ -432,6 +432,11 @@ impl Segments {
         }
     }
 
+    /// The sealed segment eviction takes next (the oldest), if any.
+    pub fn eviction_candidate(&self) -> Option<SegId> {
+        self.pool.lock().sealed.front().copied()
+    }
+
     /// Sealed segment ids, oldest first (a snapshot).
     pub fn sealed_snapshot(&self) -> Vec<SegId> {
         self.pool.lock().sealed.iter().copied().collect()

@@ -165,6 +165,35 @@ impl Store {
         }
     }
 
+    /// Seconds since the least recently accessed live item of the segment eviction takes
+    /// next was last read or stored: what memcached reports as the age of its LRU tail
+    /// (`items:N:age`), since that segment's items are the next to go. 0 while no segment
+    /// is sealed. Walks one segment, so it is for `stats items`, not hot paths.
+    pub fn tail_age(&self) -> u32 {
+        let inner = &*self.inner;
+        let Some(id) = inner.segs.eviction_candidate() else {
+            return 0;
+        };
+        let now = inner.clock.now();
+        let _scan = inner.segs.scan_lock.lock();
+        if inner.segs.meta(id).state.load(Ordering::Acquire) != crate::segments::SEALED {
+            return 0;
+        }
+        let mut oldest: Option<u32> = None;
+        inner.walk(id, |loc, raw| {
+            if is_expired(raw.exptime(), now) {
+                return;
+            }
+            let hash = inner.hash(raw.key());
+            // Live only if the index still points at this copy.
+            if inner.shard(hash).find(inner, hash, raw.key()) == Some(loc) {
+                let atime = raw.atime();
+                oldest = Some(oldest.map_or(atime, |o| o.min(atime)));
+            }
+        });
+        oldest.map_or(0, |a| now.saturating_sub(a))
+    }
+
     /// Changes the memory limit at run time (memcached's `cache_memlimit`).
     pub fn set_memory_limit(&self, bytes: usize) {
         let inner = &*self.inner;

@@ -322,3 +322,27 @@ fn a_clone_shares_writers() {
     set(&b, &mut w, b"k", b"v");
     assert_eq!(get(&a, b"k").as_deref(), Some(&b"v"[..]));
 }
+
+#[test]
+fn tail_age_is_the_idle_time_of_the_next_items_evicted() {
+    let s = store(64 << 20);
+    assert_eq!(s.tail_age(), 0, "nothing sealed yet");
+    let mut w = s.writer();
+    let value = [7u8; 1000];
+    // Enough items to fill (and seal) at least two segments.
+    let n = 2 * s.stats().segment_size / 1000 + 10;
+    for i in 0..n {
+        set(&s, &mut w, format!("k{i}").as_bytes(), &value);
+    }
+    s.clock().advance_for_test(5);
+    assert_eq!(s.tail_age(), 5, "oldest segment's items idle 5 s");
+    // Replacing every item of the oldest segment leaves it without live items, and the
+    // age of the next one is reported instead (as after memcached's tail moves).
+    let first_segment = s.stats().segment_size / 1000 / 2;
+    for i in 0..first_segment {
+        assert!(s
+            .update(&mut w, format!("k{i}").as_bytes(), |e| Ok(e.remove()))
+            .unwrap());
+    }
+    assert!(s.tail_age() <= 5);
+}

@@ -187,8 +187,16 @@ pub(super) async fn dispatch(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> Pend
             }
         }
         Request::Quit => Pending::Nothing,
-        Request::Shutdown | Request::ShutdownGraceful => {
+        Request::Shutdown | Request::ShutdownGraceful | Request::ShutdownInvalidMode => {
             Pending::Static(reply::SHUTDOWN_NOT_ENABLED)
+        }
+        // Answered here, as the parser used to: a pool has no delay to read.
+        Request::FlushAllInvalidDelay { noreply } => {
+            if *noreply {
+                Pending::Nothing
+            } else {
+                Pending::Static(b"CLIENT_ERROR invalid exptime argument\r\n")
+            }
         }
         // Server administration (`stats`, `cache_memlimit`, `lru_crawler`, `watch`, and
         // whatever the parser learns next) has no meaning across a pool: twemproxy

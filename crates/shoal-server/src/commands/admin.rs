@@ -4,18 +4,20 @@ use super::{respond, Flow};
 use crate::config::VERSION;
 use crate::server::Worker;
 use crate::stats::ThreadStats;
-use shoal_protocol::reply;
+use shoal_protocol::{reply, ProtocolError};
 use std::sync::atomic::Ordering;
 
 /// `flush_all [delay]`: invalidates every item now or after `delay` seconds (an absolute
 /// Unix time if over 30 days, as for expiry times). Refused with `-F`.
+/// memcached counts every `flush_all` in `cmd_flush`, even one `-F` refuses ("we log it
+/// on stats").
 pub fn flush_all(w: &Worker, delay: i64, noreply: bool, out: &mut Vec<u8>) {
+    ThreadStats::incr(&w.stats.cmd_flush);
     if !w.shared.settings.flush_enabled {
         // Like every memcached reply, the refusal is suppressed by noreply.
         respond(out, noreply, reply::FLUSH_NOT_ALLOWED);
         return;
     }
-    ThreadStats::incr(&w.stats.cmd_flush);
     let store = &w.shared.store;
     let secs = if delay > 0 {
         store
@@ -27,6 +29,18 @@ pub fn flush_all(w: &Worker, delay: i64, noreply: bool, out: &mut Vec<u8>) {
     };
     store.flush_all(secs);
     respond(out, noreply, reply::OK);
+}
+
+/// `flush_all <not a number>`: memcached counts it and checks `-F` before it reads the
+/// delay, so the refusal wins over the bad argument.
+pub fn flush_all_invalid_delay(w: &Worker, noreply: bool, out: &mut Vec<u8>) {
+    ThreadStats::incr(&w.stats.cmd_flush);
+    let text = if w.shared.settings.flush_enabled {
+        ProtocolError::InvalidExptime.reply()
+    } else {
+        reply::FLUSH_NOT_ALLOWED
+    };
+    respond(out, noreply, text);
 }
 
 /// `version`.
@@ -54,6 +68,15 @@ pub fn shutdown(w: &Worker, graceful: bool, out: &mut Vec<u8>) -> Flow {
     }
     w.shared.begin_shutdown();
     Flow::Close
+}
+
+/// `shutdown <bad mode>`: memcached checks `-A` before it looks at the mode.
+pub fn shutdown_invalid_mode(w: &Worker, out: &mut Vec<u8>) {
+    out.extend_from_slice(if w.shared.settings.shutdown_enabled {
+        ProtocolError::InvalidShutdownMode.reply()
+    } else {
+        reply::SHUTDOWN_NOT_ENABLED
+    });
 }
 
 /// `cache_memlimit <megabytes>`: changes the memory limit at run time.

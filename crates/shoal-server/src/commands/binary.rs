@@ -221,7 +221,6 @@ fn get(w: &Worker, r: &BinaryRequest<'_>, touch: Option<i64>, out: &mut Vec<u8>)
 }
 
 fn store(w: &Worker, r: &BinaryRequest<'_>, q: bool, out: &mut Vec<u8>) {
-    ThreadStats::incr(&w.stats.cmd_set);
     let kind = match r.opcode {
         op::SET | op::SETQ => StoreKind::Set,
         op::ADD | op::ADDQ => StoreKind::Add,
@@ -245,7 +244,9 @@ fn store(w: &Worker, r: &BinaryRequest<'_>, q: bool, out: &mut Vec<u8>) {
     };
     // A non-zero CAS turns any storage opcode into a compare-and-swap (memcached).
     let cas_check = (r.cas != 0).then_some(r.cas);
-    let status = match apply(w, kind, r.key, r.value, opts, cas_check) {
+    let result = apply(w, kind, r.key, r.value, opts, cas_check);
+    super::storage::counted(w, r.key, &result, kind == StoreKind::Set);
+    let status = match result {
         Ok(Stored::Stored(cas)) => {
             if !q {
                 binary::response(

@@ -11,6 +11,7 @@ pub mod retrieval;
 pub mod stats;
 pub mod storage;
 pub mod touch;
+pub mod tuning;
 
 use crate::auth::Session;
 use crate::reply_window::ReplyWindow;
@@ -94,16 +95,23 @@ pub fn execute(
             noreply,
         } => touch::touch(w, key, exptime, noreply, out),
         Request::FlushAll { delay, noreply } => admin::flush_all(w, delay, noreply, out),
+        Request::FlushAllInvalidDelay { noreply } => {
+            admin::flush_all_invalid_delay(w, noreply, out)
+        }
         Request::Version => admin::version(out),
         Request::Verbosity { level, noreply } => admin::verbosity(w, level, noreply, out),
         Request::Quit => return Flow::Close,
         Request::Shutdown => return admin::shutdown(w, false, out),
         Request::ShutdownGraceful => return admin::shutdown(w, true, out),
+        Request::ShutdownInvalidMode => admin::shutdown_invalid_mode(w, out),
         Request::CacheMemlimit { megabytes, noreply } => {
             admin::cache_memlimit(w, megabytes, noreply, out)
         }
         Request::Stats(group) => stats::stats(w, group, out),
         Request::LruCrawler(args) => return crawler::lru_crawler(w, args, window, out),
+        Request::Slabs(args) => tuning::slabs(w, args, out),
+        Request::Lru(args) => tuning::lru(w, args, out),
+        Request::RefreshCerts(args) => tuning::refresh_certs(w, args, out),
         Request::Watch(_) if !w.shared.settings.watch_enabled => {
             out.extend_from_slice(b"CLIENT_ERROR watch commands not allowed\r\n")
         }

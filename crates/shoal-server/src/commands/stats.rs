@@ -29,8 +29,9 @@
 //!   with `lru_segmented` off, everything is "cold": `number_cold` = `number`, the HOT,
 //!   WARM and TEMP figures are 0, every read hit is a `hits_to_cold`, and nothing moves
 //!   between LRUs (`moves_*`, `lru_maintainer_juggles`, `lru_bumps_dropped`,
-//!   `tailrepairs`, `lrutail_reflocked` 0). `age` (the oldest item's idle time) is 0: the
-//!   store does not track it and finding it would mean reading every item.
+//!   `tailrepairs`, `lrutail_reflocked` 0). `age`, memcached's idle time of its LRU tail
+//!   item, is the idle time of the least recently accessed live item in the segment the
+//!   next eviction takes (the oldest sealed one), 0 until a segment is sealed.
 //! * **Evictions and expiry.** `evictions`/`evicted`, `evicted_unfetched`,
 //!   `expired_unfetched`, `reclaimed` and `get_expired` are the store's own counters.
 //!   `evicted_nonzero`, `evicted_time`, `evicted_active` and `direct_reclaims` are not
@@ -245,7 +246,9 @@ fn hash_power_level(index_bytes: u64) -> u64 {
 /// `stats settings`' lines.
 pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
     let s = &sh.settings;
-    let t = &s.tunables;
+    // The values `slabs automove` and `lru tune|mode|temp_ttl` last set, as memcached
+    // reports them.
+    let t = &sh.tuning.lock().clone();
     let yes_no = |b: bool| if b { "yes" } else { "no" };
     let u64s = |out: &mut Vec<u8>, name: &str, v: u64| reply::stat_u64(out, name, v);
     let strs = |out: &mut Vec<u8>, name: &str, v: &str| reply::stat_str(out, name, v);
@@ -309,8 +312,17 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
     u64s(out, "slab_chunk_max", u64::from(t.slab_chunk_max()));
     // Live, as in memcached, where `lru_crawler enable|disable` changes this setting.
     strs(out, "lru_crawler", yes_no(sh.crawler.enabled()));
-    u64s(out, "lru_crawler_sleep", u64::from(t.lru_crawler_sleep));
-    u64s(out, "lru_crawler_tocrawl", u64::from(t.lru_crawler_tocrawl));
+    let crawler = &sh.crawler;
+    u64s(
+        out,
+        "lru_crawler_sleep",
+        u64::from(crawler.sleep_us.load(Ordering::Relaxed)),
+    );
+    u64s(
+        out,
+        "lru_crawler_tocrawl",
+        u64::from(crawler.tocrawl.load(Ordering::Relaxed)),
+    );
     u64s(out, "tail_repair_time", u64::from(t.tail_repair_time));
     strs(out, "flush_enabled", yes_no(s.flush_enabled));
     strs(out, "dump_enabled", yes_no(s.dump_enabled));
@@ -374,7 +386,6 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
 
 /// `stats items`: class 1 holds every item (see the module documentation), printed only
 /// while it holds some, as memcached prints only classes with items.
-/// `stats items`' lines.
 pub fn items(sh: &Shared, out: &mut Vec<u8>) {
     let st = sh.store.stats();
     if st.curr_items == 0 {
@@ -388,7 +399,8 @@ pub fn items(sh: &Shared, out: &mut Vec<u8>) {
         ("number_cold", st.curr_items),
         ("age_hot", 0),
         ("age_warm", 0),
-        ("age", 0),
+        // The oldest access among the items the next eviction takes (shoal-store).
+        ("age", u64::from(sh.store.tail_age())),
         ("mem_requested", st.bytes),
         ("evicted", st.evictions),
         ("evicted_nonzero", 0),

@@ -45,8 +45,11 @@ pub fn fits(w: &Worker, key_len: usize, value_len: usize) -> bool {
 }
 
 /// Executes a text storage command.
+///
+/// `cmd_set` counts only stores that got as far as memcached's `do_store_item`: one
+/// refused as too large or for memory is counted in `store_too_large` / `store_no_memory`
+/// instead, as memcached does (its allocation fails before the command is counted).
 pub fn store(w: &Worker, req: StoreRequest<'_>, noreply: bool, out: &mut Vec<u8>) {
-    ThreadStats::incr(&w.stats.cmd_set);
     if !fits(w, req.key.len(), req.data.len()) {
         too_large(w, req.key, false, req.kind == StoreKind::Set);
         respond(out, noreply, reply::OBJECT_TOO_LARGE);
@@ -60,6 +63,7 @@ pub fn store(w: &Worker, req: StoreRequest<'_>, noreply: bool, out: &mut Vec<u8>
     };
     let cas_check = (req.kind == StoreKind::Cas).then_some(req.cas_unique);
     let result = apply(w, req.kind, req.key, req.data, opts, cas_check);
+    counted(w, req.key, &result, req.kind == StoreKind::Set);
     let text = match result {
         Ok(Stored::Stored(_)) => reply::STORED,
         Ok(Stored::NotStored) => reply::NOT_STORED,
@@ -152,12 +156,45 @@ pub(crate) fn watch_store(
         .stored(key, status, cmd, ttl, size, w.current_conn.get());
 }
 
-/// A value over the size limit: memcached removes the old value for `set` (and every
-/// `ms`) so that a failed overwrite never leaves stale data behind.
-pub fn too_large(w: &Worker, key: &[u8], key_base64: bool, remove_old: bool) {
-    if !remove_old {
-        return;
+/// Counts a store's outcome as memcached does: `cmd_set` for one that was tried,
+/// `store_too_large` / `store_no_memory` for one refused (and then, for `set`, `ms` and
+/// binary set, `remove_old`, the key's old value is removed as well).
+pub(crate) fn counted(
+    w: &Worker,
+    key: &[u8],
+    result: &Result<Stored, StoreError>,
+    remove_old: bool,
+) {
+    match result {
+        Ok(_) => ThreadStats::incr(&w.stats.cmd_set),
+        Err(StoreError::TooLarge) => too_large(w, key, false, remove_old),
+        Err(StoreError::OutOfMemory) => no_memory(w, key, false, remove_old),
     }
+}
+
+/// A value over the size limit, counted in `store_too_large`: memcached removes the old
+/// value for `set` (and every `ms`) so that a failed overwrite never leaves stale data
+/// behind.
+pub fn too_large(w: &Worker, key: &[u8], key_base64: bool, remove_old: bool) {
+    ThreadStats::incr(&w.stats.store_too_large);
+    if remove_old {
+        remove(w, key, key_base64);
+    }
+}
+
+/// A store refused for want of memory (`-M` with a full store), counted in
+/// `store_no_memory` (and so in `stats items`' `outofmemory`). As for [`too_large`],
+/// memcached removes the old value for `set` and every `ms`: after a failed overwrite the
+/// key misses rather than serving what the client meant to replace.
+pub fn no_memory(w: &Worker, key: &[u8], key_base64: bool, remove_old: bool) {
+    ThreadStats::incr(&w.stats.store_no_memory);
+    if remove_old {
+        remove(w, key, key_base64);
+    }
+}
+
+/// Removes `key` (sent in base64 if `key_base64`). The caller must not hold the writer.
+fn remove(w: &Worker, key: &[u8], key_base64: bool) {
     let mut buf = [0u8; 256];
     let Ok(key) = shoal_protocol::decode_key(key, key_base64, &mut buf) else {
         return;

@@ -43,9 +43,8 @@ pub fn meta_delete(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut V
                 stale: invalidate || item.stale(),
                 win_sent: false,
             };
-            let value: &[u8] = if clear_value { &[] } else { item.value() };
-            let copy = value.to_vec();
-            e.store(&[&copy], opts)?;
+            // Rewritten in place from the old item: no copy of the value per request.
+            e.rewrite(!clear_value, opts)?;
             return Ok((meta::HD, false));
         }
         e.remove();

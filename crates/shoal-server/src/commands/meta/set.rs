@@ -15,7 +15,6 @@ pub fn meta_set(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, data: &[u8], o
         return;
     };
     let s = &w.stats;
-    ThreadStats::incr(&s.cmd_set);
     if !fits(w, key.len(), data.len()) {
         too_large(w, key, false, true);
         out.extend_from_slice(reply::OBJECT_TOO_LARGE);
@@ -92,6 +91,10 @@ pub fn meta_set(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, data: &[u8], o
             MetaMode::Incr | MetaMode::Decr => Stored::NotStored,
         })
     });
+    // Released before `counted` may remove the old value (memcached removes it after a
+    // refusal in every mode: "avoid stale data persisting in cache").
+    drop(writer);
+    crate::commands::storage::counted(w, key, &result, true);
     w.shared.prefixes.record(key, crate::detail::PrefixOp::Set);
     if w.shared.watchers.watching(crate::watch::kind::MUTATIONS) {
         let kind = match mode {
