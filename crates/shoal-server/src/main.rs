@@ -153,6 +153,7 @@ fn main() -> ExitCode {
 
 /// Prepares the process in memcached's spirit and runs the server.
 fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
+    shoal_server::restart::catch_sigusr1_early();
     if settings.enable_coredumps {
         raise_core_limit()?;
     }

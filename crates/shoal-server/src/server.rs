@@ -327,6 +327,10 @@ async fn accept_loop(
     }
     drop(extra_tx);
     let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())?;
+    if crate::restart::sigusr1_seen() {
+        tracing::info!("SIGUSR1 during startup: stopping gracefully");
+        return Ok(Stop::Restart);
+    }
     loop {
         let event = tokio::select! {
             biased;

@@ -305,3 +305,13 @@ fn shutdown_graceful_saves_like_sigusr1() {
     s.conn()
         .rt(b"get k\r\n", b"VALUE k 7 5\r\nhello\r\nEND\r\n");
 }
+
+#[test]
+fn sigusr1_during_startup_is_a_graceful_stop_not_a_kill() {
+    for _ in 0..5 {
+        let (_dir, path) = memory_file();
+        // Signalled the moment it logs `listening on`, before it serves anything.
+        let s = start(&path, &[]);
+        graceful_stop(s, &path);
+    }
+}
