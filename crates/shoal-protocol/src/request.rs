@@ -89,11 +89,19 @@ impl<'a> Keys<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request<'a> {
     /// `get`/`gets <key>+`: `with_cas` is true for `gets`.
-    Get { keys: Keys<'a>, with_cas: bool },
+    Get {
+        /// The keys, in request order.
+        keys: Keys<'a>,
+        /// `gets`/`gats`: reply with each CAS unique.
+        with_cas: bool,
+    },
     /// `gat`/`gats <exptime> <key>+`: fetch and set a new expiration time.
     GetAndTouch {
+        /// The expiration time as sent (relative seconds, or a Unix time past 30 days).
         exptime: i64,
+        /// The keys, in request order.
         keys: Keys<'a>,
+        /// `gets`/`gats`: reply with each CAS unique.
         with_cas: bool,
     },
     /// `set|add|replace|append|prepend <key> <flags> <exptime> <bytes> [noreply]` and
@@ -101,40 +109,72 @@ pub enum Request<'a> {
     /// (without the trailing `\r\n`, which the parser has checked). `cas_unique` is 0 for
     /// every kind but [`StoreKind::Cas`].
     Store {
+        /// Which storage command.
         kind: StoreKind,
+        /// The key as sent.
         key: &'a [u8],
+        /// Client flags.
         flags: u32,
+        /// The expiration time as sent (relative seconds, or a Unix time past 30 days).
         exptime: i64,
+        /// The data block, without its `\r\n`.
         data: &'a [u8],
+        /// The CAS unique to compare (0 unless `cas`).
         cas_unique: u64,
+        /// Send no reply on success (`noreply`).
         noreply: bool,
     },
     /// `delete <key> [0] [noreply]`.
-    Delete { key: &'a [u8], noreply: bool },
+    Delete {
+        /// The key as sent.
+        key: &'a [u8],
+        /// Send no reply on success (`noreply`).
+        noreply: bool,
+    },
     /// `incr|decr <key> <delta> [noreply]`: `incr` is true for incr.
     Arithmetic {
+        /// The key as sent.
         key: &'a [u8],
+        /// The amount to add or subtract.
         delta: u64,
+        /// `incr` (true) or `decr`.
         incr: bool,
+        /// Send no reply on success (`noreply`).
         noreply: bool,
     },
     /// `touch <key> <exptime> [noreply]`.
     Touch {
+        /// The key as sent.
         key: &'a [u8],
+        /// The expiration time as sent (relative seconds, or a Unix time past 30 days).
         exptime: i64,
+        /// Send no reply on success (`noreply`).
         noreply: bool,
     },
     /// `flush_all [delay] [noreply]`: `delay` is 0 when absent.
-    FlushAll { delay: i64, noreply: bool },
+    FlushAll {
+        /// Seconds until the flush takes effect.
+        delay: i64,
+        /// Send no reply on success (`noreply`).
+        noreply: bool,
+    },
     /// `flush_all <delay> [noreply]` whose delay is not a number. memcached counts the
     /// command and checks `-F` before it reads the delay, so the server answers it:
     /// `CLIENT_ERROR flush_all not allowed` with `-F`, else
     /// `CLIENT_ERROR invalid exptime argument` (both suppressed by `noreply`).
-    FlushAllInvalidDelay { noreply: bool },
+    FlushAllInvalidDelay {
+        /// Send no reply on success (`noreply`).
+        noreply: bool,
+    },
     /// `version`.
     Version,
     /// `verbosity <level> [noreply]`.
-    Verbosity { level: u32, noreply: bool },
+    Verbosity {
+        /// The verbosity level.
+        level: u32,
+        /// Send no reply on success (`noreply`).
+        noreply: bool,
+    },
     /// `quit`.
     Quit,
     /// `shutdown`. (memcached answers `ERROR: shutdown not enabled` unless started with
@@ -149,7 +189,12 @@ pub enum Request<'a> {
     /// `cache_memlimit <megabytes> [noreply]`. `megabytes` is within 8..=1_000_000_000:
     /// the parser answers other values with memcached's `MEMLIMIT_TOO_SMALL ...` /
     /// `MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes` replies itself.
-    CacheMemlimit { megabytes: u64, noreply: bool },
+    CacheMemlimit {
+        /// The new memory limit in megabytes.
+        megabytes: u64,
+        /// Send no reply on success (`noreply`).
+        noreply: bool,
+    },
     /// `stats [group]`.
     Stats(StatsGroup<'a>),
     /// `lru_crawler <subcommand> [<args>]`: everything after `lru_crawler `, trailing
@@ -171,23 +216,46 @@ pub enum Request<'a> {
     /// For every meta request, `key` is as sent (1..=250 bytes): base64 when
     /// `flags.base64()`, in which case the parser has checked it decodes; get the real key
     /// with [`crate::meta::decode_key`]. Flags are validated (see [`MetaFlags`]).
-    MetaGet { key: &'a [u8], flags: MetaFlags<'a> },
+    MetaGet {
+        /// The key as sent.
+        key: &'a [u8],
+        /// The validated meta flags.
+        flags: MetaFlags<'a>,
+    },
     /// `ms <key> <datalen> <flags>*` with its data block (without `\r\n`). A mode
     /// (`flags.mode()`) is one of `E A P R S`.
     MetaSet {
+        /// The key as sent.
         key: &'a [u8],
+        /// The validated meta flags.
         flags: MetaFlags<'a>,
+        /// The data block, without its `\r\n`.
         data: &'a [u8],
     },
     /// `md <key> <flags>*`.
-    MetaDelete { key: &'a [u8], flags: MetaFlags<'a> },
+    MetaDelete {
+        /// The key as sent.
+        key: &'a [u8],
+        /// The validated meta flags.
+        flags: MetaFlags<'a>,
+    },
     /// `ma <key> <flags>*`. A mode (`flags.mode()`) is one of `I + D -`.
-    MetaArithmetic { key: &'a [u8], flags: MetaFlags<'a> },
+    MetaArithmetic {
+        /// The key as sent.
+        key: &'a [u8],
+        /// The validated meta flags.
+        flags: MetaFlags<'a>,
+    },
     /// `mn`: replies `MN`.
     MetaNoop,
     /// `me <key> [b]`: debug dump of one item. Like memcached, every flag except a `b`
     /// right after the key is ignored, so `flags` is either empty or just `b`.
-    MetaDebug { key: &'a [u8], flags: MetaFlags<'a> },
+    MetaDebug {
+        /// The key as sent.
+        key: &'a [u8],
+        /// The validated meta flags.
+        flags: MetaFlags<'a>,
+    },
 }
 
 #[cfg(test)]

@@ -356,6 +356,8 @@ fn lookup_user(name: &str) -> io::Result<Option<Account>> {
         // outlives every use of the result below.
         let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
         let mut result: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is to a live local (`cname`, `pwd`, `buf`, `result`) and
+        // `buf.len()` is its real length.
         let rc = unsafe {
             libc::getpwnam_r(
                 cname.as_ptr(),
@@ -441,6 +443,7 @@ fn switch_user(s: &Settings) -> Result<bool, StartupError> {
     if unsafe { libc::setgid(account.gid) } != 0 {
         return Err(identity(io::Error::last_os_error()));
     }
+    // SAFETY: as above.
     if unsafe { libc::setuid(account.uid) } != 0 {
         return Err(identity(io::Error::last_os_error()));
     }

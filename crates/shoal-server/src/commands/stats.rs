@@ -104,6 +104,7 @@ pub fn stats(w: &Worker, group: StatsGroup<'_>, out: &mut Vec<u8>) {
 fn rusage() -> (String, String) {
     // SAFETY: getrusage fills a plain C struct we own.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage for getrusage to fill.
     let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0;
     if !ok {
         return ("0.000000".into(), "0.000000".into());
