@@ -18,95 +18,17 @@
 use crate::auth::Session;
 use crate::commands::{self, Flow};
 use crate::config::Protocol;
+use crate::conns::{CloseReason, ConnInfo};
 use crate::reply_window::ReplyWindow;
-use crate::server::Worker;
 use crate::stats::ThreadStats;
 use crate::watch::{WatchError, Watcher};
-use parking_lot::Mutex;
+use crate::worker::Worker;
 use shoal_net::{Need, ReadBuffer, ReadError, OUTPUT_HIGH_WATER, READ_CHUNK};
 use shoal_protocol::binary::{self, Status, REQUEST_MAGIC};
 use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed};
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-
-/// What `stats conns` shows about one connection.
-#[derive(Debug)]
-pub struct ConnInfo {
-    /// Connection id (memcached shows the file descriptor).
-    pub id: u64,
-    /// Peer address.
-    pub addr: String,
-    /// Rel time of the last command.
-    pub last_cmd: AtomicU32,
-    /// Why the connection ended (a [`CloseReason`] as u8), for `watch connevents`.
-    close_reason: AtomicU8,
-}
-
-/// Why a connection ended, in memcached's `conn_close` words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum CloseReason {
-    /// The client closed it or quit.
-    Normal = 0,
-    /// A read or write failed, or the request could not be served.
-    Error = 1,
-    /// `-o idle_timeout` passed without a request.
-    IdleTimeout = 2,
-    /// The server is shutting down.
-    Shutdown = 3,
-}
-
-impl ConnInfo {
-    /// Records why the connection is ending.
-    pub fn closing(&self, reason: CloseReason) {
-        self.close_reason.store(reason as u8, Ordering::Relaxed);
-    }
-
-    /// Why the connection ended, as `watch` shows it.
-    pub fn close_reason(&self) -> &'static str {
-        match self.close_reason.load(Ordering::Relaxed) {
-            1 => "error",
-            2 => "idle_timeout",
-            3 => "shutdown",
-            _ => "normal",
-        }
-    }
-}
-
-/// Open connections.
-#[derive(Default)]
-pub struct ConnRegistry {
-    next: AtomicU64,
-    open: Mutex<BTreeMap<u64, Arc<ConnInfo>>>,
-}
-
-impl ConnRegistry {
-    /// Records a new connection.
-    pub fn open(&self, addr: String) -> Arc<ConnInfo> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
-        let info = Arc::new(ConnInfo {
-            id,
-            addr,
-            last_cmd: AtomicU32::new(0),
-            close_reason: AtomicU8::new(CloseReason::Normal as u8),
-        });
-        self.open.lock().insert(id, info.clone());
-        info
-    }
-
-    /// Forgets a closed connection.
-    pub fn close(&self, info: &ConnInfo) {
-        self.open.lock().remove(&info.id);
-    }
-
-    /// A snapshot of open connections.
-    pub fn snapshot(&self) -> Vec<Arc<ConnInfo>> {
-        self.open.lock().values().cloned().collect()
-    }
-}
 
 /// Serves one connection until the client quits, an error closes it, or shutdown.
 pub async fn serve<S>(mut stream: S, worker: &Worker, info: &ConnInfo)
@@ -383,7 +305,7 @@ impl TextContext<'_> {
                 // once: not again when a suspended multi-get resumes.
                 if let Some(latency) = &worker.latency {
                     if self.window.resume_at == 0 {
-                        latency.count(crate::metrics::text_command(&request));
+                        latency.count(crate::latency::text_command(&request));
                     }
                 }
                 match commands::execute(worker, self.session, request, self.window, wbuf) {
@@ -457,7 +379,7 @@ fn binary_step(
     match parse_binary(input, limits) {
         BinaryParsed::Request { request, consumed } => {
             if let Some(latency) = &worker.latency {
-                latency.count(crate::metrics::binary_command(request.opcode, request.cas));
+                latency.count(crate::latency::binary_command(request.opcode, request.cas));
             }
             let close = commands::binary::execute(worker, session, request, wbuf) == Flow::Close;
             Step::Done {

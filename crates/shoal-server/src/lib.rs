@@ -8,7 +8,10 @@ pub mod auth;
 pub mod commands;
 pub mod config;
 pub mod conn;
+pub mod conns;
 pub mod detail;
+pub mod latency;
+pub mod lru_crawler;
 pub mod maintenance;
 pub mod metrics;
 pub mod reply_window;
@@ -17,6 +20,7 @@ pub mod server;
 pub mod stats;
 pub mod tls;
 pub mod watch;
+pub mod worker;
 
 pub use config::{Args, Settings, VERSION};
 pub use server::{bind, bind_extra, run, run_all, Listener};

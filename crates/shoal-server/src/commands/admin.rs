@@ -2,8 +2,8 @@
 
 use super::{respond, Flow};
 use crate::config::VERSION;
-use crate::server::Worker;
 use crate::stats::ThreadStats;
+use crate::worker::Worker;
 use shoal_protocol::{reply, ProtocolError};
 use std::sync::atomic::Ordering;
 

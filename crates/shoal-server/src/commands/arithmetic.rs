@@ -1,8 +1,8 @@
 //! `incr` and `decr` (and the arithmetic shared with meta `ma`).
 
 use super::respond;
-use crate::server::Worker;
 use crate::stats::ThreadStats;
+use crate::worker::Worker;
 use shoal_protocol::reply;
 use shoal_store::{StoreError, StoreOptions};
 

@@ -9,8 +9,8 @@
 
 use super::Flow;
 use crate::reply_window::ReplyWindow;
-use crate::server::Worker;
 use crate::watch::uri_encode;
+use crate::worker::Worker;
 use shoal_net::OUTPUT_HIGH_WATER;
 use shoal_protocol::{meta, reply};
 use std::io::Write;

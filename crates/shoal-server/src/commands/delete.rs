@@ -1,8 +1,8 @@
 //! `delete`.
 
 use super::respond;
-use crate::server::Worker;
 use crate::stats::ThreadStats;
+use crate::worker::Worker;
 use shoal_protocol::reply;
 
 /// `delete <key>`: DELETED or NOT_FOUND.

@@ -15,7 +15,7 @@ pub mod tuning;
 
 use crate::auth::Session;
 use crate::reply_window::ReplyWindow;
-use crate::server::Worker;
+use crate::worker::Worker;
 use shoal_protocol::Request;
 
 /// What the connection does after a command.

@@ -9,8 +9,8 @@
 use super::{visible_cas, Flow};
 use crate::detail::PrefixOp;
 use crate::reply_window::{ReplyWindow, Room};
-use crate::server::Worker;
 use crate::stats::ThreadStats;
+use crate::worker::Worker;
 use shoal_protocol::{reply, Keys};
 
 /// Bytes a `VALUE <key> <flags> <bytes> [<cas>]\r\n` header and the data's `\r\n` add at

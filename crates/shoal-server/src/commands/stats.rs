@@ -65,7 +65,7 @@
 //!   line is left out: shoald has no libevent to name.
 
 use crate::config::VERSION;
-use crate::server::{Shared, Worker};
+use crate::worker::{Shared, Worker};
 use shoal_net::READ_CHUNK;
 use shoal_protocol::{reply, StatsGroup};
 use std::sync::atomic::Ordering;

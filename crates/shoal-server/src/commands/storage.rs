@@ -1,8 +1,8 @@
 //! `set`, `add`, `replace`, `append`, `prepend`, `cas`.
 
 use super::respond;
-use crate::server::Worker;
 use crate::stats::ThreadStats;
+use crate::worker::Worker;
 use shoal_protocol::{reply, StoreKind};
 use shoal_store::{StoreError, StoreOptions};
 

@@ -1,8 +1,8 @@
 //! `touch`.
 
 use super::respond;
-use crate::server::Worker;
 use crate::stats::ThreadStats;
+use crate::worker::Worker;
 use shoal_protocol::reply;
 
 /// `touch <key> <exptime>`: TOUCHED or NOT_FOUND.

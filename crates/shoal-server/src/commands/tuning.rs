@@ -11,7 +11,7 @@
 
 use super::respond;
 use crate::config::Tunables;
-use crate::server::Worker;
+use crate::worker::Worker;
 use shoal_protocol::reply;
 
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";

@@ -2,8 +2,8 @@
 
 use super::{cas, number, status};
 use crate::commands::arithmetic::{apply_delta, Delta, DeltaOptions};
-use crate::server::Worker;
 use crate::stats::ThreadStats;
+use crate::worker::Worker;
 use shoal_protocol::reply::{self, code as meta};
 use shoal_protocol::{MetaFlags, MetaMode};
 use shoal_store::StoreOptions;

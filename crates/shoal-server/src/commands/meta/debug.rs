@@ -1,6 +1,6 @@
 //! `me <key>`: memcached's one-line item dump.
 
-use crate::server::Worker;
+use crate::worker::Worker;
 use shoal_protocol::reply::{self, code as meta};
 use shoal_protocol::MetaFlags;
 

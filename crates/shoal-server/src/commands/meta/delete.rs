@@ -1,8 +1,8 @@
 //! `md <key> <flags>*`: delete, compare-and-delete, invalidate (mark stale).
 
 use super::{number, status};
-use crate::server::Worker;
 use crate::stats::ThreadStats;
+use crate::worker::Worker;
 use shoal_protocol::reply::{self, code as meta};
 use shoal_protocol::MetaFlags;
 use shoal_store::StoreOptions;

@@ -1,8 +1,8 @@
 //! `mg <key> <flags>*`: fetch with return flags, touch, vivify-on-miss and recache wins.
 
 use super::{cas, number, status};
-use crate::server::Worker;
 use crate::stats::ThreadStats;
+use crate::worker::Worker;
 use shoal_protocol::reply::{self, code as meta};
 use shoal_protocol::MetaFlags;
 use shoal_store::StoreOptions;

@@ -9,7 +9,7 @@ pub mod delete;
 pub mod get;
 pub mod set;
 
-use crate::server::Worker;
+use crate::worker::Worker;
 use shoal_protocol::{reply, MetaFlags};
 
 /// Decodes the key of a meta request into `buf` (base64 with the `b` flag), or appends the

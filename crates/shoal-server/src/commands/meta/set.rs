@@ -2,8 +2,8 @@
 
 use super::{cas, number};
 use crate::commands::storage::{fits, too_large, watch_store, Stored};
-use crate::server::Worker;
 use crate::stats::ThreadStats;
+use crate::worker::Worker;
 use shoal_protocol::reply::{self, code as meta};
 use shoal_protocol::{MetaFlags, MetaMode, StoreKind};
 use shoal_store::{StoreError, StoreOptions};

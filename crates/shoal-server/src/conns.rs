@@ -1,0 +1,83 @@
+//! The registry of open connections (`stats conns`, `watch connevents`): what is known
+//! about each, and why it ended.
+
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+/// What `stats conns` shows about one connection.
+#[derive(Debug)]
+pub struct ConnInfo {
+    /// Connection id (memcached shows the file descriptor).
+    pub id: u64,
+    /// Peer address.
+    pub addr: String,
+    /// Rel time of the last command.
+    pub last_cmd: AtomicU32,
+    /// Why the connection ended (a [`CloseReason`] as u8), for `watch connevents`.
+    close_reason: AtomicU8,
+}
+
+/// Why a connection ended, in memcached's `conn_close` words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CloseReason {
+    /// The client closed it or quit.
+    Normal = 0,
+    /// A read or write failed, or the request could not be served.
+    Error = 1,
+    /// `-o idle_timeout` passed without a request.
+    IdleTimeout = 2,
+    /// The server is shutting down.
+    Shutdown = 3,
+}
+
+impl ConnInfo {
+    /// Records why the connection is ending.
+    pub fn closing(&self, reason: CloseReason) {
+        self.close_reason.store(reason as u8, Ordering::Relaxed);
+    }
+
+    /// Why the connection ended, as `watch` shows it.
+    pub fn close_reason(&self) -> &'static str {
+        match self.close_reason.load(Ordering::Relaxed) {
+            1 => "error",
+            2 => "idle_timeout",
+            3 => "shutdown",
+            _ => "normal",
+        }
+    }
+}
+
+/// Open connections.
+#[derive(Default)]
+pub struct ConnRegistry {
+    next: AtomicU64,
+    open: Mutex<BTreeMap<u64, Arc<ConnInfo>>>,
+}
+
+impl ConnRegistry {
+    /// Records a new connection.
+    pub fn open(&self, addr: String) -> Arc<ConnInfo> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let info = Arc::new(ConnInfo {
+            id,
+            addr,
+            last_cmd: AtomicU32::new(0),
+            close_reason: AtomicU8::new(CloseReason::Normal as u8),
+        });
+        self.open.lock().insert(id, info.clone());
+        info
+    }
+
+    /// Forgets a closed connection.
+    pub fn close(&self, info: &ConnInfo) {
+        self.open.lock().remove(&info.id);
+    }
+
+    /// A snapshot of open connections.
+    pub fn snapshot(&self) -> Vec<Arc<ConnInfo>> {
+        self.open.lock().values().cloned().collect()
+    }
+}
