@@ -4,29 +4,11 @@
 mod common;
 
 use common::{proxy_bin, write_conf, Proc, Shoald};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
-fn scrape(addr: SocketAddr) -> String {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
-    out.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
-}
-
-fn value(page: &str, series: &str) -> Option<f64> {
-    page.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
+use shoal_test_support::{metric_value as value, scrape_metrics as scrape};
 
 fn start(backends: &[Shoald], extra: &[&str]) -> (Proc, SocketAddr, SocketAddr) {
     let mut conf = "alpha:\n  listen: 127.0.0.1:0\n  hash: md5\n  distribution: ketama\n  \

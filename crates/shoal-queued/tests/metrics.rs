@@ -4,30 +4,11 @@
 mod common;
 
 use common::Server;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Read;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// `GET /metrics`: the body of a 200 reply.
-fn scrape(addr: SocketAddr) -> String {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
-    out.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
-}
-
-/// The value of the sample line that starts with `series ` (exact labels, page order).
-fn value(page: &str, series: &str) -> Option<f64> {
-    page.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
+use shoal_test_support::{metric_value as value, scrape_metrics as scrape};
 
 fn metrics_addr(server: &Server) -> SocketAddr {
     let deadline = Instant::now() + Duration::from_secs(10);

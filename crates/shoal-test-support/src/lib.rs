@@ -234,6 +234,30 @@ pub fn raise_fd_limit(want: u64) -> u64 {
     }
 }
 
+/// `GET /metrics` from a daemon's `--metrics-listen` address: the body of its reply,
+/// which must be `200 OK` (the test fails otherwise). Five-second timeouts.
+pub fn scrape_metrics(addr: std::net::SocketAddr) -> String {
+    use std::io::{Read, Write};
+    let timeout = std::time::Duration::from_secs(5);
+    let mut s = std::net::TcpStream::connect_timeout(&addr, timeout).expect("connect");
+    s.set_read_timeout(Some(timeout)).expect("timeout");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// The value of the sample line of a metrics page that starts with `series ` (the name
+/// with its labels exactly as the page prints them).
+pub fn metric_value(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +285,13 @@ mod tests {
         let root = workspace_root();
         assert!(root.join("crates").is_dir(), "{}", root.display());
         assert!(newest_source(&root).is_some());
+    }
+
+    #[test]
+    fn a_sample_is_read_by_its_series() {
+        let page = "# TYPE x counter\nx{a=\"1\"} 3\nx{a=\"2\"} 4.5\n";
+        assert_eq!(metric_value(page, "x{a=\"2\"}"), Some(4.5));
+        assert_eq!(metric_value(page, "x"), None);
     }
 
     #[test]
