@@ -25,6 +25,10 @@
 //! unknown path (404), another method (405). At most [`MAX_CONNECTIONS`] connections are
 //! served at once; more are closed on accept.
 
+mod log_histogram;
+
+pub use log_histogram::{LogHistogram, LogSnapshot};
+
 use std::fmt::Write as _;
 use std::future::Future;
 use std::io;
@@ -310,6 +314,8 @@ pub enum Kind {
     Gauge,
     /// Buckets, sum and count.
     Histogram,
+    /// Quantiles, sum and count.
+    Summary,
 }
 
 impl Kind {
@@ -318,8 +324,20 @@ impl Kind {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
             Kind::Histogram => "histogram",
+            Kind::Summary => "summary",
         }
     }
+}
+
+/// A summary's values for [`Page::summary`].
+#[derive(Debug, Clone, Copy)]
+pub struct Summary<'a> {
+    /// `(quantile, value)` pairs; `None` where nothing was observed.
+    pub quantiles: &'a [(f64, Option<u64>)],
+    /// The sum of all observations, in the recorded unit.
+    pub sum: u64,
+    /// Observations in all.
+    pub count: u64,
 }
 
 /// One family's samples, in the order added.
@@ -416,6 +434,29 @@ impl Page {
         }
         line(body, name, "_sum", labels, None, h.sum as f64 / divisor);
         line(body, name, "_count", labels, None, cumulative as f64);
+    }
+
+    /// Adds a summary's series: one sample per quantile (`NaN` for a quantile with no
+    /// observations, as Prometheus' own clients print it), then `_sum` and `_count`.
+    /// Values and the sum are divided by `divisor`, as in [`Page::histogram`].
+    pub fn summary(
+        &mut self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+        s: &Summary<'_>,
+        divisor: f64,
+    ) {
+        let body = self.family(name, help, Kind::Summary);
+        for (q, v) in s.quantiles {
+            let q = fmt_value(*q);
+            let mut labelled: Vec<(&str, &str)> = labels.to_vec();
+            labelled.push(("quantile", &q));
+            let v = v.map_or(f64::NAN, |v| v as f64 / divisor);
+            line(body, name, "", &labelled, None, v);
+        }
+        line(body, name, "_sum", labels, None, s.sum as f64 / divisor);
+        line(body, name, "_count", labels, None, s.count as f64);
     }
 
     /// The page in the text exposition format.

@@ -1,11 +1,33 @@
-//! Request latency histograms, one set per worker (`shoal_request_duration_seconds`):
-//! which command a request counts as, and where each worker records.
+//! Request latency histograms, one set per worker: which command a request counts as,
+//! and where each worker records.
+//!
+//! Every request is recorded twice, into two views of the same observations:
+//! - a Prometheus histogram with fixed 1-2-5 bounds (`shoal_request_duration_seconds`),
+//!   which dashboards aggregate across instances with `histogram_quantile`, at the price
+//!   of interpolating inside buckets up to 2.5x wide;
+//! - a log-linear [`LogHistogram`] per command, allocated when the command is first seen,
+//!   from which exact-to-1% quantiles over the last minute or two are served as a summary
+//!   (`shoal_request_latency_seconds{quantile=...}`): what an operator reading one
+//!   server's p99 or p99.9 needs, and what bucket interpolation cannot give.
+//!
+//! Both are recorded once per connection turn per command, not per request, so the extra
+//! view costs a few nanoseconds a turn.
 
 use parking_lot::Mutex;
-use shoal_net::metrics::{clock, Histogram, HistogramSnapshot, LATENCY_BOUNDS_NS};
+use shoal_net::metrics::{
+    clock, Histogram, HistogramSnapshot, LogHistogram, LogSnapshot, LATENCY_BOUNDS_NS,
+};
 use shoal_protocol::{binary::opcode, Request, StoreKind};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How far back the served quantiles reach: they cover between one and two of these
+/// (the window moves on at the first scrape after each full period).
+pub const QUANTILE_WINDOW: Duration = Duration::from_secs(60);
+
+/// The quantiles served for each command.
+pub const QUANTILES: [f64; 5] = [0.5, 0.9, 0.99, 0.999, 0.9999];
 
 /// The `command` label values of `shoal_request_duration_seconds`, by index.
 pub const COMMANDS: [&str; 23] = [
@@ -99,6 +121,9 @@ pub fn binary_command(op: u8, cas: u64) -> usize {
 #[derive(Debug)]
 pub struct WorkerLatency {
     by_command: [Histogram; COMMANDS.len()],
+    /// The fine-grained view, allocated on a command's first request (16 KB each), so a
+    /// worker pays only for the commands it serves.
+    fine: [OnceLock<LogHistogram>; COMMANDS.len()],
     /// Requests of the current turn, by command. Written only by the worker, so a load and
     /// a store (no atomic read-modify-write) suffice.
     turn: [AtomicU32; COMMANDS.len()],
@@ -108,6 +133,7 @@ impl Default for WorkerLatency {
     fn default() -> WorkerLatency {
         WorkerLatency {
             by_command: std::array::from_fn(|_| Histogram::latency()),
+            fine: std::array::from_fn(|_| OnceLock::new()),
             turn: std::array::from_fn(|_| AtomicU32::new(0)),
         }
     }
@@ -126,20 +152,42 @@ impl WorkerLatency {
     /// requests with the turn's duration.
     pub fn end_turn(&self, start: u64) {
         let ns = clock::ticks_to_ns(clock::now().saturating_sub(start));
-        for (c, h) in self.turn.iter().zip(&self.by_command) {
+        for ((c, h), fine) in self.turn.iter().zip(&self.by_command).zip(&self.fine) {
             let n = c.load(Ordering::Relaxed);
             if n > 0 {
                 h.record_n(ns, u64::from(n));
+                fine.get_or_init(LogHistogram::new)
+                    .record_n(ns, u64::from(n));
                 c.store(0, Ordering::Relaxed);
             }
         }
     }
 }
 
+/// One command's latency, summed over workers, as a scrape reports it.
+#[derive(Debug)]
+pub struct CommandLatency {
+    /// Everything since start, in the fixed Prometheus buckets.
+    pub histogram: HistogramSnapshot,
+    /// The requests of the current quantile window (see [`QUANTILE_WINDOW`]).
+    pub window: LogSnapshot,
+}
+
+/// The fine-grained snapshots the quantile window is measured from.
+#[derive(Default)]
+struct Window {
+    /// Where the current window starts (empty: at process start).
+    base: Vec<LogSnapshot>,
+    /// The snapshot that becomes `base` once it is a full window old, and when it was
+    /// taken.
+    next: Option<(Instant, Vec<LogSnapshot>)>,
+}
+
 /// Every worker's latency histograms, registered as workers start.
 #[derive(Default)]
 pub struct LatencyRegistry {
     workers: Mutex<Vec<Arc<WorkerLatency>>>,
+    window: Mutex<Window>,
 }
 
 impl LatencyRegistry {
@@ -150,18 +198,47 @@ impl LatencyRegistry {
         w
     }
 
-    /// The sum over workers, per command.
-    pub fn merged(&self) -> Vec<HistogramSnapshot> {
+    /// The sum over workers, per command (indexed as [`COMMANDS`]), with each command's
+    /// quantile window. Called by scrapes only: it moves the window on.
+    pub fn merged(&self) -> Vec<CommandLatency> {
+        self.merged_at(Instant::now())
+    }
+
+    fn merged_at(&self, now: Instant) -> Vec<CommandLatency> {
         let mut sums: Vec<HistogramSnapshot> = COMMANDS
             .iter()
             .map(|_| HistogramSnapshot::empty(&LATENCY_BOUNDS_NS))
             .collect();
+        let mut fine: Vec<LogSnapshot> = vec![LogSnapshot::default(); COMMANDS.len()];
         for w in self.workers.lock().iter() {
             for (sum, h) in sums.iter_mut().zip(&w.by_command) {
                 sum.merge(&h.snapshot());
             }
+            for (sum, h) in fine.iter_mut().zip(&w.fine) {
+                if let Some(h) = h.get() {
+                    sum.merge(&h.snapshot());
+                }
+            }
         }
-        sums
+        let mut window = self.window.lock();
+        match &window.next {
+            None => window.next = Some((now, fine.clone())),
+            Some((at, _)) if now.duration_since(*at) >= QUANTILE_WINDOW => {
+                if let Some((_, next)) = window.next.replace((now, fine.clone())) {
+                    window.base = next;
+                }
+            }
+            Some(_) => {}
+        }
+        let empty = LogSnapshot::default();
+        sums.into_iter()
+            .zip(fine)
+            .enumerate()
+            .map(|(i, (histogram, fine))| CommandLatency {
+                histogram,
+                window: fine.since(window.base.get(i).unwrap_or(&empty)),
+            })
+            .collect()
     }
 }
 
@@ -176,5 +253,30 @@ mod tests {
         assert_eq!(COMMANDS[binary_command(opcode::NOOP, 0)], "other");
         assert_eq!(COMMANDS[text_command(&Request::MetaNoop)], "mn");
         assert_eq!(COMMANDS[text_command(&Request::Version)], "other");
+    }
+
+    #[test]
+    fn quantiles_cover_the_last_window() {
+        let registry = LatencyRegistry::default();
+        let worker = registry.register();
+        let get = 0;
+        let t0 = Instant::now();
+        // A slow minute, then a fast one: the window forgets the slow one.
+        worker.fine[get]
+            .get_or_init(LogHistogram::new)
+            .record_n(5_000_000, 100);
+        let first = registry.merged_at(t0);
+        assert_eq!(first[get].window.count(), 100);
+        let p99 = first[get].window.quantile(0.99).unwrap_or(0);
+        assert!((4_960_000..=5_040_000).contains(&p99), "{p99}");
+        worker.fine[get]
+            .get_or_init(LogHistogram::new)
+            .record_n(20_000, 1000);
+        let later = registry.merged_at(t0 + QUANTILE_WINDOW);
+        assert_eq!(later[get].window.count(), 1000);
+        let p99 = later[get].window.quantile(0.99).unwrap_or(0);
+        assert!((19_800..=20_200).contains(&p99), "{p99}");
+        // Commands never served have nothing to report.
+        assert_eq!(later[1].window.quantile(0.5), None);
     }
 }

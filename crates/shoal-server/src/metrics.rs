@@ -26,12 +26,15 @@
 //! ~40 ns for `Instant::now()`), and per request one plain (non-atomic-RMW) increment.
 //! Each worker records into histograms it alone writes ([`WorkerLatency`]); a scrape adds
 //! them up. Nothing is timed without `--metrics-listen`.
+//! `shoal_request_latency_seconds{command,quantile}`: the same observations in log-linear
+//! buckets (HdrHistogram's layout, within 1%), served as p50/p90/p99/p99.9/p99.99 over the
+//! last one to two minutes ([`crate::latency`]).
 //! Also the store's segments, its eviction and expiry figures, authentication failures
 //! and TLS handshakes.
 
-use crate::latency::COMMANDS;
+use crate::latency::{COMMANDS, QUANTILES};
 use crate::worker::Shared;
-use shoal_net::metrics::{Kind, Page};
+use shoal_net::metrics::{Kind, Page, Summary};
 use std::collections::BTreeMap;
 
 /// A flat `name -> value` map of stats lines.
@@ -617,14 +620,40 @@ fn shoal_families(page: &mut Page, shared: &Shared) {
         LATENCY_HELP,
         Kind::Histogram,
     );
-    for (i, h) in shared.latency.merged().iter().enumerate() {
-        if h.count() > 0 {
+    const QUANTILES_HELP: &str = "Request latency quantiles over the last one to two \
+        minutes, by command, within 1% (the same observations as \
+        shoal_request_duration_seconds, in log-linear buckets); _sum and _count are since \
+        start.";
+    let latency = shared.latency.merged();
+    for (i, l) in latency.iter().enumerate() {
+        if l.histogram.count() > 0 {
             let labels = [("command", COMMANDS[i])];
             page.histogram(
                 "shoal_request_duration_seconds",
                 LATENCY_HELP,
                 &labels,
-                h,
+                &l.histogram,
+                1e9,
+            );
+        }
+    }
+    page.declare(
+        "shoal_request_latency_seconds",
+        QUANTILES_HELP,
+        Kind::Summary,
+    );
+    for (i, l) in latency.iter().enumerate() {
+        if l.histogram.count() > 0 {
+            let quantiles = QUANTILES.map(|q| (q, l.window.quantile(q)));
+            page.summary(
+                "shoal_request_latency_seconds",
+                QUANTILES_HELP,
+                &[("command", COMMANDS[i])],
+                &Summary {
+                    quantiles: &quantiles,
+                    sum: l.histogram.sum(),
+                    count: l.histogram.count(),
+                },
                 1e9,
             );
         }

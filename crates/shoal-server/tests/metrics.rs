@@ -90,6 +90,49 @@ fn latency_histograms_count_every_request_by_command() {
 }
 
 #[test]
+fn latency_quantiles_are_served_per_command() {
+    let (server, metrics) = with_metrics(&[]);
+    let mut c = server.conn();
+    for i in 0..50 {
+        c.set(&format!("q{i}"), b"v");
+    }
+    let (status, page) = http_get(metrics, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("# TYPE shoal_request_latency_seconds summary"),
+        "{page}"
+    );
+    let q = |quantile: &str| {
+        value(
+            &page,
+            "shoal_request_latency_seconds",
+            &[("command", "set"), ("quantile", quantile)],
+        )
+    };
+    let (p50, p99, p9999) = (q("0.5"), q("0.99"), q("0.9999"));
+    // Loopback sets take microseconds; the quantiles are ordered and plausible.
+    for p in [p50, p99, p9999] {
+        assert!(p.is_some_and(|v| v > 0.0 && v < 1.0), "{p:?}\n{page}");
+    }
+    assert!(p50 <= p99 && p99 <= p9999, "{p50:?} {p99:?} {p9999:?}");
+    let count = value(
+        &page,
+        "shoal_request_latency_seconds_count",
+        &[("command", "set")],
+    );
+    assert_eq!(count, Some(50.0));
+    // Commands not served have neither view.
+    assert_eq!(
+        value(
+            &page,
+            "shoal_request_latency_seconds",
+            &[("command", "decr"), ("quantile", "0.5")]
+        ),
+        None
+    );
+}
+
+#[test]
 fn without_the_flag_there_is_no_endpoint_and_no_histogram() {
     let server = common::Server::start();
     assert!(server

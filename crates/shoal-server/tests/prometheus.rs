@@ -254,6 +254,82 @@ fn prometheus_scrapes_all_three_daemons() {
         "prometheus saw all three daemons and their counters move in {:?}",
         start.elapsed()
     );
+
+    // Every query of the Grafana dashboard, as Grafana would send it, is valid PromQL to
+    // this Prometheus and returns series from the three daemons.
+    let queries = dashboard_queries();
+    loop {
+        let failing: Vec<String> = queries
+            .iter()
+            .filter_map(
+                |(title, expr)| match evaluate(prom_addr, &grafana_expand(expr)) {
+                    Ok(n) if n > 0 => None,
+                    Ok(_) => Some(format!("{title}: no series for {expr}")),
+                    Err(e) => Some(format!("{title}: {expr}: {e}")),
+                },
+            )
+            .collect();
+        if failing.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "dashboard queries failing:\n{}",
+            failing.join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    eprintln!(
+        "all {} dashboard queries return data, {:?} after start",
+        queries.len(),
+        start.elapsed()
+    );
+}
+
+/// Every `(panel title, expr)` of docs/grafana/shoal.json.
+fn dashboard_queries() -> Vec<(String, String)> {
+    let dash = dashboard();
+    let mut out = Vec::new();
+    for panel in dash["panels"].as_array().expect("panels") {
+        let title = panel["title"].as_str().unwrap_or("?");
+        for t in panel["targets"].as_array().into_iter().flatten() {
+            if let Some(expr) = t["expr"].as_str() {
+                out.push((title.to_string(), expr.to_string()));
+            }
+        }
+    }
+    out
+}
+
+fn dashboard() -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/grafana/shoal.json");
+    let text = std::fs::read_to_string(&path).expect("docs/grafana/shoal.json");
+    serde_json::from_str(&text).expect("valid JSON")
+}
+
+/// What Grafana substitutes before sending a query: the dashboard's `$instance` variable
+/// (all instances) and the built-in `$__rate_interval` (at least four scrape intervals).
+fn grafana_expand(expr: &str) -> String {
+    expr.replace("$instance", ".*")
+        .replace("$__rate_interval", "1m")
+}
+
+/// Evaluates `expr` on Prometheus: the number of series, or Prometheus' error.
+fn evaluate(prom: SocketAddr, expr: &str) -> Result<usize, String> {
+    let mut encoded = String::new();
+    for b in expr.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            encoded.push(char::from(b));
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    let v = api(prom, &format!("/api/v1/query?query={encoded}"))
+        .ok_or_else(|| "no answer from prometheus".to_string())?;
+    if v["status"] != "success" {
+        return Err(format!("{}: {}", v["errorType"], v["error"]));
+    }
+    Ok(v["data"]["result"].as_array().map_or(0, Vec::len))
 }
 
 /// Metric family names in a PromQL expression: identifiers naming Shoal's or the
@@ -280,9 +356,7 @@ fn metric_names(expr: &str) -> Vec<String> {
 /// every panel) whose every query names metrics the three daemons export.
 #[test]
 fn the_grafana_dashboard_queries_only_exported_metrics() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/grafana/shoal.json");
-    let text = std::fs::read_to_string(&path).expect("docs/grafana/shoal.json");
-    let dash: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let dash = dashboard();
     assert_eq!(dash["__inputs"][0]["name"], "DS_PROMETHEUS");
     assert_eq!(dash["__inputs"][0]["pluginId"], "prometheus");
     assert!(dash["uid"].is_string() && dash["title"].is_string());
@@ -302,7 +376,7 @@ fn the_grafana_dashboard_queries_only_exported_metrics() {
                 continue;
             };
             exported.insert(name.to_string());
-            if kind == "histogram" {
+            if kind == "histogram" || kind == "summary" {
                 for suffix in ["_bucket", "_sum", "_count"] {
                     exported.insert(format!("{name}{suffix}"));
                 }
