@@ -42,16 +42,18 @@ pub enum Stored {
     NotFound,
 }
 
-/// Whose bookkeeping a store follows. memcached's meta `ms` differs from the classic
-/// commands (text and binary) in two counted ways, both kept.
+/// Whose bookkeeping a command follows. memcached's meta commands differ from the
+/// classic ones (text and binary) in a few counted or reported ways, all kept; each shared
+/// command function documents what it changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accounting {
-    /// text and binary storage: a refused `set` removes the key's old value; a
+    /// text and binary. Storage: a refused `set` removes the key's old value; a
     /// conditional store with a CAS that is refused for its condition counts in no CAS
     /// counter.
     Classic,
-    /// `ms`: every refused store removes the old value, and a refusal of a store with a
-    /// CAS counts in `cas_misses`.
+    /// meta. `ms`: every refused store removes the old value, and a refusal of a store
+    /// with a CAS counts in `cas_misses`. `md`: a failed update is not counted, and
+    /// `watch deletions` names the command `md`.
     Meta,
 }
 
