@@ -25,7 +25,7 @@ fn reply_len(key: &[u8], value_len: usize) -> usize {
 }
 
 /// What serving one key did.
-pub(crate) enum Served {
+pub enum Served {
     /// Found; the value's length.
     Hit(usize),
     /// Not found (or expired, or the touch could not be stored).
@@ -37,7 +37,7 @@ pub(crate) enum Served {
 /// How one protocol writes a retrieval hit: the only part of serving a key that depends
 /// on the protocol. Implementations append to a reply buffer they hold, so serving a key
 /// allocates nothing.
-pub(crate) trait Emit {
+pub trait Emit {
     /// Whether the reply to `item` fits now. Checked before a touch, so a key put off
     /// for later is touched (and counted) exactly once, when it is served.
     fn room(&mut self, key: &[u8], item: &Item<'_>) -> Room;
@@ -50,12 +50,7 @@ pub(crate) trait Emit {
 /// counts it (`cmd_get`/`get_hits`/`get_misses`, or for touches only `cmd_touch`/
 /// `touch_hits`/`touch_misses`, as memcached does) and tells `watch fetchers` and
 /// `stats detail`. A key not served for want of room is neither touched nor counted.
-pub(crate) fn serve_key(
-    w: &Worker,
-    key: &[u8],
-    touch: Option<u32>,
-    emit: &mut impl Emit,
-) -> Served {
+pub fn serve_key(w: &Worker, key: &[u8], touch: Option<u32>, emit: &mut impl Emit) -> Served {
     let store = &w.shared.store;
     let s = &w.stats;
     let served = match touch {
