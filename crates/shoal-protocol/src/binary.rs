@@ -1,4 +1,5 @@
-//! memcached's binary protocol: request framing and response encoding, with no I/O.
+//! memcached's binary protocol: request framing, decoding into typed commands
+//! ([`command`]) and reply encoding ([`reply`]), with no I/O.
 //!
 //! A request is a 24-byte header (magic `0x80`) followed by a body of extras, key and
 //! value whose lengths the header gives. [`parse_binary`] validates the framing exactly as
@@ -7,6 +8,11 @@
 //! limit is rejected with its body swallowed, never buffered.
 
 use crate::limits::{Limits, MAX_KEY_LEN};
+
+pub mod command;
+pub mod reply;
+
+pub use command::{decode, Attrs, Command, Malformed};
 
 /// Request magic byte.
 pub const REQUEST_MAGIC: u8 = 0x80;

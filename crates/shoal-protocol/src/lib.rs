@@ -1,8 +1,11 @@
-//! memcached's text and meta protocols: parsing requests in place from a read buffer and
-//! encoding replies, with no I/O.
+//! memcached's text, meta and binary protocols: parsing requests in place from a read
+//! buffer and encoding replies, with no I/O.
 //!
-//! The parser never allocates and never copies: every [`Request`] borrows keys and data
-//! from the caller's buffer. The caller (the server's connection loop) feeds whatever bytes
+//! The parsers never allocate and never copy: every [`Request`] (text and meta) and every
+//! [`binary::Command`] borrows keys and data from the caller's buffer. A binary request
+//! decodes into the same vocabulary as text ([`StoreKind`], [`StatsGroup`]) with its
+//! quietness, opaque and CAS kept as [`binary::Attrs`], which [`binary::reply`] frames
+//! replies from. The caller (the server's connection loop) feeds whatever bytes
 //! it has; [`parse()`] either returns one complete request and how many bytes it used, asks
 //! for more bytes, or reports the exact error reply memcached would send and what to do
 //! with the connection.

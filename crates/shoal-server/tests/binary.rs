@@ -768,3 +768,135 @@ fn value_over_item_limit_is_too_large_and_connection_goes_on() {
     assert_eq!(t.stat("store_too_large"), 2);
     assert_eq!(t.stat("cmd_set"), 2);
 }
+
+/// Text and binary share one implementation per command: the same requests in either
+/// protocol move the same counters (a binary `FLUSH` refused by `-F` aside, which
+/// memcached leaves out of `cmd_flush`). A CAS on a binary `ADD` of a present key is
+/// refused for the add, counting in no CAS counter.
+#[test]
+fn text_and_binary_count_alike() {
+    let counters = [
+        "cmd_get",
+        "get_hits",
+        "get_misses",
+        "cmd_set",
+        "cmd_touch",
+        "touch_hits",
+        "touch_misses",
+        "delete_hits",
+        "delete_misses",
+        "incr_hits",
+        "incr_misses",
+        "decr_hits",
+        "cas_hits",
+        "cas_badval",
+        "cas_misses",
+    ];
+    let text = Server::start();
+    let mut t = text.conn();
+    t.rt(b"set a 0 0 1\r\n1\r\n", b"STORED\r\n");
+    t.rt(b"get a\r\n", b"VALUE a 0 1\r\n1\r\nEND\r\n");
+    t.rt(b"get b\r\n", b"END\r\n");
+    t.rt(b"gat 100 a\r\n", b"VALUE a 0 1\r\n1\r\nEND\r\n");
+    t.rt(b"gat 100 b\r\n", b"END\r\n");
+    t.rt(b"incr a 2\r\n", b"3\r\n");
+    t.rt(b"incr b 2\r\n", b"NOT_FOUND\r\n");
+    t.rt(b"decr a 1\r\n", b"2\r\n");
+    let cas = common::gets_cas(&mut t, "a");
+    t.rt(
+        format!("cas a 0 0 1 {}\r\nx\r\n", cas + 1).as_bytes(),
+        b"EXISTS\r\n",
+    );
+    t.rt(
+        format!("cas a 0 0 1 {cas}\r\nx\r\n").as_bytes(),
+        b"STORED\r\n",
+    );
+    t.rt(b"cas b 0 0 1 5\r\nx\r\n", b"NOT_FOUND\r\n");
+    t.rt(b"delete a\r\n", b"DELETED\r\n");
+    t.rt(b"delete a\r\n", b"NOT_FOUND\r\n");
+    let text_stats = t.stats("");
+
+    let bin = Server::start();
+    let mut b = bin.conn();
+    bp::expect_status(&mut b, &bp::store(op::SET, b"a", b"1", 0, 0, 0), status::OK);
+    bp::expect_status(
+        &mut b,
+        &bp::packet(op::GET, &[], b"a", &[], 0, 0),
+        status::OK,
+    );
+    let miss = bp::packet(op::GET, &[], b"b", &[], 0, 0);
+    bp::expect_status(&mut b, &miss, status::NOT_FOUND);
+    let ttl = 100u32.to_be_bytes();
+    bp::expect_status(
+        &mut b,
+        &bp::packet(op::GAT, &ttl, b"a", &[], 0, 0),
+        status::OK,
+    );
+    let gat_miss = bp::packet(op::GAT, &ttl, b"b", &[], 0, 0);
+    bp::expect_status(&mut b, &gat_miss, status::NOT_FOUND);
+    let arith = |delta: u64| {
+        let mut e = Vec::new();
+        e.extend_from_slice(&delta.to_be_bytes());
+        e.extend_from_slice(&0u64.to_be_bytes());
+        e.extend_from_slice(&u32::MAX.to_be_bytes());
+        e
+    };
+    bp::expect_status(
+        &mut b,
+        &bp::packet(op::INCR, &arith(2), b"a", &[], 0, 0),
+        status::OK,
+    );
+    let incr_miss = bp::packet(op::INCR, &arith(2), b"b", &[], 0, 0);
+    bp::expect_status(&mut b, &incr_miss, status::NOT_FOUND);
+    bp::expect_status(
+        &mut b,
+        &bp::packet(op::DECR, &arith(1), b"a", &[], 0, 0),
+        status::OK,
+    );
+    // As text's `gets`: a get that reads the CAS.
+    let r = bp::expect_status(
+        &mut b,
+        &bp::packet(op::GET, &[], b"a", &[], 0, 0),
+        status::OK,
+    );
+    let cas = r.cas;
+    bp::expect_status(
+        &mut b,
+        &bp::store(op::SET, b"a", b"x", 0, 0, cas + 1),
+        status::EXISTS,
+    );
+    bp::expect_status(
+        &mut b,
+        &bp::store(op::SET, b"a", b"x", 0, 0, cas),
+        status::OK,
+    );
+    bp::expect_status(
+        &mut b,
+        &bp::store(op::SET, b"b", b"x", 0, 0, 5),
+        status::NOT_FOUND,
+    );
+    bp::expect_status(
+        &mut b,
+        &bp::packet(op::DELETE, &[], b"a", &[], 0, 0),
+        status::OK,
+    );
+    let del_miss = bp::packet(op::DELETE, &[], b"a", &[], 0, 0);
+    bp::expect_status(&mut b, &del_miss, status::NOT_FOUND);
+    let bin_stats = b.stats("");
+    for name in counters {
+        assert_eq!(text_stats[name], bin_stats[name], "{name}");
+    }
+    assert_eq!(bin_stats["cas_hits"], "1");
+
+    // A CAS on an ADD of a present key: refused for the add, no CAS counter moves.
+    let r = bp::expect_status(&mut b, &bp::store(op::SET, b"c", b"1", 0, 0, 0), status::OK);
+    bp::expect_status(
+        &mut b,
+        &bp::store(op::ADD, b"c", b"2", 0, 0, r.cas),
+        status::EXISTS,
+    );
+    let after = b.stats("");
+    for name in ["cas_hits", "cas_badval", "cas_misses"] {
+        assert_eq!(after[name], bin_stats[name], "{name}");
+    }
+}

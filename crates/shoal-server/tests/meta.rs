@@ -351,3 +351,32 @@ fn quiet_batch_longer_than_a_turn_is_answered_whole_and_in_order() {
     let yields = other.stat("conn_yields");
     assert!((10..=70).contains(&yields), "conn_yields {yields}");
 }
+
+/// Every `ms` mode goes through the shared storage path with meta's accounting: a store
+/// with `C` counts in `cas_hits`/`cas_badval`/`cas_misses`, a refused one (`NS`) in
+/// `cas_misses` too, and every store that was tried in `cmd_set`.
+#[test]
+fn ms_modes_count_cas_and_sets() {
+    let s = Server::start();
+    let mut c = s.conn();
+    c.rt(b"ms k 1\r\na\r\n", b"HD\r\n");
+    let cas = cas_of(&mut c, "k");
+    c.rt(
+        format!("ms k 1 C{}\r\nb\r\n", cas + 1).as_bytes(),
+        b"EX\r\n",
+    );
+    c.rt(format!("ms k 1 C{cas}\r\nb\r\n").as_bytes(), b"HD\r\n");
+    c.rt(b"ms none 1 C5\r\nb\r\n", b"NF\r\n");
+    let cas = cas_of(&mut c, "k");
+    c.rt(format!("ms k 1 ME C{cas}\r\nc\r\n").as_bytes(), b"NS\r\n");
+    c.rt(b"ms k 1 MA\r\nd\r\n", b"HD\r\n");
+    c.rt(b"ms new 1 MA\r\ne\r\n", b"NS\r\n");
+    c.rt(b"ms new 1 MA N100\r\ne\r\n", b"HD\r\n");
+    c.rt(b"mg k v\r\n", b"VA 2\r\nbd\r\n");
+    c.rt(b"mg new v\r\n", b"VA 1\r\ne\r\n");
+    let st = c.stats("");
+    assert_eq!(st["cas_hits"], "1");
+    assert_eq!(st["cas_badval"], "1");
+    assert_eq!(st["cas_misses"], "2");
+    assert_eq!(st["cmd_set"], "8");
+}

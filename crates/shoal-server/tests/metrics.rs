@@ -9,20 +9,6 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Whether a peer tool may be missing: CI (`scripts/test.sh` sets SHOAL_REQUIRE_PEERS=1)
-/// requires it; a plain `cargo test` reports a visible skip.
-fn peer_available(what: &str, present: bool) -> bool {
-    if present {
-        return true;
-    }
-    assert!(
-        std::env::var_os("SHOAL_REQUIRE_PEERS").is_none(),
-        "{what} is missing (install Debian's prometheus package)"
-    );
-    eprintln!("SKIPPED: {what} is missing (install Debian's prometheus package)");
-    false
-}
-
 fn value(page: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     parse_page(page).into_iter().find_map(|(n, l, v)| {
         let want: Vec<(String, String)> = labels
@@ -195,34 +181,14 @@ fn bad_http_gets_a_4xx_and_a_closed_connection() {
 
 #[test]
 fn promtool_accepts_the_page_but_for_the_exporters_own_names() {
-    let present = Command::new("promtool").arg("--version").output().is_ok();
-    if !peer_available("promtool", present) {
-        return;
-    }
     let (server, metrics) = with_metrics(&[]);
     let mut c = server.conn();
     c.set("a", b"b");
     assert!(c.get("a").is_some());
     let (_, page) = http_get(metrics, "/metrics");
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(page.as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("promtool");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let Some(remarks) = shoal_test_support::promtool_check(&page) else {
+        return;
+    };
     // memcached_exporter types these as counters without `_total`; the names (and the
     // types) are kept for its dashboards, and promtool's lint says so about them, as it
     // does about the exporter's own page. Nothing else may be reported.
@@ -234,8 +200,7 @@ fn promtool_accepts_the_page_but_for_the_exporters_own_names() {
         "memcached_slab_items_moves_within_lru",
         "memcached_slab_mem_requested_bytes",
     ];
-    for line in BufReader::new(text.as_bytes()).lines() {
-        let line = line.expect("line");
+    for line in remarks {
         let ok = exporter_names
             .iter()
             .any(|n| line == format!("{n} counter metrics should have \"_total\" suffix"));

@@ -10,6 +10,8 @@
 //!   prometheus): [`peer`] finds one; when it is missing, CI (`SHOAL_REQUIRE_PEERS=1`,
 //!   set by `scripts/test.sh`) fails loudly with the package to install, and a plain
 //!   `cargo test` prints a visible `SKIPPED` line and lets the test return.
+//! - **`promtool check metrics`** on a scraped page: [`promtool_check`], under the same
+//!   peer rule.
 //! - **Process measurements** for the hostile-client tests: [`rss_kib`] and
 //!   [`raise_fd_limit`].
 
@@ -258,6 +260,49 @@ pub fn metric_value(page: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
+/// What `promtool check metrics` says about a metrics page: one entry per non-empty line
+/// it printed (stdout, then stderr), plus a line naming its exit status when it failed
+/// without saying why. An empty list means promtool accepted the page without remarks.
+///
+/// `None` when promtool is missing, under the [`peer`] rule: CI
+/// (`SHOAL_REQUIRE_PEERS=1`) fails instead, a plain `cargo test` prints `SKIPPED` and the
+/// caller returns from the test.
+pub fn promtool_check(page: &str) -> Option<Vec<String>> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let promtool = peer("promtool", "prometheus")?;
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start promtool");
+    // Dropping stdin after the write closes the pipe, which is how promtool sees the end
+    // of the page.
+    child
+        .stdin
+        .take()
+        .expect("promtool stdin")
+        .write_all(page.as_bytes())
+        .expect("write the page to promtool");
+    let out = child.wait_with_output().expect("promtool");
+    let mut lines: Vec<String> = [&out.stdout, &out.stderr]
+        .iter()
+        .flat_map(|b| {
+            String::from_utf8_lossy(b)
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if !out.status.success() && lines.is_empty() {
+        lines.push(format!("promtool exited with {}", out.status));
+    }
+    Some(lines)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,6 +337,18 @@ mod tests {
         let page = "# TYPE x counter\nx{a=\"1\"} 3\nx{a=\"2\"} 4.5\n";
         assert_eq!(metric_value(page, "x{a=\"2\"}"), Some(4.5));
         assert_eq!(metric_value(page, "x"), None);
+    }
+
+    #[test]
+    fn promtool_accepts_a_clean_page_and_reports_a_bad_one() {
+        let Some(clean) =
+            promtool_check("# HELP x_total A count.\n# TYPE x_total counter\nx_total 1\n")
+        else {
+            return;
+        };
+        assert_eq!(clean, Vec::<String>::new());
+        let bad = promtool_check("# TYPE x counter\nx{ 1\n").expect("promtool");
+        assert!(!bad.is_empty());
     }
 
     #[test]

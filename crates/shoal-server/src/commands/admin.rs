@@ -1,23 +1,31 @@
-//! `flush_all`, `version`, `verbosity`, `shutdown`, `cache_memlimit`.
+//! `flush_all`, `version`, `verbosity`, `shutdown`, `cache_memlimit`, and binary
+//! `FLUSH`, `VERSION`, `VERBOSITY` through the same functions.
 
 use super::{respond, Flow};
 use crate::config::VERSION;
 use crate::stats::ThreadStats;
 use crate::worker::Worker;
+use shoal_protocol::binary::{self, Attrs, Status};
 use shoal_protocol::{reply, ProtocolError};
 use std::sync::atomic::Ordering;
 
-/// `flush_all [delay]`: invalidates every item now or after `delay` seconds (an absolute
-/// Unix time if over 30 days, as for expiry times). Refused with `-F`.
-/// memcached counts every `flush_all` in `cmd_flush`, even one `-F` refuses ("we log it
-/// on stats").
-pub fn flush_all(w: &Worker, delay: i64, noreply: bool, out: &mut Vec<u8>) {
-    ThreadStats::incr(&w.stats.cmd_flush);
+/// A flush refused because `-F` disabled flushing.
+#[derive(thiserror::Error, Debug, Clone, Copy, PartialEq, Eq)]
+#[error("flush_all is disabled (-F)")]
+pub struct FlushDisabled;
+
+/// Invalidates every item now or after `delay` seconds (an absolute Unix time if over 30
+/// days, as for expiry times), for every protocol; refused with `-F`. Counted in
+/// `cmd_flush`, and a refusal too when `count_refused`: memcached's text `flush_all`
+/// counts before it checks `-F` ("we log it on stats"), its binary `FLUSH` after.
+pub fn flush(w: &Worker, delay: i64, count_refused: bool) -> Result<(), FlushDisabled> {
     if !w.shared.settings.flush_enabled {
-        // Like every memcached reply, the refusal is suppressed by noreply.
-        respond(out, noreply, reply::FLUSH_NOT_ALLOWED);
-        return;
+        if count_refused {
+            ThreadStats::incr(&w.stats.cmd_flush);
+        }
+        return Err(FlushDisabled);
     }
+    ThreadStats::incr(&w.stats.cmd_flush);
     let store = &w.shared.store;
     let secs = if delay > 0 {
         store
@@ -28,7 +36,25 @@ pub fn flush_all(w: &Worker, delay: i64, noreply: bool, out: &mut Vec<u8>) {
         0
     };
     store.flush_all(secs);
-    respond(out, noreply, reply::OK);
+    Ok(())
+}
+
+/// `flush_all [delay]`: [`flush`], answered in text. Like every memcached reply, the
+/// refusal is suppressed by noreply.
+pub fn flush_all(w: &Worker, delay: i64, noreply: bool, out: &mut Vec<u8>) {
+    let text = match flush(w, delay, true) {
+        Ok(()) => reply::OK,
+        Err(FlushDisabled) => reply::FLUSH_NOT_ALLOWED,
+    };
+    respond(out, noreply, text);
+}
+
+/// Binary `FLUSH`/`FLUSHQ`: [`flush`]; a refusal is an authentication error (memcached).
+pub fn flush_binary(w: &Worker, attrs: &Attrs, delay: i64, out: &mut Vec<u8>) {
+    match flush(w, delay, false) {
+        Ok(()) => binary::reply::ok(out, attrs, 0),
+        Err(FlushDisabled) => binary::reply::status(out, attrs, Status::AuthError),
+    }
 }
 
 /// `flush_all <not a number>`: memcached counts it and checks `-F` before it reads the
@@ -48,10 +74,26 @@ pub fn version(out: &mut Vec<u8>) {
     reply::version(out, VERSION.as_bytes());
 }
 
-/// `verbosity <level>`: changes how much is logged.
-pub fn verbosity(w: &Worker, level: u32, noreply: bool, out: &mut Vec<u8>) {
+/// Binary `VERSION`: the same version string as the body.
+pub fn version_binary(attrs: &Attrs, out: &mut Vec<u8>) {
+    binary::reply::ok_with_value(out, attrs, 0, VERSION.as_bytes());
+}
+
+/// Changes how much is logged, for every protocol.
+pub fn set_verbosity(w: &Worker, level: u32) {
     w.shared.verbosity.store(level as usize, Ordering::Relaxed);
+}
+
+/// `verbosity <level>`.
+pub fn verbosity(w: &Worker, level: u32, noreply: bool, out: &mut Vec<u8>) {
+    set_verbosity(w, level);
     respond(out, noreply, reply::OK);
+}
+
+/// Binary `VERBOSITY`.
+pub fn verbosity_binary(w: &Worker, attrs: &Attrs, level: u32, out: &mut Vec<u8>) {
+    set_verbosity(w, level);
+    binary::reply::ok(out, attrs, 0);
 }
 
 /// `shutdown [graceful]`: with `-A`, stops the server gracefully; otherwise an error.

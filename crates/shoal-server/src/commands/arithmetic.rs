@@ -1,8 +1,10 @@
-//! `incr` and `decr` (and the arithmetic shared with meta `ma`).
+//! `incr` and `decr` in every protocol: text, binary and meta `ma` all go through
+//! [`incr_decr`].
 
-use super::respond;
+use super::{respond, visible_cas};
 use crate::stats::ThreadStats;
 use crate::worker::Worker;
+use shoal_protocol::binary::{self, Attrs, Status};
 use shoal_protocol::reply;
 use shoal_store::{StoreError, StoreOptions};
 
@@ -141,37 +143,85 @@ pub fn apply_delta(
     })
 }
 
-/// `incr|decr <key> <delta>`: the new value, NOT_FOUND, or the non-numeric error.
-pub fn arithmetic(
+/// Incr or decr for every protocol (text, binary and meta `ma`): [`apply_delta`], then
+/// `incr_hits`/`decr_hits` for a changed or created counter and `incr_misses`/
+/// `decr_misses` for a missing one, as memcached counts them.
+pub fn incr_decr(
     w: &Worker,
     key: &[u8],
     delta: u64,
     incr: bool,
-    noreply: bool,
-    out: &mut Vec<u8>,
-) {
+    opts: DeltaOptions,
+) -> Result<Delta, StoreError> {
     let s = &w.stats;
     let (hits, misses) = if incr {
         (&s.incr_hits, &s.incr_misses)
     } else {
         (&s.decr_hits, &s.decr_misses)
     };
-    match apply_delta(w, key, delta, incr, DeltaOptions::default()) {
+    let result = apply_delta(w, key, delta, incr, opts);
+    match result {
+        Ok(Delta::Value(..)) | Ok(Delta::Created(..)) => ThreadStats::incr(hits),
+        Ok(Delta::NotFound) => ThreadStats::incr(misses),
+        _ => {}
+    }
+    result
+}
+
+/// `incr|decr <key> <delta>`: the new value, NOT_FOUND, or the non-numeric error.
+pub fn text(w: &Worker, key: &[u8], delta: u64, incr: bool, noreply: bool, out: &mut Vec<u8>) {
+    match incr_decr(w, key, delta, incr, DeltaOptions::default()) {
         Ok(Delta::Value(n, ..)) | Ok(Delta::Created(n, ..)) => {
-            ThreadStats::incr(hits);
             if !noreply {
                 reply::number_line(out, n);
             }
         }
-        Ok(Delta::NotFound) | Ok(Delta::Exists) => {
-            ThreadStats::incr(misses);
-            respond(out, noreply, reply::NOT_FOUND);
-        }
+        // A text incr names no CAS, so `Exists` cannot happen.
+        Ok(Delta::NotFound) | Ok(Delta::Exists) => respond(out, noreply, reply::NOT_FOUND),
         Ok(Delta::NonNumeric) => respond(out, noreply, reply::NON_NUMERIC),
         Err(StoreError::TooLarge) | Err(StoreError::OutOfMemory) => {
             respond(out, noreply, reply::OUT_OF_MEMORY_STORING)
         }
     }
+}
+
+/// Binary `INCREMENT`/`DECREMENT` (and quiet forms): creates a missing key with `initial`
+/// when `create_exptime` is given, and is conditional on a non-zero CAS attribute. The
+/// new value is the body, as 8 big-endian bytes.
+#[allow(clippy::too_many_arguments)]
+pub fn binary(
+    w: &Worker,
+    attrs: &Attrs,
+    key: &[u8],
+    incr: bool,
+    delta: u64,
+    initial: u64,
+    create_exptime: Option<i64>,
+    out: &mut Vec<u8>,
+) {
+    let vivify = create_exptime.map(|t| {
+        let options = StoreOptions {
+            exptime: w.shared.store.clock().expiry(t),
+            ..StoreOptions::default()
+        };
+        (initial, options)
+    });
+    let opts = DeltaOptions {
+        vivify,
+        compare_cas: attrs.compare_cas(),
+        ..DeltaOptions::default()
+    };
+    let status = match incr_decr(w, key, delta, incr, opts) {
+        Ok(Delta::Value(v, cas, _)) | Ok(Delta::Created(v, cas, _)) => {
+            let cas = visible_cas(w, cas);
+            return binary::reply::ok_with_value(out, attrs, cas, &v.to_be_bytes());
+        }
+        Ok(Delta::NotFound) => Status::KeyNotFound,
+        Ok(Delta::Exists) => Status::KeyExists,
+        Ok(Delta::NonNumeric) => Status::NonNumeric,
+        Err(_) => Status::OutOfMemory,
+    };
+    binary::reply::status(out, attrs, status);
 }
 
 #[cfg(test)]

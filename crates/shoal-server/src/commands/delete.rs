@@ -1,27 +1,147 @@
-//! `delete`.
+//! `delete`, binary `DELETE`/`DELETEQ` and meta `md`: one [`delete`] for all three,
+//! answered per protocol.
 
 use super::respond;
+use super::storage::Accounting;
 use crate::stats::ThreadStats;
 use crate::worker::Worker;
+use shoal_protocol::binary::{self, Attrs, Status};
 use shoal_protocol::reply;
+use shoal_store::StoreOptions;
 
-/// `delete <key>`: DELETED or NOT_FOUND.
-pub fn delete(w: &Worker, key: &[u8], noreply: bool, out: &mut Vec<u8>) {
+/// The outcome of a delete, whichever protocol asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deleted {
+    /// The item was removed.
+    Deleted,
+    /// `md I`/`md x`: the item was kept, marked stale and/or emptied.
+    Marked,
+    /// No such item.
+    NotFound,
+    /// The item's CAS unique differs from the one the request named.
+    Exists,
+    /// The store could not be updated.
+    Failed,
+}
+
+/// `md I` and `md x`: keep the item instead of removing it, so the next fetch wins the
+/// right to recache it. A new CAS unique is issued.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mark {
+    /// `I`: mark the item stale.
+    pub stale: bool,
+    /// `x`: drop the value (and the client flags).
+    pub clear_value: bool,
+    /// `T`: the new expiry (already absolute); the item's own when absent.
+    pub expiry: Option<u32>,
+    /// `E`: the new CAS unique.
+    pub new_cas: Option<u64>,
+}
+
+/// One delete as every protocol asks for it.
+#[derive(Debug, Clone, Copy)]
+pub struct DeleteSpec<'a> {
+    /// The key (decoded, for base64 meta keys).
+    pub key: &'a [u8],
+    /// Delete only if the item's CAS unique equals this (binary CAS field, `md C`).
+    pub compare_cas: Option<u64>,
+    /// `md I`/`md x`: mark instead of removing.
+    pub mark: Option<Mark>,
+    /// Whose counting rules apply: `md` leaves a failed update out of `delete_misses`
+    /// and names itself `md` to `watch deletions`.
+    pub accounting: Accounting,
+}
+
+/// The delete of every protocol (text `delete`, binary `DELETE`, meta `md`): removes the
+/// key, or marks it for `md I`/`x`, only if its CAS unique equals `compare_cas` when that
+/// is given. As memcached, only a removal is a `delete_hits`; a miss and a CAS mismatch
+/// are `delete_misses`, a mark neither. Tells `watch deletions` about a removal and
+/// `stats detail` about every attempt.
+pub fn delete(w: &Worker, spec: &DeleteSpec<'_>) -> Deleted {
+    let cas_enabled = w.shared.settings.cas_enabled;
     let mut writer = w.writer.borrow_mut();
-    let removed = w
+    let outcome = w
         .shared
         .store
-        .update(&mut writer, key, |e| Ok(e.remove()))
-        .unwrap_or(false);
+        .update(&mut writer, spec.key, |e| {
+            let Some(item) = e.item() else {
+                return Ok(Deleted::NotFound);
+            };
+            if let Some(expected) = spec.compare_cas {
+                let cas = if cas_enabled { item.cas() } else { 0 };
+                if cas != expected {
+                    return Ok(Deleted::Exists);
+                }
+            }
+            if let Some(mark) = spec.mark {
+                let opts = StoreOptions {
+                    flags: if mark.clear_value { 0 } else { item.flags() },
+                    exptime: mark.expiry.unwrap_or(item.exptime()),
+                    cas: mark.new_cas,
+                    stale: mark.stale || item.stale(),
+                    win_sent: false,
+                };
+                // Rewritten in place from the old item: no copy of the value per request.
+                e.rewrite(!mark.clear_value, opts)?;
+                return Ok(Deleted::Marked);
+            }
+            Ok(if e.remove() {
+                Deleted::Deleted
+            } else {
+                Deleted::NotFound
+            })
+        })
+        .unwrap_or(Deleted::Failed);
+    drop(writer);
+    if outcome == Deleted::Failed && spec.accounting == Accounting::Meta {
+        return outcome;
+    }
     w.shared
         .prefixes
-        .record(key, crate::detail::PrefixOp::Delete);
-    if removed {
-        w.shared.watchers.deleted(key, "delete");
-        ThreadStats::incr(&w.stats.delete_hits);
-        respond(out, noreply, reply::DELETED);
-    } else {
-        ThreadStats::incr(&w.stats.delete_misses);
-        respond(out, noreply, reply::NOT_FOUND);
+        .record(spec.key, crate::detail::PrefixOp::Delete);
+    match outcome {
+        Deleted::Deleted => {
+            let cmd = match spec.accounting {
+                Accounting::Classic => "delete",
+                Accounting::Meta => "md",
+            };
+            w.shared.watchers.deleted(spec.key, cmd);
+            ThreadStats::incr(&w.stats.delete_hits);
+        }
+        Deleted::Marked => {}
+        Deleted::NotFound | Deleted::Exists | Deleted::Failed => {
+            ThreadStats::incr(&w.stats.delete_misses)
+        }
     }
+    outcome
+}
+
+/// A classic (text or binary) delete of `key`.
+fn classic(key: &[u8], compare_cas: Option<u64>) -> DeleteSpec<'_> {
+    DeleteSpec {
+        key,
+        compare_cas,
+        mark: None,
+        accounting: Accounting::Classic,
+    }
+}
+
+/// `delete <key>`: DELETED or NOT_FOUND.
+pub fn text(w: &Worker, key: &[u8], noreply: bool, out: &mut Vec<u8>) {
+    let text = match delete(w, &classic(key, None)) {
+        Deleted::Deleted => reply::DELETED,
+        Deleted::Marked | Deleted::NotFound | Deleted::Exists | Deleted::Failed => reply::NOT_FOUND,
+    };
+    respond(out, noreply, text);
+}
+
+/// Binary `DELETE`/`DELETEQ`, conditional on a non-zero CAS attribute.
+pub fn binary(w: &Worker, attrs: &Attrs, key: &[u8], out: &mut Vec<u8>) {
+    let status = match delete(w, &classic(key, attrs.compare_cas())) {
+        Deleted::Deleted | Deleted::Marked => return binary::reply::ok(out, attrs, 0),
+        Deleted::NotFound => Status::KeyNotFound,
+        Deleted::Exists => Status::KeyExists,
+        Deleted::Failed => Status::OutOfMemory,
+    };
+    binary::reply::status(out, attrs, status);
 }

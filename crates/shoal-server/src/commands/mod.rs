@@ -1,5 +1,10 @@
-//! Command execution: one module per command family, each turning a parsed request into
-//! store operations and reply bytes.
+//! Command execution: one module per command family, each serving its command for every
+//! protocol that has it. A command's store operation, counting and reporting happen in
+//! one protocol-neutral function (`storage::store`, `retrieval::serve_key`,
+//! `delete::delete`, `arithmetic::incr_decr`, `admin::flush`, ...) returning an outcome;
+//! small per-protocol functions beside it turn the outcome into text, meta or binary
+//! replies. [`execute`] dispatches text and meta requests, [`binary::execute`] binary
+//! ones.
 
 pub mod admin;
 pub mod arithmetic;
@@ -8,6 +13,7 @@ pub mod crawler;
 pub mod delete;
 pub mod meta;
 pub mod retrieval;
+pub mod sasl;
 pub mod stats;
 pub mod storage;
 pub mod touch;
@@ -69,7 +75,7 @@ pub fn execute(
             data,
             cas_unique,
             noreply,
-        } => storage::store(
+        } => storage::text(
             w,
             storage::StoreRequest {
                 kind,
@@ -82,13 +88,13 @@ pub fn execute(
             noreply,
             out,
         ),
-        Request::Delete { key, noreply } => delete::delete(w, key, noreply, out),
+        Request::Delete { key, noreply } => delete::text(w, key, noreply, out),
         Request::Arithmetic {
             key,
             delta,
             incr,
             noreply,
-        } => arithmetic::arithmetic(w, key, delta, incr, noreply, out),
+        } => arithmetic::text(w, key, delta, incr, noreply, out),
         Request::Touch {
             key,
             exptime,

@@ -1,4 +1,6 @@
-//! `get`, `gets`, `gat`, `gats`.
+//! `get`, `gets`, `gat`, `gats`, and binary `GET`/`GAT`/`TOUCH` in all their forms:
+//! [`serve_key`] looks up, touches, counts and reports every key for every protocol;
+//! only writing a hit ([`Emit`]) and framing a miss differ.
 //!
 //! These are the commands one short line can turn into hundreds of megabytes of replies,
 //! so they generate replies only while the connection's [`ReplyWindow`] has room: past
@@ -11,7 +13,9 @@ use crate::detail::PrefixOp;
 use crate::reply_window::{ReplyWindow, Room};
 use crate::stats::ThreadStats;
 use crate::worker::Worker;
+use shoal_protocol::binary::{self, Attrs};
 use shoal_protocol::{reply, Keys};
+use shoal_store::Item;
 
 /// Bytes a `VALUE <key> <flags> <bytes> [<cas>]\r\n` header and the data's `\r\n` add at
 /// most to a value of `key`.
@@ -21,12 +25,122 @@ fn reply_len(key: &[u8], value_len: usize) -> usize {
 }
 
 /// What serving one key did.
-enum Served {
+pub enum Served {
     /// Found; the value's length.
     Hit(usize),
+    /// Not found (or expired, or the touch could not be stored).
     Miss,
     /// Not served: no room now (`Later`) or ever (`Never`).
     NoRoom(Room),
+}
+
+/// How one protocol writes a retrieval hit: the only part of serving a key that depends
+/// on the protocol. Implementations append to a reply buffer they hold, so serving a key
+/// allocates nothing.
+pub trait Emit {
+    /// Whether the reply to `item` fits now. Checked before a touch, so a key put off
+    /// for later is touched (and counted) exactly once, when it is served.
+    fn room(&mut self, key: &[u8], item: &Item<'_>) -> Room;
+    /// Appends the reply to a hit.
+    fn hit(&mut self, key: &[u8], item: &Item<'_>);
+}
+
+/// Serves one key of a retrieval for every protocol: looks it up (setting its expiry
+/// first when `touch` is an expiry, for gat and touch), lets `emit` write a hit, then
+/// counts it (`cmd_get`/`get_hits`/`get_misses`, or for touches only `cmd_touch`/
+/// `touch_hits`/`touch_misses`, as memcached does) and tells `watch fetchers` and
+/// `stats detail`. A key not served for want of room is neither touched nor counted.
+pub fn serve_key(w: &Worker, key: &[u8], touch: Option<u32>, emit: &mut impl Emit) -> Served {
+    let store = &w.shared.store;
+    let s = &w.stats;
+    let served = match touch {
+        None => store.get(key, |item| match emit.room(key, item) {
+            Room::Now => {
+                emit.hit(key, item);
+                Served::Hit(item.value().len())
+            }
+            room => Served::NoRoom(room),
+        }),
+        Some(expiry) => {
+            let mut writer = w.writer.borrow_mut();
+            store
+                .update(&mut writer, key, |e| {
+                    let Some(item) = e.item() else {
+                        return Ok(Served::Miss);
+                    };
+                    match emit.room(key, &item) {
+                        Room::Now => {}
+                        room => return Ok(Served::NoRoom(room)),
+                    }
+                    if !e.set_exptime(expiry)? {
+                        return Ok(Served::Miss);
+                    }
+                    let Some(item) = e.item() else {
+                        return Ok(Served::Miss);
+                    };
+                    emit.hit(key, &item);
+                    item.mark_fetched();
+                    Ok(Served::Hit(item.value().len()))
+                })
+                .ok()
+        }
+    };
+    let served = served.unwrap_or(Served::Miss);
+    if matches!(served, Served::NoRoom(_)) {
+        return served;
+    }
+    let (cmd, hits, misses) = match touch {
+        None => (&s.cmd_get, &s.get_hits, &s.get_misses),
+        Some(_) => (&s.cmd_touch, &s.touch_hits, &s.touch_misses),
+    };
+    ThreadStats::incr(cmd);
+    ThreadStats::incr(match served {
+        Served::Hit(_) => hits,
+        _ => misses,
+    });
+    watch_fetch(w, key, &served);
+    served
+}
+
+/// The text protocol's `VALUE` blocks, within the connection's reply window.
+struct TextEmit<'a> {
+    w: &'a Worker,
+    with_cas: bool,
+    window: &'a mut ReplyWindow,
+    out: &'a mut Vec<u8>,
+}
+
+impl Emit for TextEmit<'_> {
+    fn room(&mut self, key: &[u8], item: &Item<'_>) -> Room {
+        self.window
+            .room(self.out, reply_len(key, item.value().len()))
+    }
+
+    fn hit(&mut self, key: &[u8], item: &Item<'_>) {
+        let cas = self.with_cas.then(|| visible_cas(self.w, item.cas()));
+        reply::value(self.out, key, item.flags(), item.value(), cas);
+    }
+}
+
+/// Binary get/gat replies: one packet per request, never held back.
+struct BinaryEmit<'a> {
+    w: &'a Worker,
+    attrs: &'a Attrs,
+    /// `TOUCH` answers with the flags only.
+    value: bool,
+    out: &'a mut Vec<u8>,
+}
+
+impl Emit for BinaryEmit<'_> {
+    fn room(&mut self, _key: &[u8], _item: &Item<'_>) -> Room {
+        Room::Now
+    }
+
+    fn hit(&mut self, key: &[u8], item: &Item<'_>) {
+        let value: &[u8] = if self.value { item.value() } else { &[] };
+        let cas = visible_cas(self.w, item.cas());
+        binary::reply::hit(self.out, self.attrs, cas, item.flags(), key, value);
+    }
 }
 
 /// Tells `watch fetchers` and `stats detail` about one key served.
@@ -61,33 +175,7 @@ pub fn get(
     window: &mut ReplyWindow,
     out: &mut Vec<u8>,
 ) -> Flow {
-    let store = &w.shared.store;
-    let s = &w.stats;
-    for (at, key) in keys.iter_from(window.resume_at) {
-        let served = store.get(key, |item| {
-            match window.room(out, reply_len(key, item.value().len())) {
-                Room::Now => {
-                    let cas = with_cas.then(|| visible_cas(w, item.cas()));
-                    reply::value(out, key, item.flags(), item.value(), cas);
-                    Served::Hit(item.value().len())
-                }
-                room => Served::NoRoom(room),
-            }
-        });
-        let served = served.unwrap_or(Served::Miss);
-        if let Served::NoRoom(room) = served {
-            return stop(window, room, at, out);
-        }
-        ThreadStats::incr(&s.cmd_get);
-        ThreadStats::incr(match served {
-            Served::Hit(_) => &s.get_hits,
-            _ => &s.get_misses,
-        });
-        watch_fetch(w, key, &served);
-    }
-    window.resume_at = 0;
-    reply::end(out);
-    Flow::Continue
+    text(w, None, keys, with_cas, window, out)
 }
 
 /// `gat`/`gats`: like get, also setting each found item's expiry. Counted as touches only
@@ -100,44 +188,54 @@ pub fn get_and_touch(
     window: &mut ReplyWindow,
     out: &mut Vec<u8>,
 ) -> Flow {
-    let store = &w.shared.store;
-    let s = &w.stats;
-    let expiry = store.clock().expiry(exptime);
-    let mut writer = w.writer.borrow_mut();
+    let expiry = w.shared.store.clock().expiry(exptime);
+    text(w, Some(expiry), keys, with_cas, window, out)
+}
+
+/// The text retrievals: every key through [`serve_key`], then `END`.
+fn text(
+    w: &Worker,
+    touch: Option<u32>,
+    keys: Keys<'_>,
+    with_cas: bool,
+    window: &mut ReplyWindow,
+    out: &mut Vec<u8>,
+) -> Flow {
     for (at, key) in keys.iter_from(window.resume_at) {
-        let served = store.update(&mut writer, key, |e| {
-            // Room is checked before the touch, so a key put off for later is touched
-            // exactly once, when it is served.
-            let Some(item) = e.item() else {
-                return Ok(Served::Miss);
-            };
-            match window.room(out, reply_len(key, item.value().len())) {
-                Room::Now => {}
-                room => return Ok(Served::NoRoom(room)),
-            }
-            if !e.set_exptime(expiry)? {
-                return Ok(Served::Miss);
-            }
-            let Some(item) = e.item() else {
-                return Ok(Served::Miss);
-            };
-            let cas = with_cas.then(|| visible_cas(w, item.cas()));
-            reply::value(out, key, item.flags(), item.value(), cas);
-            item.mark_fetched();
-            Ok(Served::Hit(item.value().len()))
-        });
-        let served = served.unwrap_or(Served::Miss);
-        if let Served::NoRoom(room) = served {
+        let mut emit = TextEmit {
+            w,
+            with_cas,
+            window: &mut *window,
+            out: &mut *out,
+        };
+        if let Served::NoRoom(room) = serve_key(w, key, touch, &mut emit) {
             return stop(window, room, at, out);
         }
-        ThreadStats::incr(&s.cmd_touch);
-        ThreadStats::incr(match served {
-            Served::Hit(_) => &s.touch_hits,
-            _ => &s.touch_misses,
-        });
-        watch_fetch(w, key, &served);
     }
     window.resume_at = 0;
     reply::end(out);
     Flow::Continue
+}
+
+/// Binary `GET`/`GETK`/`GAT`/`GATK` (and quiet forms), and `TOUCH` (`value: false`,
+/// which memcached serves as a gat whose reply carries only the flags): the same
+/// [`serve_key`] as text, one packet for a hit, a miss framed by [`binary::reply::miss`].
+pub fn binary(
+    w: &Worker,
+    attrs: &Attrs,
+    key: &[u8],
+    touch: Option<i64>,
+    value: bool,
+    out: &mut Vec<u8>,
+) {
+    let expiry = touch.map(|t| w.shared.store.clock().expiry(t));
+    let mut emit = BinaryEmit {
+        w,
+        attrs,
+        value,
+        out: &mut *out,
+    };
+    if !matches!(serve_key(w, key, expiry, &mut emit), Served::Hit(_)) {
+        binary::reply::miss(out, attrs, key);
+    }
 }

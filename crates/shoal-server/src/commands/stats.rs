@@ -67,8 +67,38 @@
 use crate::config::VERSION;
 use crate::worker::{Shared, Worker};
 use shoal_net::READ_CHUNK;
+use shoal_protocol::binary::{self, Attrs, Status};
 use shoal_protocol::{reply, StatsGroup};
 use std::sync::atomic::Ordering;
+
+/// Binary `STAT [group]`: one packet per statistic, then an empty terminator packet.
+/// The text protocol's `stats` output is produced once and re-framed, so both protocols
+/// always report the same numbers. `raw` is the key as sent.
+pub fn binary(w: &Worker, attrs: &Attrs, group: StatsGroup<'_>, raw: &[u8], out: &mut Vec<u8>) {
+    let mut text = Vec::new();
+    stats(w, group, &mut text);
+    if raw == b"detail dump" {
+        // memcached sends the whole dump as one packet's value.
+        binary::reply::stat(out, attrs, &[], &text);
+        return;
+    }
+    if text.starts_with(b"ERROR") || text.starts_with(b"CLIENT_ERROR") {
+        binary::reply::status(out, attrs, Status::KeyNotFound);
+        return;
+    }
+    for line in text.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(rest) = line.strip_prefix(b"STAT ") else {
+            continue;
+        };
+        let (name, value) = match rest.iter().position(|&b| b == b' ') {
+            Some(p) => (&rest[..p], &rest[p + 1..]),
+            None => (rest, &b""[..]),
+        };
+        binary::reply::stat(out, attrs, name, value);
+    }
+    binary::reply::stat(out, attrs, &[], &[]);
+}
 
 /// `stats [group]`.
 pub fn stats(w: &Worker, group: StatsGroup<'_>, out: &mut Vec<u8>) {

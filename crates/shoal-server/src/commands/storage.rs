@@ -1,8 +1,11 @@
-//! `set`, `add`, `replace`, `append`, `prepend`, `cas`.
+//! `set`, `add`, `replace`, `append`, `prepend`, `cas`: the storage path of every
+//! protocol. Text commands, binary storage opcodes and every `ms` mode become a
+//! [`StoreSpec`] and go through [`store`]; only the replies differ.
 
-use super::respond;
+use super::{respond, visible_cas};
 use crate::stats::ThreadStats;
 use crate::worker::Worker;
+use shoal_protocol::binary::{self, Attrs, Status};
 use shoal_protocol::{reply, StoreKind};
 use shoal_store::{StoreError, StoreOptions};
 
@@ -10,7 +13,7 @@ use shoal_store::{StoreError, StoreOptions};
 /// same values are refused as "too large" as with memcached.
 pub const ITEM_OVERHEAD: usize = 56;
 
-/// A parsed storage command.
+/// A parsed text storage command.
 pub struct StoreRequest<'a> {
     /// Which command.
     pub kind: StoreKind,
@@ -26,17 +29,85 @@ pub struct StoreRequest<'a> {
     pub cas_unique: u64,
 }
 
-/// The outcome of a storage command, shared with the meta `ms` command.
+/// The outcome of a storage command, whichever protocol asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stored {
     /// Stored, with the new CAS unique.
     Stored(u64),
     /// The add/replace/append/prepend condition failed.
     NotStored,
-    /// cas: the unique did not match.
+    /// A compare-and-swap whose unique did not match.
     Exists,
-    /// cas: no such item.
+    /// A compare-and-swap of a missing item.
     NotFound,
+}
+
+/// Whose bookkeeping a command follows. memcached's meta commands differ from the
+/// classic ones (text and binary) in a few counted or reported ways, all kept; each shared
+/// command function documents what it changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accounting {
+    /// text and binary. Storage: a refused `set` removes the key's old value; a
+    /// conditional store with a CAS that is refused for its condition counts in no CAS
+    /// counter.
+    Classic,
+    /// meta. `ms`: every refused store removes the old value, and a refusal of a store
+    /// with a CAS counts in `cas_misses`. `md`: a failed update is not counted, and
+    /// `watch deletions` names the command `md`.
+    Meta,
+}
+
+/// One store as the storage path executes it: what text storage commands, binary
+/// storage opcodes and every `ms` mode become.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreSpec<'a> {
+    /// Which store. [`StoreKind::Cas`] behaves as `set`; what makes a store conditional
+    /// on the CAS unique is `compare_cas`.
+    pub kind: StoreKind,
+    /// The key (decoded, for base64 meta keys).
+    pub key: &'a [u8],
+    /// The value.
+    pub data: &'a [u8],
+    /// Flags, expiry (already absolute) and an explicit new CAS unique.
+    pub opts: StoreOptions,
+    /// Store only if the item's CAS unique equals this.
+    pub compare_cas: Option<u64>,
+    /// `ms I`: a set or replace whose CAS is older than the item's still lands, as a
+    /// stale value keeping the item's expiry and win state.
+    pub invalidate: bool,
+    /// `ms N` for append and prepend: a missing key is created with the value, expiring
+    /// at this expiry.
+    pub vivify: Option<u32>,
+    /// Whose counting rules apply.
+    pub accounting: Accounting,
+}
+
+impl<'a> StoreSpec<'a> {
+    /// A classic store (text or binary): no invalidation, no creation by append.
+    pub fn classic(
+        kind: StoreKind,
+        key: &'a [u8],
+        data: &'a [u8],
+        opts: StoreOptions,
+        compare_cas: Option<u64>,
+    ) -> StoreSpec<'a> {
+        StoreSpec {
+            kind,
+            key,
+            data,
+            opts,
+            compare_cas,
+            invalidate: false,
+            vivify: None,
+            accounting: Accounting::Classic,
+        }
+    }
+
+    /// Whether a refusal removes the key's old value ("avoid stale data persisting in
+    /// cache", memcached).
+    fn remove_old_on_refusal(&self) -> bool {
+        self.accounting == Accounting::Meta || self.kind == StoreKind::Set
+    }
 }
 
 /// Whether an item of this key and value length is within `-I`.
@@ -44,27 +115,33 @@ pub fn fits(w: &Worker, key_len: usize, value_len: usize) -> bool {
     key_len + value_len + ITEM_OVERHEAD <= w.shared.settings.max_item_size
 }
 
-/// Executes a text storage command.
+/// The storage path every protocol's storage command takes: refuses a value over `-I`,
+/// stores with memcached's semantics for the spec, and counts and reports the outcome.
 ///
 /// `cmd_set` counts only stores that got as far as memcached's `do_store_item`: one
-/// refused as too large or for memory is counted in `store_too_large` / `store_no_memory`
-/// instead, as memcached does (its allocation fails before the command is counted).
-pub fn store(w: &Worker, req: StoreRequest<'_>, noreply: bool, out: &mut Vec<u8>) {
-    if !fits(w, req.key.len(), req.data.len()) {
-        too_large(w, req.key, false, req.kind == StoreKind::Set);
-        respond(out, noreply, reply::OBJECT_TOO_LARGE);
-        return;
+/// refused as too large or for memory is counted in `store_too_large` /
+/// `store_no_memory` instead, as memcached does (its allocation fails before the command
+/// is counted). `cas_hits`/`cas_badval`/`cas_misses` count stores with a CAS.
+pub fn store(w: &Worker, spec: &StoreSpec<'_>) -> Result<Stored, StoreError> {
+    if !fits(w, spec.key.len(), spec.data.len()) {
+        too_large(w, spec.key, false, spec.remove_old_on_refusal());
+        return Err(StoreError::TooLarge);
     }
-    let expiry = w.shared.store.clock().expiry(req.exptime);
+    let result = apply(w, spec);
+    counted(w, spec.key, &result, spec.remove_old_on_refusal());
+    result
+}
+
+/// A text storage command: [`store`], answered in text.
+pub fn text(w: &Worker, req: StoreRequest<'_>, noreply: bool, out: &mut Vec<u8>) {
     let opts = StoreOptions {
         flags: req.flags,
-        exptime: expiry,
+        exptime: w.shared.store.clock().expiry(req.exptime),
         ..StoreOptions::default()
     };
-    let cas_check = (req.kind == StoreKind::Cas).then_some(req.cas_unique);
-    let result = apply(w, req.kind, req.key, req.data, opts, cas_check);
-    counted(w, req.key, &result, req.kind == StoreKind::Set);
-    let text = match result {
+    let compare_cas = (req.kind == StoreKind::Cas).then_some(req.cas_unique);
+    let spec = StoreSpec::classic(req.kind, req.key, req.data, opts, compare_cas);
+    let text = match store(w, &spec) {
         Ok(Stored::Stored(_)) => reply::STORED,
         Ok(Stored::NotStored) => reply::NOT_STORED,
         Ok(Stored::Exists) => reply::EXISTS,
@@ -75,47 +152,114 @@ pub fn store(w: &Worker, req: StoreRequest<'_>, noreply: bool, out: &mut Vec<u8>
     respond(out, noreply, text);
 }
 
-/// Stores `data` under `key` with memcached's semantics for `kind`. `cas_check` compares
-/// the item's unique first (the `cas` command, or meta's `C` flag).
-pub fn apply(
+/// A binary storage opcode: [`store`], answered in binary. A non-zero CAS attribute turns
+/// any storage opcode into a compare-and-swap (memcached).
+#[allow(clippy::too_many_arguments)]
+pub fn binary(
     w: &Worker,
+    attrs: &Attrs,
     kind: StoreKind,
     key: &[u8],
+    flags: u32,
+    exptime: i64,
     data: &[u8],
-    opts: StoreOptions,
-    cas_check: Option<u64>,
-) -> Result<Stored, StoreError> {
+    out: &mut Vec<u8>,
+) {
+    let opts = StoreOptions {
+        flags,
+        exptime: w.shared.store.clock().expiry(exptime),
+        ..StoreOptions::default()
+    };
+    let spec = StoreSpec::classic(kind, key, data, opts, attrs.compare_cas());
+    let status = match store(w, &spec) {
+        Ok(Stored::Stored(cas)) => return binary::reply::ok(out, attrs, visible_cas(w, cas)),
+        Ok(Stored::Exists) => Status::KeyExists,
+        Ok(Stored::NotFound) => Status::KeyNotFound,
+        Ok(Stored::NotStored) => match kind {
+            StoreKind::Add => Status::KeyExists,
+            StoreKind::Replace => Status::KeyNotFound,
+            _ => Status::NotStored,
+        },
+        Err(StoreError::TooLarge) => Status::TooLarge,
+        Err(StoreError::OutOfMemory) => Status::OutOfMemory,
+    };
+    binary::reply::status(out, attrs, status);
+}
+
+/// Stores the spec's value with memcached's semantics for its kind, then tells `watch
+/// mutations` and `stats detail` and counts the CAS outcome.
+fn apply(w: &Worker, spec: &StoreSpec<'_>) -> Result<Stored, StoreError> {
     let s = &w.stats;
+    let StoreSpec {
+        kind,
+        key,
+        data,
+        opts,
+        ..
+    } = *spec;
     let cas_enabled = w.shared.settings.cas_enabled;
     let mut writer = w.writer.borrow_mut();
     let result = w.shared.store.update(&mut writer, key, |e| {
-        let current = e.item().map(|i| if cas_enabled { i.cas() } else { 0 });
-        if let Some(expected) = cas_check {
-            match current {
-                None => return Ok(Stored::NotFound),
-                Some(c) if c != expected => return Ok(Stored::Exists),
-                Some(_) => {}
+        let current = e.item().map(|i| {
+            (
+                if cas_enabled { i.cas() } else { 0 },
+                i.exptime(),
+                i.win_sent(),
+            )
+        });
+        if let Some(expected) = spec.compare_cas {
+            let Some((cur_cas, cur_exp, win)) = current else {
+                return Ok(Stored::NotFound);
+            };
+            if cur_cas != expected {
+                // With I, an older CAS still lands, but as a stale value that keeps the
+                // item's expiry and win state, so a slow writer cannot resurrect data.
+                if spec.invalidate
+                    && expected < cur_cas
+                    && matches!(kind, StoreKind::Set | StoreKind::Cas | StoreKind::Replace)
+                {
+                    let stale = StoreOptions {
+                        exptime: cur_exp,
+                        stale: true,
+                        win_sent: win,
+                        ..opts
+                    };
+                    return Ok(Stored::Stored(e.store(&[data], stale)?));
+                }
+                return Ok(Stored::Exists);
             }
         }
+        let exists = current.is_some();
         let outcome = match kind {
             StoreKind::Set | StoreKind::Cas => Some(e.store(&[data], opts)?),
-            StoreKind::Add if current.is_some() => None,
-            StoreKind::Replace if current.is_none() => None,
+            StoreKind::Add if exists => None,
+            StoreKind::Replace if !exists => None,
             StoreKind::Add | StoreKind::Replace => Some(e.store(&[data], opts)?),
+            StoreKind::Append | StoreKind::Prepend if !exists => match spec.vivify {
+                Some(exptime) => {
+                    let viv = StoreOptions { exptime, ..opts };
+                    Some(e.store(&[data], viv)?)
+                }
+                None => None,
+            },
             StoreKind::Append => e.append(data, false)?,
             StoreKind::Prepend => e.append(data, true)?,
         };
         Ok(outcome.map_or(Stored::NotStored, Stored::Stored))
     });
+    drop(writer);
     if w.shared.watchers.watching(crate::watch::kind::MUTATIONS) {
         watch_store(w, kind, key, data.len(), opts.exptime, &result);
     }
     w.shared.prefixes.record(key, crate::detail::PrefixOp::Set);
-    if cas_check.is_some() {
+    if spec.compare_cas.is_some() {
         match result {
             Ok(Stored::Stored(_)) => ThreadStats::incr(&s.cas_hits),
             Ok(Stored::Exists) => ThreadStats::incr(&s.cas_badval),
             Ok(Stored::NotFound) => ThreadStats::incr(&s.cas_misses),
+            Ok(Stored::NotStored) if spec.accounting == Accounting::Meta => {
+                ThreadStats::incr(&s.cas_misses)
+            }
             _ => {}
         }
     }

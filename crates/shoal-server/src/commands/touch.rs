@@ -1,4 +1,11 @@
-//! `touch`.
+//! Text `touch`.
+//!
+//! Binary `TOUCH` is served by [`super::retrieval::serve_key`], as memcached serves it: a
+//! gat whose reply carries only the flags. Text `touch` stays apart because it behaves
+//! differently where clients and dashboards can see it: a touch that cannot be stored is
+//! answered `SERVER_ERROR out of memory` and counted as neither hit nor miss, and it
+//! reports nothing to `watch fetchers` or `stats detail`. Routing it through `serve_key`
+//! would change all three.
 
 use super::respond;
 use crate::stats::ThreadStats;

@@ -1,8 +1,7 @@
 //! `ma <key> <flags>*`: incr/decr with auto-create, CAS and TTL.
 
 use super::{cas, number, status};
-use crate::commands::arithmetic::{apply_delta, Delta, DeltaOptions};
-use crate::stats::ThreadStats;
+use crate::commands::arithmetic::{incr_decr, Delta, DeltaOptions};
 use crate::worker::Worker;
 use shoal_protocol::reply::{self, code as meta};
 use shoal_protocol::{MetaFlags, MetaMode};
@@ -33,19 +32,9 @@ pub fn meta_arithmetic(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &m
         new_cas: number(&flags, b'E'),
         new_exptime: number::<i64>(&flags, b'T').map(|t| clock.expiry(t)),
     };
-    let s = &w.stats;
-    let (hits, misses) = if incr {
-        (&s.incr_hits, &s.incr_misses)
-    } else {
-        (&s.decr_hits, &s.decr_misses)
-    };
-    let (value, new_cas, exptime) = match apply_delta(w, key, delta, incr, opts) {
-        Ok(Delta::Value(v, c, e)) | Ok(Delta::Created(v, c, e)) => {
-            ThreadStats::incr(hits);
-            (v, c, e)
-        }
+    let (value, new_cas, exptime) = match incr_decr(w, key, delta, incr, opts) {
+        Ok(Delta::Value(v, c, e)) | Ok(Delta::Created(v, c, e)) => (v, c, e),
         Ok(Delta::NotFound) => {
-            ThreadStats::incr(misses);
             if !flags.quiet() {
                 status(out, meta::NF, &flags, key);
             }

@@ -1,0 +1,67 @@
+//! The in-memory index of one queue: its messages (waiting and open), its segment
+//! files and its counters. Only code holding the queue's lock touches it.
+
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fs::File;
+use std::sync::Arc;
+
+/// One message in the index.
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) seq: u64,
+    pub(super) seg: u64,
+    /// Offset of the payload in its segment.
+    pub(super) off: u64,
+    pub(super) len: u32,
+    pub(super) flags: u32,
+    pub(super) enq: u32,
+    pub(super) exp: u32,
+    /// The payload, when within the queue's memory budget; otherwise read from disk.
+    pub(super) data: Option<Bytes>,
+}
+
+impl Entry {
+    pub(super) fn expired(&self, now: u32) -> bool {
+        self.exp != 0 && self.exp <= now
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Segment {
+    pub(super) file: Arc<File>,
+    pub(super) len: u64,
+    /// Messages in this segment not yet consumed (open reads included).
+    pub(super) live: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Counters {
+    pub(super) enqueued: u64,
+    pub(super) dequeued: u64,
+    pub(super) expired: u64,
+    pub(super) discarded: u64,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    pub(super) ready: VecDeque<Entry>,
+    pub(super) open: HashMap<u64, Entry>,
+    pub(super) segments: BTreeMap<u64, Segment>,
+    pub(super) dir_ready: bool,
+    pub(super) next_seq: u64,
+    pub(super) next_seg: u64,
+    /// Consumed ranges `(first seq, count)` not yet written.
+    pub(super) acks: Vec<(u64, u64)>,
+    pub(super) bytes: u64,
+    pub(super) mem: u64,
+    pub(super) disk: u64,
+    /// Bytes ever written to this queue's log by this process: the log sequence number
+    /// durability waits are expressed in.
+    pub(super) written: u64,
+    /// Writes (appends) ever made: what one fsync covers is counted in these.
+    pub(super) writes: u64,
+    pub(super) counters: Counters,
+    pub(super) deleted: bool,
+    pub(super) wbuf: Vec<u8>,
+}

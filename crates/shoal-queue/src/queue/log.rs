@@ -1,0 +1,154 @@
+//! The queue's log on disk: appending records to the active segment, rolling to a new
+//! segment, and reclaiming segments whose messages have all been consumed.
+
+use super::index::{Segment, State};
+use super::Queue;
+use crate::config::FsyncPolicy;
+use crate::record::{self, Kind, HEADER_LEN};
+use crate::segment;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+pub(super) fn fsync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+impl Queue {
+    /// Writes pending acks and, optionally, one message record, in a single write at the
+    /// end of the active segment. Returns the segment and offset of the message record.
+    pub(super) fn write(
+        &self,
+        st: &mut State,
+        msg: Option<(u32, u64, u64, &[u8])>,
+    ) -> io::Result<(u64, u64)> {
+        let mut buf = std::mem::take(&mut st.wbuf);
+        buf.clear();
+        for &(first, count) in &st.acks {
+            record::encode(&mut buf, Kind::Ack, 0, first, count, b"");
+        }
+        let msg_at = buf.len() as u64;
+        if let Some((flags, seq, times, payload)) = msg {
+            record::encode(&mut buf, Kind::Message, flags, seq, times, payload);
+        }
+        let res = self.append(st, &buf);
+        st.wbuf = buf;
+        let (seg, start) = res?;
+        st.acks.clear();
+        Ok((seg, start + msg_at))
+    }
+
+    fn append(&self, st: &mut State, buf: &[u8]) -> io::Result<(u64, u64)> {
+        if let Some(f) = &self.ctx.fault {
+            f.check()?;
+        }
+        if !st.dir_ready {
+            fs::create_dir_all(&self.dir)?;
+            if self.ctx.fsync != FsyncPolicy::Never {
+                if let Some(parent) = self.dir.parent() {
+                    fsync_dir(parent)?;
+                }
+            }
+            st.dir_ready = true;
+        }
+        let roll = match st.segments.values().next_back() {
+            None => true,
+            Some(s) => {
+                s.len > HEADER_LEN as u64 && s.len + buf.len() as u64 > self.ctx.segment_size
+            }
+        };
+        if roll {
+            self.roll(st)?;
+        }
+        let Some((&id, seg)) = st.segments.iter_mut().next_back() else {
+            return Err(io::Error::other("no active segment"));
+        };
+        let at = seg.len;
+        if let Err(e) = seg.file.write_all_at(buf, at) {
+            // Cut a partial write so the next append starts on a record boundary.
+            let _ = seg.file.set_len(at);
+            return Err(e);
+        }
+        seg.len += buf.len() as u64;
+        st.disk += buf.len() as u64;
+        st.written += buf.len() as u64;
+        st.writes += 1;
+        Ok((id, at))
+    }
+
+    /// Seals the active segment and starts a new one.
+    fn roll(&self, st: &mut State) -> io::Result<()> {
+        let sync = self.ctx.fsync != FsyncPolicy::Never;
+        if sync {
+            // The sync thread only ever fsyncs the active segment, so a sealed one must
+            // be made durable here, before writes move on.
+            if let Some(s) = st.segments.values().next_back() {
+                s.file.sync_data()?;
+            }
+        }
+        let id = st.next_seg;
+        st.next_seg += 1;
+        let path = segment::segment_path(&self.dir, id);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        let mut hdr = Vec::with_capacity(HEADER_LEN);
+        record::encode(&mut hdr, Kind::SegmentStart, 0, st.next_seq, 0, b"");
+        let created =
+            file.write_all_at(&hdr, 0)
+                .and_then(|()| if sync { fsync_dir(&self.dir) } else { Ok(()) });
+        if let Err(e) = created {
+            drop(file);
+            let _ = fs::remove_file(&path);
+            return Err(e);
+        }
+        st.segments.insert(
+            id,
+            Segment {
+                file: Arc::new(file),
+                len: HEADER_LEN as u64,
+                live: 0,
+            },
+        );
+        st.disk += HEADER_LEN as u64;
+        Ok(())
+    }
+
+    /// Deletes fully consumed segments from the oldest on, and when the queue is empty
+    /// replaces a large active segment with a fresh one, so a drained queue holds one
+    /// small segment. Only a prefix is deleted: a later segment may hold acks for
+    /// messages in an earlier one, so deleting out of order could resurrect them.
+    pub(super) fn gc(&self, st: &mut State) {
+        while st.segments.len() > 1 {
+            let Some((&id, seg)) = st.segments.iter().next() else {
+                break;
+            };
+            if seg.live > 0 {
+                break;
+            }
+            st.disk -= seg.len;
+            st.segments.remove(&id);
+            // A crash before the unlink only brings back a segment whose messages
+            // are all acked, which recovery deletes again.
+            self.ctx
+                .remove_segment(segment::segment_path(&self.dir, id));
+        }
+        let drained_roll = (self.ctx.segment_size / 2).min(1 << 20);
+        if st.ready.is_empty()
+            && st.open.is_empty()
+            && st.segments.len() == 1
+            && st
+                .segments
+                .values()
+                .next()
+                .is_some_and(|s| s.len > drained_roll)
+            && self.roll(st).is_ok()
+        {
+            self.gc(st);
+        }
+    }
+}
