@@ -57,6 +57,8 @@ pub const COMMANDS: [&str; 23] = [
 ];
 
 const OTHER: usize = COMMANDS.len() - 1;
+// One bit per command in `WorkerLatency::turn_commands`.
+const _: () = assert!(COMMANDS.len() <= 32);
 
 /// The index in [`COMMANDS`] of a text or meta request.
 pub fn text_command(req: &Request<'_>) -> usize {
@@ -127,6 +129,8 @@ pub struct WorkerLatency {
     /// Requests of the current turn, by command. Written only by the worker, so a load and
     /// a store (no atomic read-modify-write) suffice.
     turn: [AtomicU32; COMMANDS.len()],
+    /// Which of `turn` are non-zero, one bit per command.
+    turn_commands: AtomicU32,
 }
 
 impl Default for WorkerLatency {
@@ -135,6 +139,7 @@ impl Default for WorkerLatency {
             by_command: std::array::from_fn(|_| Histogram::latency()),
             fine: std::array::from_fn(|_| OnceLock::new()),
             turn: std::array::from_fn(|_| AtomicU32::new(0)),
+            turn_commands: AtomicU32::new(0),
         }
     }
 }
@@ -145,21 +150,34 @@ impl WorkerLatency {
     pub fn count(&self, index: usize) {
         if let Some(c) = self.turn.get(index) {
             c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+            let mask = self.turn_commands.load(Ordering::Relaxed);
+            self.turn_commands
+                .store(mask | 1 << index, Ordering::Relaxed);
         }
     }
 
     /// Ends a turn that started at `start` ([`clock::now`] ticks): records each of its
-    /// requests with the turn's duration.
+    /// requests with the turn's duration. Visits only the commands the turn served (most
+    /// turns serve one), not all of [`COMMANDS`].
     pub fn end_turn(&self, start: u64) {
+        let mut mask = self.turn_commands.load(Ordering::Relaxed);
+        if mask == 0 {
+            return;
+        }
+        self.turn_commands.store(0, Ordering::Relaxed);
         let ns = clock::ticks_to_ns(clock::now().saturating_sub(start));
-        for ((c, h), fine) in self.turn.iter().zip(&self.by_command).zip(&self.fine) {
-            let n = c.load(Ordering::Relaxed);
-            if n > 0 {
-                h.record_n(ns, u64::from(n));
-                fine.get_or_init(LogHistogram::new)
-                    .record_n(ns, u64::from(n));
-                c.store(0, Ordering::Relaxed);
-            }
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let (Some(c), Some(h), Some(fine)) =
+                (self.turn.get(i), self.by_command.get(i), self.fine.get(i))
+            else {
+                continue;
+            };
+            let n = u64::from(c.load(Ordering::Relaxed));
+            c.store(0, Ordering::Relaxed);
+            h.record_n(ns, n);
+            fine.get_or_init(LogHistogram::new).record_n(ns, n);
         }
     }
 }
