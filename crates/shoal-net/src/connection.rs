@@ -40,7 +40,7 @@ pub struct Config {
     /// Close a connection that sends nothing for this long (`None`: never).
     pub idle_timeout: Option<Duration>,
     /// Requests handled in one turn before the connection yields to the others on its
-    /// thread (memcached's `-R`; `usize::MAX`: no limit).
+    /// thread (memcached's `-R`; `usize::MAX`: no limit; 0 counts as 1).
     pub requests_per_turn: usize,
 }
 
@@ -248,6 +248,8 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
     H: Handler,
 {
+    // At least one request per turn, or a connection would never make progress.
+    let per_turn = config.requests_per_turn.max(1);
     let mut rbuf = ReadBuffer::new(budget);
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     // The request at the head of the input was refused by the budget: ask again, as such.
@@ -271,7 +273,7 @@ where
             if input.is_empty() {
                 break;
             }
-            if served >= config.requests_per_turn {
+            if served >= per_turn {
                 handler.yielded();
                 again = true;
                 yielded = true;
