@@ -1,4 +1,4 @@
-//! shoal-net: the serving skeleton shoald and shoal-queued share.
+//! shoal-net: the serving skeleton shoald, shoal-queued and shoal-proxy share.
 //!
 //! memcached's thread model: one acceptor hands each new connection to one of N worker
 //! threads, and that thread serves it for its whole life on its own single-threaded event
@@ -9,6 +9,8 @@
 //!   server's own shutdown signal), with accept errors backed off rather than spun on;
 //! - [`WorkerPool`]: the worker threads, round-robin dispatch, and an orderly stop that
 //!   lets connections finish their replies within a bound;
+//! - [`connection`]: the connection loop itself (read, parse, write, with the memory
+//!   and fairness bounds), driving each daemon's protocol [`connection::Handler`];
 //! - [`ReadBuffer`]: a connection's input buffer, growing only within the budget;
 //! - [`tune_allocator`]: keeps freed buffers from staying resident;
 //! - [`Budget`]: the process-wide memory budget that bounds what hostile clients can make
@@ -19,6 +21,7 @@
 
 mod accept;
 mod budget;
+pub mod connection;
 mod listener;
 pub mod logging;
 mod malloc;

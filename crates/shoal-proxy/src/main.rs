@@ -145,8 +145,10 @@ fn run(args: Args, config: ProxyConfig) -> anyhow::Result<()> {
         metrics_addr: args.metrics_listen,
     };
     rt.block_on(async move {
-        let _running = start(config, opts).await?;
-        wait_for_signal().await;
+        // SIGINT and SIGTERM are watched by the listeners' acceptors (shoal-net), as in
+        // shoald and shoal-queued.
+        let running = start(config, opts).await?;
+        running.stopped().await;
         anyhow::Ok(())
     })?;
     if let Some(p) = &args.pid_file {
@@ -154,20 +156,4 @@ fn run(args: Args, config: ProxyConfig) -> anyhow::Result<()> {
     }
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     Ok(())
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut i), Ok(mut t)) => {
-            tokio::select! {
-                _ = i.recv() => {}
-                _ = t.recv() => {}
-            }
-        }
-        _ => std::future::pending::<()>().await,
-    }
 }

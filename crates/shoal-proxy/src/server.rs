@@ -63,7 +63,8 @@ pub struct Options {
 }
 
 /// A started proxy: the pools and the addresses they actually listen on. Dropping it
-/// (or calling [`Running::stop`]) stops accepting connections.
+/// (or calling [`Running::stop`]) stops accepting connections; so does SIGINT or SIGTERM,
+/// which every listener's [`Acceptor`] watches ([`Running::stopped`] says when).
 pub struct Running {
     /// The pools, in configuration order.
     pub pools: Vec<Arc<Pool>>,
@@ -75,7 +76,7 @@ pub struct Running {
     pub metrics_addr: Option<SocketAddr>,
     /// The read-buffer budget every client connection draws from.
     pub budget: Budget,
-    shutdown: watch::Sender<bool>,
+    shutdown: Arc<watch::Sender<bool>>,
 }
 
 impl Running {
@@ -83,6 +84,21 @@ impl Running {
     /// served).
     pub fn stop(&self) {
         let _ = self.shutdown.send(true);
+    }
+
+    /// Completes once accepting has stopped: [`Running::stop`], or a SIGINT or SIGTERM
+    /// seen by any listener.
+    pub async fn stopped(&self) {
+        let mut rx = self.shutdown.subscribe();
+        let _ = rx.wait_for(|stopped| *stopped).await;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // The acceptors hold the sender too (a signal seen by one stops them all), so
+        // dropping this one alone would not end them.
+        self.stop();
     }
 }
 
@@ -129,7 +145,7 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         started: unix_now(),
     });
     let budget = Budget::new(opts.read_buf_mem_limit);
-    let (shutdown, _) = watch::channel(false);
+    let shutdown = Arc::new(watch::channel(false).0);
     let mut pools = Vec::new();
     let mut addrs = Vec::new();
     for pc in config.pools {
@@ -159,6 +175,7 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         addrs.push(shown);
         tokio::spawn(accept_clients(
             acceptor,
+            shutdown.clone(),
             pool.clone(),
             counters.clone(),
             limit,
@@ -180,7 +197,12 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
             tracing::info!("stats listening on {b}");
         }
         stats_addr = bound;
-        tokio::spawn(serve_stats(acceptor, pools.clone(), counters.clone()));
+        tokio::spawn(serve_stats(
+            acceptor,
+            shutdown.clone(),
+            pools.clone(),
+            counters.clone(),
+        ));
     }
     let mut metrics_addr = None;
     if let Some(addr) = opts.metrics_addr {
@@ -246,6 +268,7 @@ fn over_limit(pool: &Pool, limit: usize) -> bool {
 /// serving each on its own task and logging the tasks that panic.
 async fn accept_clients(
     mut acceptor: Acceptor,
+    shutdown: Arc<watch::Sender<bool>>,
     pool: Arc<Pool>,
     counters: Arc<Counters>,
     limit: usize,
@@ -262,7 +285,12 @@ async fn accept_clients(
         };
         let conn = match event {
             Event::Conn(conn) => conn,
-            Event::Signal | Event::Shutdown => break,
+            Event::Signal => {
+                // Every listener stops, and the process with them (see `Running::stopped`).
+                let _ = shutdown.send(true);
+                break;
+            }
+            Event::Shutdown => break,
         };
         if over_limit(&pool, limit) {
             // twemproxy closes a connection over the pool's limit at once.
@@ -307,12 +335,21 @@ fn log_panic(done: Result<(), tokio::task::JoinError>) {
     }
 }
 
-async fn serve_stats(mut acceptor: Acceptor, pools: Vec<Arc<Pool>>, c: Arc<Counters>) {
+async fn serve_stats(
+    mut acceptor: Acceptor,
+    shutdown: Arc<watch::Sender<bool>>,
+    pools: Vec<Arc<Pool>>,
+    c: Arc<Counters>,
+) {
     loop {
         let s = match acceptor.next().await {
             Event::Conn(Incoming::Tcp(s, _)) => s,
             Event::Conn(Incoming::Unix(_)) => continue,
-            Event::Signal | Event::Shutdown => break,
+            Event::Signal => {
+                let _ = shutdown.send(true);
+                break;
+            }
+            Event::Shutdown => break,
         };
         let doc = document(
             c.started,

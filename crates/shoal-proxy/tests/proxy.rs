@@ -294,3 +294,38 @@ fn batched_multi_get_keeps_request_order() {
     assert!(got == want, "hits out of order or wrong");
     assert!(c.line().starts_with("VERSION "));
 }
+
+/// SIGTERM (watched by shoal-net's acceptor, as in shoald) stops the proxy: it exits 0
+/// and removes its pid file.
+#[test]
+fn sigterm_stops_the_proxy() {
+    let backend = Shoald::start();
+    let path = write_conf(&pool_conf(std::slice::from_ref(&backend), ""));
+    let pid_file =
+        std::env::temp_dir().join(format!("shoal-proxy-sigterm-{}.pid", std::process::id()));
+    let mut cmd = Command::new(proxy_bin());
+    cmd.arg("-c")
+        .arg(&path)
+        .args(["-s", "-1", "-p"])
+        .arg(&pid_file);
+    let mut proc = Proc::spawn(cmd);
+    let addr = proc.wait_for(" listening on ").parse().expect("pool addr");
+    let mut c = Conn::connect(addr);
+    assert_eq!(c.set("k", "v"), "STORED");
+    let pid = i32::try_from(proc.child.id()).expect("pid");
+    // SAFETY: kill(2) with a pid this test started and a valid signal number.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = proc.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running 5 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    assert!(!pid_file.exists(), "pid file left behind");
+}

@@ -1,32 +1,35 @@
-//! One client connection: read, parse in place with shoal-protocol, execute, and send
-//! the replies of everything pipelined in one write, once they are durable.
+//! One client connection: shoal-queued's commands on shoal-net's connection loop, with
+//! the replies of everything pipelined sent in one write once they are durable.
 //!
 //! Replies are held back until the writes they acknowledge are as durable as the fsync
 //! policy promises; under `--fsync always` all connections waiting at the same moment
 //! share one fsync. If durability cannot be confirmed the connection is closed without
 //! the replies, so nothing unconfirmed is ever acknowledged.
 //!
-//! Memory per connection is bounded against hostile clients:
+//! Memory per connection is bounded against hostile clients by
+//! [`shoal_net::connection::serve`], as in shoald:
 //! - output: once [`OUTPUT_HIGH_WATER`] bytes of replies are pending the connection sends
 //!   them and executes nothing more until the client has taken them, so one that never
-//!   reads holds at most that plus one message (and dequeues nothing further);
-//! - input: [`ReadBuffer`] holds a few kilobytes for free; growth for a larger request (a
-//!   big value, a long multi-get line) is first charged to the server-wide read budget.
-//!   Past the budget a value is refused with `SERVER_ERROR out of memory storing object`
-//!   and its bytes are discarded through the small buffer as they arrive, so stalled
-//!   senders together hold at most the budget; a line is refused with `SERVER_ERROR out
-//!   of memory reading request` and the connection closed, as memcached does.
+//!   reads holds at most that plus one message (and dequeues nothing further); a
+//!   multi-key `get` sends what is pending before dequeuing past the mark;
+//! - input: the read buffer holds a few kilobytes for free; growth for a larger request
+//!   (a big value, a long multi-get line) is first charged to the server-wide read
+//!   budget. Past the budget a value is refused with `SERVER_ERROR out of memory storing
+//!   object` and its bytes are discarded as they arrive, so stalled senders together hold
+//!   at most the budget; a line is refused with `SERVER_ERROR out of memory reading
+//!   request` and the connection closed, as memcached does.
 
 use crate::options::{parse_key, ReadOptions};
 use crate::server::Shared;
 use crate::stats::bump;
-use shoal_net::{Need, ReadBuffer, ReadError, OUTPUT_HIGH_WATER, READ_CHUNK};
+use shoal_net::connection::{self, Handler, Output, Proceed, Step};
+use shoal_net::OUTPUT_HIGH_WATER;
 use shoal_protocol::reply;
 use shoal_protocol::{parse, Limits, Parsed, ProtocolError, Request, StatsGroup, StoreKind};
 use shoal_queue::{expiry_from_exptime, unix_now, validate_name, Queue, QueueError, Take};
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -49,11 +52,10 @@ enum Flow {
     Close,
 }
 
-/// A connection's state between requests.
-struct Conn<W> {
+/// A connection's state between requests: what shoal-queued adds to the shared loop.
+struct Conn {
     shared: Arc<Shared>,
-    writer: W,
-    out: Vec<u8>,
+    limits: Limits,
     /// Queues with consumption to write before replying.
     to_commit: Vec<Arc<Queue>>,
     /// Highest log position per queue to wait on before replying.
@@ -65,91 +67,38 @@ struct Conn<W> {
 
 /// Serves one connection until the client quits, an error closes it, or shutdown. Open
 /// reads still held when it ends go back to the head of their queues.
-pub async fn serve<R, W>(mut reader: R, writer: W, shared: Arc<Shared>)
+pub async fn serve<S>(stream: &mut S, shared: Arc<Shared>)
 where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin,
 {
-    let limits = Limits {
-        max_value_len: shared.settings.engine.max_item_size,
-    };
-    let mut rbuf = ReadBuffer::new(&shared.read_budget);
+    let budget = shared.read_budget.clone();
     let mut conn = Conn {
+        limits: Limits {
+            max_value_len: shared.settings.engine.max_item_size,
+        },
         shutdown: shared.shutdown_signal(),
         shared,
-        writer,
-        out: Vec::with_capacity(READ_CHUNK),
         to_commit: Vec::new(),
         to_sync: Vec::new(),
         open: HashMap::new(),
     };
-    'conn: loop {
-        let mut close = false;
-        loop {
-            // Bytes still to be swallowed never show here: the buffer drops them itself.
-            let input = rbuf.input();
-            if input.is_empty() {
-                break;
-            }
-            let (consumed, swallow) = match parse(input, &limits) {
-                Parsed::Request { request, consumed } => {
-                    if let Flow::Close = conn.execute(request).await {
-                        close = true;
-                        break;
-                    }
-                    (consumed, 0)
-                }
-                Parsed::Incomplete { needed } => {
-                    // A storage command announced its size: make room for all of it at
-                    // once if the budget allows. (A long line, `needed == 0`, grows as it
-                    // arrives, within the budget too: see the read below.)
-                    if needed == 0 || rbuf.need(needed) == Need::Granted {
-                        break;
-                    }
-                    match parse(rbuf.input(), &REFUSE_VALUES) {
-                        // memcached's answer when it cannot allocate the item; the value
-                        // is discarded as it arrives and the connection goes on.
-                        Parsed::TooLarge {
-                            consumed,
-                            swallow,
-                            noreply,
-                            ..
-                        } => {
-                            if !noreply {
-                                conn.out.extend_from_slice(reply::OUT_OF_MEMORY_STORING);
-                            }
-                            (consumed, swallow)
-                        }
-                        // Not a storage command after all (cannot happen: only they
-                        // announce a size); nothing to skip to, so close.
-                        _ => {
-                            conn.out.extend_from_slice(reply::OUT_OF_MEMORY_READING);
-                            close = true;
-                            break;
-                        }
-                    }
-                }
-                Parsed::Error {
-                    error,
-                    consumed,
-                    swallow,
-                    close: c,
-                    silent,
-                } => {
-                    let line = &input[..consumed];
-                    if error == ProtocolError::UnknownCommand && conn.queue_command(line) {
-                        rbuf.consume(consumed, 0);
-                        continue;
-                    }
-                    if !silent {
-                        conn.out.extend_from_slice(error.reply());
-                    }
-                    if c {
-                        close = true;
-                        break;
-                    }
-                    (consumed, swallow)
-                }
+    connection::serve(stream, &mut conn, &budget, &connection::Config::default()).await;
+    for (_, (q, seq)) in conn.open.drain() {
+        q.abort(seq);
+    }
+}
+
+impl Handler for Conn {
+    async fn request<W: AsyncWrite + Unpin>(
+        &mut self,
+        input: &[u8],
+        refused: bool,
+        out: &mut Output<'_, W>,
+    ) -> Step {
+        if refused {
+            return match parse(input, &REFUSE_VALUES) {
+                // memcached's answer when it cannot allocate the item; the value is
+                // discarded as it arrives and the connection goes on.
                 Parsed::TooLarge {
                     consumed,
                     swallow,
@@ -157,46 +106,84 @@ where
                     ..
                 } => {
                     if !noreply {
-                        conn.out.extend_from_slice(reply::OBJECT_TOO_LARGE);
+                        out.buf().extend_from_slice(reply::OUT_OF_MEMORY_STORING);
                     }
-                    (consumed, swallow)
+                    Step::Done { consumed, swallow }
+                }
+                // Not a storage command after all (cannot happen: only they announce a
+                // size); nothing to skip to, so close.
+                _ => {
+                    out.buf().extend_from_slice(reply::OUT_OF_MEMORY_READING);
+                    Step::Close
                 }
             };
-            rbuf.consume(consumed, swallow);
-            // Stop executing this connection's requests until the client has taken the
-            // replies so far: one that never reads then costs a bounded amount.
-            if conn.out.len() >= OUTPUT_HIGH_WATER && conn.flush_out().await.is_err() {
-                break 'conn;
+        }
+        match parse(input, &self.limits) {
+            Parsed::Request { request, consumed } => match self.execute(request, out).await {
+                Flow::Continue => Step::Done {
+                    consumed,
+                    swallow: 0,
+                },
+                Flow::Close => Step::Close,
+            },
+            // A storage command's size lets the loop make room for all of it at once if
+            // the budget allows; a long line grows as it arrives, within the budget too.
+            Parsed::Incomplete { needed } => Step::Incomplete { needed },
+            Parsed::Error {
+                error,
+                consumed,
+                swallow,
+                close,
+                silent,
+            } => {
+                let line = &input[..consumed];
+                if error == ProtocolError::UnknownCommand && self.queue_command(line, out.buf()) {
+                    return Step::Done {
+                        consumed,
+                        swallow: 0,
+                    };
+                }
+                if !silent {
+                    out.buf().extend_from_slice(error.reply());
+                }
+                if close {
+                    return Step::Close;
+                }
+                Step::Done { consumed, swallow }
             }
-        }
-        // Give back a large request's memory before sending the replies, which may wait
-        // on a slow reader.
-        rbuf.compact();
-        if conn.flush_out().await.is_err() || close {
-            break;
-        }
-        if conn.shared.stopping() {
-            break;
-        }
-        let read = tokio::select! {
-            r = rbuf.read_from(&mut reader) => r,
-            _ = conn.shutdown.changed() => break,
-        };
-        match read {
-            Ok(0) | Err(ReadError::Io(_)) => break,
-            Err(ReadError::OutOfMemory) => {
-                // A request line longer than the budget can hold (only multi-gets may be
-                // long): memcached answers this and closes.
-                conn.out.extend_from_slice(reply::OUT_OF_MEMORY_READING);
-                let _ = conn.flush_out().await;
-                break;
+            Parsed::TooLarge {
+                consumed,
+                swallow,
+                noreply,
+                ..
+            } => {
+                if !noreply {
+                    out.buf().extend_from_slice(reply::OBJECT_TOO_LARGE);
+                }
+                Step::Done { consumed, swallow }
             }
-            Ok(_) => {}
         }
     }
-    let _ = conn.writer.shutdown().await;
-    for (_, (q, seq)) in conn.open.drain() {
-        q.abort(seq);
+
+    fn line_too_long(&self) -> &'static [u8] {
+        // A request line longer than the budget can hold (only multi-gets may be long):
+        // memcached answers this and closes.
+        reply::OUT_OF_MEMORY_READING
+    }
+
+    async fn before_write<W: AsyncWrite + Unpin>(&mut self, _out: &mut Output<'_, W>) -> Proceed {
+        match self.settle().await {
+            Ok(()) => Proceed::Write,
+            Err(()) => Proceed::Abandon,
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.shared.stopping()
+    }
+
+    async fn stop_signal(&mut self) {
+        let _ = self.shutdown.changed().await;
     }
 }
 
@@ -206,10 +193,10 @@ fn push_unique(v: &mut Vec<Arc<Queue>>, q: &Arc<Queue>) {
     }
 }
 
-impl<W: AsyncWrite + Unpin> Conn<W> {
-    /// Commits consumption, waits for durability, then sends the pending replies. An
-    /// error means the replies could not be confirmed and the connection must close.
-    async fn flush_out(&mut self) -> Result<(), ()> {
+impl Conn {
+    /// Commits consumption and waits for durability, so the pending replies may be sent.
+    /// An error means they could not be confirmed and the connection must close.
+    async fn settle(&mut self) -> Result<(), ()> {
         if !self.to_commit.is_empty() {
             // Let this thread's other connections with requests ready run first: their
             // consumption joins this one's in the queue, the first of them to commit
@@ -231,17 +218,21 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                 return Err(());
             }
         }
-        if self.out.is_empty() {
-            return Ok(());
+        Ok(())
+    }
+
+    /// Sends the pending replies before the request goes on (settled first, as at the
+    /// end of a turn). An error means the connection must close.
+    async fn flush_out<W: AsyncWrite + Unpin>(
+        &mut self,
+        out: &mut Output<'_, W>,
+    ) -> Result<(), ()> {
+        if self.settle().await.is_err() {
+            // Nothing unconfirmed may be sent, not even by the write that closes.
+            out.buf().clear();
+            return Err(());
         }
-        let r = self.writer.write_all(&self.out).await;
-        self.out.clear();
-        // A large message can leave a large buffer behind; an idle connection should
-        // hold only the usual pipeline's worth.
-        if self.out.capacity() > OUTPUT_HIGH_WATER * 4 {
-            self.out.shrink_to(READ_CHUNK);
-        }
-        r.map_err(|_| ())
+        out.flush().await.map(drop).map_err(drop)
     }
 
     fn note_sync(&mut self, q: &Arc<Queue>, lsn: u64) {
@@ -251,22 +242,26 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
         }
     }
 
-    async fn execute(&mut self, req: Request<'_>) -> Flow {
+    async fn execute<W: AsyncWrite + Unpin>(
+        &mut self,
+        req: Request<'_>,
+        out: &mut Output<'_, W>,
+    ) -> Flow {
         match req {
             Request::Get { keys, .. } => {
                 for key in keys.iter() {
-                    match self.get_one(key).await {
-                        Step::Next => {}
-                        Step::Stop => return Flow::Continue,
-                        Step::Close => return Flow::Close,
+                    match self.get_one(key, out).await {
+                        KeyStep::Next => {}
+                        KeyStep::Stop => return Flow::Continue,
+                        KeyStep::Close => return Flow::Close,
                     }
                     // A multi-get of many keys is bounded like a pipeline: send what is
                     // pending before taking (and so dequeuing) more.
-                    if self.out.len() >= OUTPUT_HIGH_WATER && self.flush_out().await.is_err() {
+                    if out.len() >= OUTPUT_HIGH_WATER && self.flush_out(out).await.is_err() {
                         return Flow::Close;
                     }
                 }
-                reply::end(&mut self.out);
+                reply::end(out.buf());
             }
             Request::Store {
                 kind: StoreKind::Set,
@@ -276,7 +271,7 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                 data,
                 noreply,
                 ..
-            } => self.set(key, flags, exptime, data, noreply),
+            } => self.set(key, flags, exptime, data, noreply, out.buf()),
             Request::Delete { key, noreply } => {
                 let r = match std::str::from_utf8(key) {
                     Ok(name) if validate_name(key) => {
@@ -290,7 +285,7 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                     _ => BAD_NAME,
                 };
                 if !noreply {
-                    self.out.extend_from_slice(r);
+                    out.buf().extend_from_slice(r);
                 }
             }
             Request::FlushAll { noreply, .. } => {
@@ -299,35 +294,35 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                     Err(_) => FLUSH_FAILED,
                 };
                 if !noreply {
-                    self.out.extend_from_slice(r);
+                    out.buf().extend_from_slice(r);
                 }
             }
             Request::Stats(StatsGroup::General) => crate::stats::general(
-                &mut self.out,
+                out.buf(),
                 &self.shared.counters,
                 &self.shared.engine,
                 self.shared.settings.threads,
                 &self.shared.read_budget,
             ),
             Request::Stats(StatsGroup::Other(b"queue")) => {
-                crate::stats::memcacheq_queues(&mut self.out, &self.shared.engine)
+                crate::stats::memcacheq_queues(out.buf(), &self.shared.engine)
             }
-            Request::Version => reply::version(&mut self.out, crate::config::VERSION.as_bytes()),
+            Request::Version => reply::version(out.buf(), crate::config::VERSION.as_bytes()),
             Request::Verbosity { noreply, .. } => {
                 if !noreply {
-                    self.out.extend_from_slice(reply::OK);
+                    out.buf().extend_from_slice(reply::OK);
                 }
             }
             Request::Quit => return Flow::Close,
             // Kept as before the parser passed these to the server (issue 12).
             Request::FlushAllInvalidDelay { noreply } => {
                 if !noreply {
-                    self.out
+                    out.buf()
                         .extend_from_slice(ProtocolError::InvalidExptime.reply());
                 }
             }
-            Request::ShutdownInvalidMode => self
-                .out
+            Request::ShutdownInvalidMode => out
+                .buf()
                 .extend_from_slice(ProtocolError::InvalidShutdownMode.reply()),
             Request::Shutdown | Request::ShutdownGraceful => {
                 if self.shared.settings.enable_shutdown {
@@ -336,16 +331,24 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                     self.shared.begin_shutdown();
                     return Flow::Close;
                 }
-                self.out.extend_from_slice(SHUTDOWN_DISABLED);
+                out.buf().extend_from_slice(SHUTDOWN_DISABLED);
             }
             // add/replace/append/prepend/cas, arithmetic, touch, meta commands and the
             // other stats groups mean nothing for a queue.
-            _ => self.out.extend_from_slice(reply::ERROR),
+            _ => out.buf().extend_from_slice(reply::ERROR),
         }
         Flow::Continue
     }
 
-    fn set(&mut self, key: &[u8], flags: u32, exptime: i64, data: &[u8], noreply: bool) {
+    fn set(
+        &mut self,
+        key: &[u8],
+        flags: u32,
+        exptime: i64,
+        data: &[u8],
+        noreply: bool,
+        out: &mut Vec<u8>,
+    ) {
         bump(&self.shared.counters.cmd_set);
         let now = unix_now();
         let r: &[u8] = match std::str::from_utf8(key) {
@@ -374,26 +377,30 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
             _ => BAD_NAME,
         };
         if !noreply {
-            self.out.extend_from_slice(r);
+            out.extend_from_slice(r);
         }
     }
 
     /// One key of a `get`: dequeue (or open, peek, close, abort) per its options.
-    async fn get_one(&mut self, key: &[u8]) -> Step {
+    async fn get_one<W: AsyncWrite + Unpin>(
+        &mut self,
+        key: &[u8],
+        out: &mut Output<'_, W>,
+    ) -> KeyStep {
         bump(&self.shared.counters.cmd_get);
         let o: ReadOptions<'_> = match parse_key(key) {
             Ok(o) => o,
             Err(e) => {
-                self.out
+                out.buf()
                     .extend_from_slice(format!("CLIENT_ERROR {e}\r\n").as_bytes());
-                return Step::Stop;
+                return KeyStep::Stop;
             }
         };
         let name = match std::str::from_utf8(o.queue) {
             Ok(n) if validate_name(o.queue) => n,
             _ => {
-                self.out.extend_from_slice(BAD_NAME);
-                return Step::Stop;
+                out.buf().extend_from_slice(BAD_NAME);
+                return KeyStep::Stop;
             }
         };
         if o.close || o.abort {
@@ -407,12 +414,12 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                 }
             }
             if !o.open {
-                return Step::Next;
+                return KeyStep::Next;
             }
         }
         if o.open && self.open.contains_key(name) {
-            self.out.extend_from_slice(READ_ALREADY_OPEN);
-            return Step::Stop;
+            out.buf().extend_from_slice(READ_ALREADY_OPEN);
+            return KeyStep::Stop;
         }
         let take = if o.peek {
             Take::Peek
@@ -445,8 +452,8 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                 Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(queue = name, "dequeue failed: {e}");
-                    self.out.extend_from_slice(READ_FAILED);
-                    return Step::Stop;
+                    out.buf().extend_from_slice(READ_FAILED);
+                    return KeyStep::Stop;
                 }
             }
             let Some(dl) = deadline else { break None };
@@ -454,8 +461,8 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
                 break None;
             }
             // Send what earlier requests produced before blocking.
-            if self.flush_out().await.is_err() {
-                return Step::Close;
+            if self.flush_out(out).await.is_err() {
+                return KeyStep::Close;
             }
             tokio::select! {
                 _ = &mut notified => {}
@@ -466,7 +473,7 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
         match got {
             Some((q, d)) => {
                 bump(&self.shared.counters.get_hits);
-                reply::value(&mut self.out, key, d.flags, &d.data, None);
+                reply::value(out.buf(), key, d.flags, &d.data, None);
                 match take {
                     Take::Remove => push_unique(&mut self.to_commit, &q),
                     Take::Open => {
@@ -477,7 +484,7 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
             }
             None => bump(&self.shared.counters.get_misses),
         }
-        Step::Next
+        KeyStep::Next
     }
 
     /// Commands memcached's parser does not know: `flush <queue> [noreply]`. True if the
@@ -485,7 +492,7 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
     /// Commands memcached does not have, from MemcacheQ and Kestrel: `flush <q>`,
     /// `flush_expired <q>`, `flush_all_expired` and `dump_stats`. False if `line` is none
     /// of them (the caller answers `ERROR`).
-    fn queue_command(&mut self, line: &[u8]) -> bool {
+    fn queue_command(&mut self, line: &[u8], out: &mut Vec<u8>) -> bool {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let toks: Vec<&[u8]> = line
@@ -493,21 +500,21 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
             .filter(|t| !t.is_empty())
             .collect();
         match toks.as_slice() {
-            [b"flush", name] => self.flush(name, false),
-            [b"flush", name, b"noreply"] => self.flush(name, true),
+            [b"flush", name] => self.flush(name, false, out),
+            [b"flush", name, b"noreply"] => self.flush(name, true, out),
             [b"flush_expired", name] => {
                 let r = match self.named_queue(name) {
                     Ok(Some(q)) => self.flush_expired(&[q]),
                     Ok(None) => b"0\r\n".to_vec(),
                     Err(()) => BAD_NAME.to_vec(),
                 };
-                self.out.extend_from_slice(&r);
+                out.extend_from_slice(&r);
             }
             [b"flush_all_expired"] => {
                 let r = self.flush_expired(&self.shared.engine.queues());
-                self.out.extend_from_slice(&r);
+                out.extend_from_slice(&r);
             }
-            [b"dump_stats"] => crate::stats::kestrel_dump(&mut self.out, &self.shared.engine),
+            [b"dump_stats"] => crate::stats::kestrel_dump(out, &self.shared.engine),
             _ => return false,
         }
         true
@@ -521,7 +528,7 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
         }
     }
 
-    fn flush(&mut self, name: &[u8], noreply: bool) {
+    fn flush(&mut self, name: &[u8], noreply: bool, out: &mut Vec<u8>) {
         let r: &[u8] = match self.named_queue(name) {
             Ok(Some(q)) => {
                 self.open.remove(q.name());
@@ -534,7 +541,7 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
             Err(()) => BAD_NAME,
         };
         if !noreply {
-            self.out.extend_from_slice(r);
+            out.extend_from_slice(r);
         }
     }
 
@@ -555,7 +562,7 @@ impl<W: AsyncWrite + Unpin> Conn<W> {
 }
 
 /// The outcome of one key of a `get`.
-enum Step {
+enum KeyStep {
     /// Go on with the next key.
     Next,
     /// An error reply was written; skip the remaining keys and the `END`.

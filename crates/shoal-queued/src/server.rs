@@ -207,9 +207,8 @@ impl WorkerService for QueueWorker {
             // shoal-queued listens on TCP only.
             if let Incoming::Tcp(stream, _) = incoming {
                 let _ = stream.set_nodelay(true);
-                if let Ok(s) = tokio::net::TcpStream::from_std(stream) {
-                    let (r, w) = s.into_split();
-                    conn::serve(r, w, shared).await;
+                if let Ok(mut s) = tokio::net::TcpStream::from_std(stream) {
+                    conn::serve(&mut s, shared).await;
                 }
             }
             drop(slot);

@@ -1,29 +1,26 @@
-//! One client connection: read, parse in place, execute, write all replies at once.
+//! One client connection: shoald's protocol on shoal-net's connection loop.
 //!
-//! The loop reads whatever the socket has into one reusable buffer, executes every
-//! complete request in it (pipelined requests included), appends every reply to one
-//! reusable write buffer, and writes that buffer with a single call. Nothing is allocated
-//! per request: keys and values are parsed in place and copied once, into the reply.
-//!
-//! Memory per connection is bounded whatever the client does:
-//! - replies: generation stops at [`OUTPUT_HIGH_WATER`] unsent bytes, even in the middle
-//!   of one multi-get (see [`ReplyWindow`]), and resumes when the client has read them;
-//! - requests: the read buffer stays at [`READ_CHUNK`] unless a request needs more, and
-//!   growth past [`shoal_net::FREE_READ_BYTES`] is charged to the process-wide buffer budget
-//!   (`-o read_buf_mem_limit`, by default `-m`). A value the budget cannot cover is
-//!   refused as memcached refuses one it has no item memory for (`SERVER_ERROR out of
-//!   memory storing object`) and its bytes are discarded as they arrive, so a stalled
-//!   sender holds at most its own item's size, and all of them together the budget.
+//! [`shoal_net::connection::serve`] reads, bounds memory and writes every turn's replies
+//! with one call; this module parses each request in place (text or binary), executes it
+//! and appends its reply. Nothing is allocated per request: keys and values are parsed in
+//! place and copied once, into the reply. What shoald adds to the shared loop:
+//! - a multi-get stops at the output high-water mark even half-way through its keys (see
+//!   [`ReplyWindow`]) and resumes once the client has read what was generated;
+//! - a value the read budget (`-o read_buf_mem_limit`, by default `-m`) refused is
+//!   recorded as memcached records one it has no item memory for;
+//! - `-R`, `-o idle_timeout`, the SASL penalty delay, per-turn latency timing, and `watch`,
+//!   which turns the connection into an event stream.
 
 use crate::auth::Session;
 use crate::commands::{self, Flow};
 use crate::config::Protocol;
 use crate::conns::{CloseReason, ConnInfo};
+use crate::latency::WorkerLatency;
 use crate::reply_window::ReplyWindow;
 use crate::stats::ThreadStats;
-use crate::watch::{WatchError, Watcher};
+use crate::watch::{WatchError, WatchHandle, Watcher};
 use crate::worker::Worker;
-use shoal_net::{Need, ReadBuffer, ReadError, OUTPUT_HIGH_WATER, READ_CHUNK};
+use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_protocol::binary::{self, Status, REQUEST_MAGIC};
 use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed};
 use std::sync::atomic::Ordering;
@@ -31,216 +28,191 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Serves one connection until the client quits, an error closes it, or shutdown.
-pub async fn serve<S>(mut stream: S, worker: &Worker, info: &ConnInfo)
+pub async fn serve<S>(stream: &mut S, worker: &Worker, info: &ConnInfo)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let shared = &worker.shared;
-    let limits = Limits {
-        max_value_len: shared.settings.max_item_size,
+    let config = connection::Config {
+        idle_timeout: match shared.settings.idle_timeout {
+            0 => None,
+            s => Some(Duration::from_secs(s)),
+        },
+        requests_per_turn: shared.settings.reqs_per_event,
     };
-    // Re-parsing a storage request with this limit turns it into the "too large" shape
-    // (key, bytes to drop, bytes to swallow): how a value the budget refused is skipped.
-    let refused = Limits { max_value_len: 0 };
-    let idle = match shared.settings.idle_timeout {
-        0 => None,
-        s => Some(Duration::from_secs(s)),
+    let mut conn = Conn {
+        worker,
+        info,
+        limits: Limits {
+            max_value_len: shared.settings.max_item_size,
+        },
+        window: ReplyWindow::new(shared.buffers.empty()),
+        session: Session::new(shared.sasl.is_some() || shared.ascii_auth.is_some()),
+        turn: None,
+        watcher: None,
     };
-    let per_turn = shared.settings.reqs_per_event;
-    let mut rbuf = ReadBuffer::new(&shared.buffers);
-    let mut wbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut window = ReplyWindow::new(shared.buffers.empty());
-    // The next request's value was refused by the budget: answer and skip it.
-    let mut refuse_next = false;
-    let mut session = Session::new(shared.sasl.is_some() || shared.ascii_auth.is_some());
-    loop {
-        let mut close = false;
-        let mut served = 0usize;
-        let mut more_ready = false;
-        let mut suspended = false;
-        let mut watch = None;
-        worker.current_conn.set(info.id);
-        // With metrics on, the turn is timed: its requests are recorded at its end.
-        let turn = worker
-            .latency
-            .as_ref()
-            .filter(|_| !rbuf.input().is_empty())
-            .map(|l| (l, shoal_net::metrics::clock::now()));
-        loop {
-            let input = rbuf.input();
-            if input.is_empty() {
-                break;
-            }
-            if served >= per_turn {
-                // memcached's conn_yields counts only this reason for giving up the turn
-                // (`-R` requests served with more input waiting), not a full output buffer
-                // or a suspended multi-get.
-                ThreadStats::incr(&worker.stats.conn_yields);
-                more_ready = true;
-                break;
-            }
-            let oom = std::mem::take(&mut refuse_next);
-            let limits = if oom { &refused } else { &limits };
-            let binary = match shared.settings.protocol {
-                Protocol::Auto => input[0] == REQUEST_MAGIC,
-                Protocol::Binary => true,
-                Protocol::Ascii => false,
-            };
-            let step = if binary && input[0] != REQUEST_MAGIC {
-                // `-B binary`: memcached closes a connection that sends anything else.
-                tracing::debug!(conn = info.id, "not a binary request; closing");
-                Step::Done {
-                    consumed: input.len(),
-                    swallow: 0,
-                    close: true,
-                }
-            } else if binary {
-                binary_step(worker, &mut session, input, limits, oom, &mut wbuf)
-            } else if shared.sasl.is_some() {
-                // With SASL on, only the binary protocol can authenticate (memcached).
-                wbuf.extend_from_slice(SASL_ONLY);
-                Step::Done {
-                    consumed: input.len(),
-                    swallow: 0,
-                    close: true,
-                }
-            } else {
-                let mut ctx = TextContext {
-                    worker,
-                    session: &mut session,
-                    info,
-                    window: &mut window,
-                };
-                ctx.step(input, limits, oom, &mut wbuf)
-            };
-            match step {
-                Step::Done {
-                    consumed,
-                    swallow,
-                    close: c,
-                } => {
-                    rbuf.consume(consumed, swallow);
-                    served += 1;
-                    if c {
-                        close = true;
-                        break;
-                    }
-                }
-                Step::Watch { consumed, kinds } => {
-                    rbuf.consume(consumed, 0);
-                    watch = Some(kinds);
-                    break;
-                }
-                Step::Suspended => {
-                    // Write what the multi-get generated; it continues where it stopped.
-                    more_ready = true;
-                    suspended = true;
-                    break;
-                }
-                Step::Incomplete { needed } => {
-                    if rbuf.need(needed) == Need::Refused {
-                        tracing::debug!(conn = info.id, "buffer budget refused {needed} bytes");
-                        refuse_next = true;
-                        more_ready = true;
-                    }
-                    break;
-                }
-            }
-            if wbuf.len() >= OUTPUT_HIGH_WATER {
-                more_ready = true;
-                break;
+    let end = connection::serve(stream, &mut conn, &shared.buffers, &config).await;
+    match end {
+        End::Closed | End::Abandoned => {}
+        End::Eof => {
+            if shared.stopping() {
+                info.closing(CloseReason::Shutdown);
             }
         }
-        if let Some((latency, start)) = turn {
-            latency.end_turn(start);
-        }
-        if let Some(delay) = session.penalty.take() {
-            // A failed login: its reply (and anything after it) waits, so a client that
-            // opens a new connection per guess is slowed down too.
-            tokio::time::sleep(delay).await;
-        }
-        // A turn that ended on the per-turn request limit keeps its replies: the other
-        // connections get their turn now, and this one writes once when its input is
-        // used up. Writing every `-R` requests would cost a syscall per 20 quiet meta or
-        // binary gets of a 100-key batch.
-        let mut watcher = None;
-        if let Some(kinds) = watch {
-            match shared.watchers.add(kinds) {
-                Ok(handle) => {
-                    wbuf.extend_from_slice(reply::OK);
-                    watcher = Some(handle);
-                }
-                Err(WatchError::TooMany) => wbuf.extend_from_slice(WATCHER_TOO_MANY),
-                Err(WatchError::UnknownType) => wbuf.extend_from_slice(reply::ERROR),
-            }
-        }
-        let hold = more_ready && !suspended && !close && wbuf.len() < OUTPUT_HIGH_WATER;
-        if !wbuf.is_empty() && !hold {
-            if stream.write_all(&wbuf).await.is_err() {
-                info.closing(CloseReason::Error);
-                return;
-            }
-            ThreadStats::add(&worker.stats.bytes_written, wbuf.len() as u64);
-            wbuf.clear();
-            window.written(&mut wbuf);
-        }
-        if let Some(handle) = watcher {
-            // From here on the connection only streams events; what it sends is ignored.
-            stream_events(&mut stream, &handle.watcher).await;
-            return;
-        }
-        if close {
-            let _ = stream.shutdown().await;
-            return;
-        }
-        if more_ready {
-            // Let other connections on this thread have a turn (memcached's -R).
-            tokio::task::yield_now().await;
-            continue;
-        }
-        if shared.stopping() {
-            info.closing(CloseReason::Shutdown);
-            return;
-        }
-        // No shutdown signal is watched here: that would put every read of every thread
-        // through one shared waiter list. Shutdown ends reads with shutdown(SHUT_RD).
-        let read = match idle {
-            Some(t) => match tokio::time::timeout(t, rbuf.read_from(&mut stream)).await {
-                Ok(read) => read,
-                Err(_) => {
-                    info.closing(CloseReason::IdleTimeout);
-                    return;
-                }
-            },
-            None => rbuf.read_from(&mut stream).await,
-        };
-        match read {
-            Ok(0) => {
-                if shared.stopping() {
-                    info.closing(CloseReason::Shutdown);
-                }
-                return;
-            }
-            Err(ReadError::Io(_)) => {
-                info.closing(CloseReason::Error);
-                return;
-            }
-            Err(ReadError::OutOfMemory) => {
-                info.closing(CloseReason::Error);
-                // A request line longer than the budget can hold (only multi-gets may
-                // be long): memcached closes such a connection with this reply.
-                let _ = stream.write_all(reply::OUT_OF_MEMORY_READING).await;
-                let _ = stream.shutdown().await;
-                return;
-            }
-            Ok(n) => {
-                ThreadStats::add(&worker.stats.bytes_read, n as u64);
-                info.last_cmd
-                    .store(shared.store.clock().now(), Ordering::Relaxed);
+        End::Stopped => info.closing(CloseReason::Shutdown),
+        End::IdleTimeout => info.closing(CloseReason::IdleTimeout),
+        End::Error | End::LineTooLong => info.closing(CloseReason::Error),
+        End::Detached => {
+            if let Some(handle) = conn.watcher.take() {
+                // From here on the connection only streams events; what it sends is
+                // ignored.
+                stream_events(stream, &handle.watcher).await;
             }
         }
     }
 }
+
+/// A connection's state between requests: what shoald adds to the shared loop.
+struct Conn<'a> {
+    worker: &'a Worker,
+    info: &'a ConnInfo,
+    limits: Limits,
+    /// Where a multi-get suspended at the high-water mark resumes.
+    window: ReplyWindow,
+    session: Session,
+    /// When the turn began, with metrics on: its requests are timed together.
+    turn: Option<(&'a WorkerLatency, u64)>,
+    /// The watcher this connection became (`watch`).
+    watcher: Option<WatchHandle<'a>>,
+}
+
+impl Handler for Conn<'_> {
+    async fn request<W: AsyncWrite + Unpin>(
+        &mut self,
+        input: &[u8],
+        refused: bool,
+        out: &mut Output<'_, W>,
+    ) -> Step {
+        Conn::request(self, input, refused, out.buf())
+    }
+
+    fn line_too_long(&self) -> &'static [u8] {
+        // A request line longer than the budget can hold (only multi-gets may be long):
+        // memcached closes such a connection with this reply.
+        reply::OUT_OF_MEMORY_READING
+    }
+
+    fn begin_turn(&mut self, has_input: bool) {
+        self.worker.current_conn.set(self.info.id);
+        self.turn = self
+            .worker
+            .latency
+            .as_deref()
+            .filter(|_| has_input)
+            .map(|l| (l, shoal_net::metrics::clock::now()));
+    }
+
+    fn end_turn(&mut self) {
+        if let Some((latency, start)) = self.turn.take() {
+            latency.end_turn(start);
+        }
+    }
+
+    fn yielded(&mut self) {
+        // memcached's conn_yields counts only this reason for giving up the turn (`-R`
+        // requests served with more input waiting), not a full output buffer or a
+        // suspended multi-get.
+        ThreadStats::incr(&self.worker.stats.conn_yields);
+    }
+
+    async fn before_write<W: AsyncWrite + Unpin>(&mut self, _out: &mut Output<'_, W>) -> Proceed {
+        if let Some(delay) = self.session.penalty.take() {
+            // A failed login: its reply (and anything after it) waits, so a client that
+            // opens a new connection per guess is slowed down too.
+            tokio::time::sleep(delay).await;
+        }
+        Proceed::Write
+    }
+
+    fn after_write(&mut self, written: usize, out: &mut Vec<u8>) {
+        ThreadStats::add(&self.worker.stats.bytes_written, written as u64);
+        self.window.written(out);
+    }
+
+    fn received(&mut self, n: usize) {
+        ThreadStats::add(&self.worker.stats.bytes_read, n as u64);
+        self.info
+            .last_cmd
+            .store(self.worker.shared.store.clock().now(), Ordering::Relaxed);
+    }
+
+    fn stopping(&self) -> bool {
+        // No shutdown signal is watched while reading: that would put every read of
+        // every thread through one shared waiter list. Shutdown ends reads with
+        // shutdown(SHUT_RD).
+        self.worker.shared.stopping()
+    }
+}
+
+impl Conn<'_> {
+    /// Parses and executes the request at the head of `input`. `oom`: the buffer budget
+    /// refused the request's value, so "too large" means "no memory".
+    fn request(&mut self, input: &[u8], oom: bool, wbuf: &mut Vec<u8>) -> Step {
+        let worker = self.worker;
+        let shared = &worker.shared;
+        // Re-parsing a storage request with no room for values turns it into the "too
+        // large" shape (key, bytes to drop, bytes to swallow): how a value the budget
+        // refused is skipped.
+        let limits = if oom { &REFUSE_VALUES } else { &self.limits };
+        let binary = match shared.settings.protocol {
+            Protocol::Auto => input[0] == REQUEST_MAGIC,
+            Protocol::Binary => true,
+            Protocol::Ascii => false,
+        };
+        if binary && input[0] != REQUEST_MAGIC {
+            // `-B binary`: memcached closes a connection that sends anything else.
+            tracing::debug!(conn = self.info.id, "not a binary request; closing");
+            return Step::Close;
+        }
+        if binary {
+            return binary_step(worker, &mut self.session, input, limits, oom, wbuf);
+        }
+        if shared.sasl.is_some() {
+            // With SASL on, only the binary protocol can authenticate (memcached).
+            wbuf.extend_from_slice(SASL_ONLY);
+            return Step::Close;
+        }
+        let mut ctx = TextContext {
+            worker,
+            session: &mut self.session,
+            info: self.info,
+            window: &mut self.window,
+        };
+        match ctx.step(input, limits, oom, wbuf) {
+            TextStep::Step(step) => step,
+            TextStep::Watch { consumed, kinds } => match shared.watchers.add(kinds) {
+                Ok(handle) => {
+                    wbuf.extend_from_slice(reply::OK);
+                    self.watcher = Some(handle);
+                    Step::Detach { consumed }
+                }
+                Err(e) => {
+                    wbuf.extend_from_slice(match e {
+                        WatchError::TooMany => WATCHER_TOO_MANY,
+                        WatchError::UnknownType => reply::ERROR,
+                    });
+                    Step::Done {
+                        consumed,
+                        swallow: 0,
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// Limits that refuse every value: see [`Conn::request`].
+const REFUSE_VALUES: Limits = Limits { max_value_len: 0 };
 
 /// memcached's answer when [`crate::watch::MAX_WATCHERS`] are already watching.
 const WATCHER_TOO_MANY: &[u8] = b"WATCHER_TOO_MANY log watcher limit reached\r\n";
@@ -266,19 +238,10 @@ async fn stream_events<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, watche
     }
 }
 
-/// What one parse-and-execute step did.
-enum Step {
-    /// A request (or error) used `consumed` bytes; discard `swallow` more; maybe close.
-    Done {
-        consumed: usize,
-        swallow: usize,
-        close: bool,
-    },
-    /// The request is not complete; the buffer needs `needed` bytes in all (0: unknown).
-    Incomplete { needed: usize },
-    /// The request is partly served; run it again once the replies are written.
-    Suspended,
-    /// A `watch` of these event kinds: the connection becomes a watcher.
+/// What one text request did: a step of the loop, or a `watch` of these event kinds (the
+/// connection becomes a watcher if one can be added).
+enum TextStep {
+    Step(Step),
     Watch { consumed: usize, kinds: u32 },
 }
 
@@ -297,7 +260,7 @@ impl TextContext<'_> {
     /// Parses and executes the request at the head of `input`. `oom`: the limits were
     /// lowered because the buffer budget refused the value, so "too large" means "no
     /// memory".
-    fn step(&mut self, input: &[u8], limits: &Limits, oom: bool, wbuf: &mut Vec<u8>) -> Step {
+    fn step(&mut self, input: &[u8], limits: &Limits, oom: bool, wbuf: &mut Vec<u8>) -> TextStep {
         let worker = self.worker;
         match parse(input, limits) {
             Parsed::Request { request, consumed } => {
@@ -308,17 +271,19 @@ impl TextContext<'_> {
                         latency.count(crate::latency::text_command(&request));
                     }
                 }
-                match commands::execute(worker, self.session, request, self.window, wbuf) {
-                    Flow::Suspend => Step::Suspended,
-                    Flow::Watch(kinds) => Step::Watch { consumed, kinds },
-                    flow => Step::Done {
-                        consumed,
-                        swallow: 0,
-                        close: flow == Flow::Close,
+                TextStep::Step(
+                    match commands::execute(worker, self.session, request, self.window, wbuf) {
+                        Flow::Suspend => Step::Suspend,
+                        Flow::Watch(kinds) => return TextStep::Watch { consumed, kinds },
+                        Flow::Close => Step::Close,
+                        _ => Step::Done {
+                            consumed,
+                            swallow: 0,
+                        },
                     },
-                }
+                )
             }
-            Parsed::Incomplete { needed } => Step::Incomplete { needed },
+            Parsed::Incomplete { needed } => TextStep::Step(Step::Incomplete { needed }),
             Parsed::Error {
                 error,
                 consumed,
@@ -330,11 +295,7 @@ impl TextContext<'_> {
                     wbuf.extend_from_slice(error.reply());
                 }
                 tracing::debug!(conn = self.info.id, "protocol error: {error}");
-                Step::Done {
-                    consumed,
-                    swallow,
-                    close,
-                }
+                TextStep::Step(done(consumed, swallow, close))
             }
             Parsed::TooLarge {
                 key,
@@ -358,11 +319,7 @@ impl TextContext<'_> {
                         reply::OBJECT_TOO_LARGE
                     });
                 }
-                Step::Done {
-                    consumed,
-                    swallow,
-                    close: false,
-                }
+                TextStep::Step(Step::Done { consumed, swallow })
             }
         }
     }
@@ -382,11 +339,7 @@ fn binary_step(
                 latency.count(crate::latency::binary_command(request.opcode, request.cas));
             }
             let close = commands::binary::execute(worker, session, request, wbuf) == Flow::Close;
-            Step::Done {
-                consumed,
-                swallow: 0,
-                close,
-            }
+            done(consumed, 0, close)
         }
         BinaryParsed::Incomplete { needed } => Step::Incomplete { needed },
         BinaryParsed::TooLarge {
@@ -410,19 +363,20 @@ fn binary_step(
                 Status::TooLarge
             };
             binary::error(wbuf, opcode, status, opaque);
-            Step::Done {
-                consumed,
-                swallow,
-                close: false,
-            }
+            Step::Done { consumed, swallow }
         }
         BinaryParsed::Invalid { opcode, opaque } => {
             binary::error(wbuf, opcode, Status::InvalidArguments, opaque);
-            Step::Done {
-                consumed: input.len(),
-                swallow: 0,
-                close: true,
-            }
+            Step::Close
         }
+    }
+}
+
+/// A request handled: go on, or close once its reply is written.
+fn done(consumed: usize, swallow: usize, close: bool) -> Step {
+    if close {
+        Step::Close
+    } else {
+        Step::Done { consumed, swallow }
     }
 }

@@ -7,6 +7,10 @@
 //! malformed request gets memcached's error reply (from the shared parser) and affects no
 //! other client; a backend failure becomes `SERVER_ERROR ...` for the requests it held.
 //!
+//! The connection loop is shoal-net's ([`shoal_net::connection::serve`]), shared with
+//! shoald and shoal-queued; this module is its [`Handler`]: requests are forwarded as they
+//! are parsed, and their replies collected in order before each write.
+//!
 //! Memory per connection is bounded whatever the client does, and a slow client never
 //! slows a backend connection other clients share (backend replies are always read; what
 //! is bounded is how much is asked for on this client's behalf):
@@ -18,8 +22,8 @@
 //!   multi-get asking for more is forwarded in batches of keys, the next batch only once
 //!   the previous ones have been answered and written out (so a client that asks for
 //!   5,000 copies of a 100 KB value and never reads costs a few hundred KB, not 500 MB);
-//! - requests: the read buffer stays at [`READ_CHUNK`] unless a request needs more, and
-//!   growth past it is charged to the process-wide [`Budget`] (`--read-buf-mem-limit`). A
+//! - requests: the read buffer stays at a few kilobytes unless a request needs more, and
+//!   growth past that is charged to the process-wide [`Budget`] (`--read-buf-mem-limit`). A
 //!   value the budget cannot cover is answered as memcached answers one it has no memory
 //!   for (`SERVER_ERROR out of memory storing object`) and its bytes are discarded as they
 //!   arrive, so stalled senders together hold at most the budget.
@@ -33,9 +37,10 @@ mod value_size;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_net::{Budget, Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
 use shoal_protocol::{decode_key, parse, reply, Keys, Limits, Parsed, Request};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::frame::ReplyKind;
 use crate::pool::Pool;
@@ -99,7 +104,9 @@ struct Session<'a> {
     /// A batched multi-get that failed: its later batches are dropped unanswered.
     failed_get: Option<u64>,
     gets: u64,
-    wbuf: Vec<u8>,
+    /// The connection ends because of the client (a protocol error that closes, a failed
+    /// read or write), counted in `client_err`.
+    client_err: bool,
 }
 
 /// Serves one client until it quits, disconnects, or sends something that closes the
@@ -109,12 +116,6 @@ pub async fn serve<S>(mut stream: S, pool: Arc<Pool>, budget: Budget)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let limits = Limits {
-        max_value_len: MAX_VALUE,
-    };
-    // Re-parsing a storage request with this limit turns it into the "too large" shape
-    // (key, bytes to drop, bytes to swallow): how a value the budget refused is skipped.
-    let refused = Limits { max_value_len: 0 };
     let mut s = Session {
         pool: &pool,
         budget: &budget,
@@ -123,170 +124,115 @@ where
         stream: None,
         failed_get: None,
         gets: 0,
-        wbuf: Vec::with_capacity(READ_CHUNK),
+        client_err: false,
     };
-    let mut rbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    // Budget held for the read buffer's growth past READ_CHUNK.
-    let mut held = budget.empty();
-    // Bytes of a rejected data block still to discard (they may not have arrived yet).
-    let mut swallow = 0usize;
-    // The request at the head of the buffer was refused by the budget: answer, skip it.
-    let mut refuse_next = false;
-    let mut closing = false;
-    let mut client_err = false;
-    loop {
-        // Dispatch what the in-flight window allows: the rest of a batched multi-get
-        // first, then complete requests from the buffer.
-        let mut pos = 0usize;
-        // Bytes the request at the head of the buffer needs in all (0: unknown or none).
-        let mut want = 0usize;
-        while s.may_dispatch() {
-            if s.stream.is_some() {
-                s.next_batch().await;
-                continue;
-            }
-            if closing {
-                break;
-            }
-            if swallow > 0 {
-                let n = swallow.min(rbuf.len().saturating_sub(pos));
-                pos += n;
-                swallow -= n;
-                if swallow > 0 {
-                    break;
-                }
-            }
-            let Some(input) = rbuf.get(pos..).filter(|i| !i.is_empty()) else {
-                break;
-            };
-            let oom = std::mem::take(&mut refuse_next);
-            match parse(input, if oom { &refused } else { &limits }) {
-                Parsed::Incomplete { needed } => {
-                    want = needed;
-                    break;
-                }
-                Parsed::Request { request, consumed } => {
-                    if matches!(request, Request::Quit) {
-                        closing = true;
-                    }
-                    s.request(&request, input.get(..consumed).unwrap_or(input))
-                        .await;
-                    pos += consumed;
-                }
-                Parsed::Error {
-                    error,
-                    consumed,
-                    swallow: skip,
-                    close,
-                    silent,
-                } => {
-                    if !silent {
-                        s.push(Pending::Static(error.reply()), 0);
-                    }
-                    if close {
-                        client_err = true;
-                        closing = true;
-                    }
-                    pos += consumed;
-                    swallow = skip;
-                }
-                Parsed::TooLarge {
-                    key,
-                    consumed,
-                    swallow: skip,
-                    noreply,
-                    remove_old,
-                    key_base64,
-                } => {
-                    if remove_old {
-                        s.remove_old(key, key_base64).await;
-                    }
-                    if !noreply {
-                        let r = if oom {
-                            reply::OUT_OF_MEMORY_STORING
-                        } else {
-                            reply::OBJECT_TOO_LARGE
-                        };
-                        s.push(Pending::Static(r), 0);
-                    }
-                    pos += consumed;
-                    swallow = skip;
-                }
-            }
-        }
-        rbuf.drain(..pos.min(rbuf.len()));
-        if want > rbuf.capacity() {
-            // Make room for the whole request at once rather than growing by doubling
-            // through a large value, if the budget allows; if not, parse it again as
-            // refused.
-            if !grow(&mut rbuf, &mut held, want) {
-                refuse_next = true;
-                continue;
-            }
-        } else if want <= READ_CHUNK && rbuf.len() <= READ_CHUNK && rbuf.capacity() > READ_CHUNK {
-            // A large request is done: give its memory back.
-            rbuf.shrink_to(READ_CHUNK);
-            held.release();
-        }
-        if s.resolve_front().await {
-            if s.wbuf.len() >= OUTPUT_HIGH_WATER && !s.flush(&mut stream).await {
-                client_err = true;
-                break;
-            }
-            continue;
-        }
-        // Everything dispatched is answered (a batched multi-get always has a batch in
-        // flight): write it all, then wait for the client.
-        if !s.flush(&mut stream).await {
-            client_err = true;
-            break;
-        }
-        if closing {
-            break;
-        }
-        if s.wbuf.capacity() > 4 * READ_CHUNK {
-            // An idle connection keeps a small buffer, however large its last reply was.
-            s.wbuf = Vec::with_capacity(READ_CHUNK);
-        }
-        let (len, spare) = (rbuf.len(), rbuf.capacity() - rbuf.len());
-        if spare < READ_CHUNK / 2 && len >= want && !grow(&mut rbuf, &mut held, len + READ_CHUNK) {
-            // A request line longer than the budget can hold (only multi-gets may be
-            // long): memcached closes such a connection with this reply.
-            let _ = stream.write_all(reply::OUT_OF_MEMORY_READING).await;
-            client_err = true;
-            break;
-        }
-        // The spare capacity is never zero here, so reading never grows the buffer
-        // behind the budget's back (a full Vec would double itself).
-        match stream.read_buf(&mut rbuf).await {
-            Ok(0) => {
-                incr(&pool.stats.client_eof);
-                break;
-            }
-            Ok(_) => {}
-            Err(_) => {
-                client_err = true;
-                break;
-            }
-        }
+    match connection::serve(&mut stream, &mut s, &budget, &connection::Config::default()).await {
+        End::Eof => incr(&pool.stats.client_eof),
+        End::Error | End::LineTooLong => s.client_err = true,
+        _ => {}
     }
-    if client_err {
+    if s.client_err {
         incr(&pool.stats.client_err);
     }
-    let _ = stream.shutdown().await;
 }
 
-/// Grows `rbuf` to hold `total` bytes, charging what exceeds [`READ_CHUNK`] to the
-/// budget; false (and no growth) when the budget cannot cover it.
-fn grow(rbuf: &mut Vec<u8>, held: &mut Reservation, total: usize) -> bool {
-    if total <= rbuf.capacity() {
-        return true;
+/// Limits of a client's requests.
+const LIMITS: Limits = Limits {
+    max_value_len: MAX_VALUE,
+};
+/// Re-parsing a storage request with no room for values turns it into the "too large"
+/// shape (key, bytes to drop, bytes to swallow): how a value the budget refused is skipped.
+const REFUSE_VALUES: Limits = Limits { max_value_len: 0 };
+
+impl Handler for Session<'_> {
+    async fn request<W: AsyncWrite + Unpin>(
+        &mut self,
+        input: &[u8],
+        refused: bool,
+        out: &mut Output<'_, W>,
+    ) -> Step {
+        if self.make_room(out).await.is_err() {
+            // The client is gone; the loop sees the failed write.
+            return Step::Close;
+        }
+        match parse(input, if refused { &REFUSE_VALUES } else { &LIMITS }) {
+            Parsed::Incomplete { needed } => Step::Incomplete { needed },
+            Parsed::Request { request, consumed } => {
+                self.forward(&request, input.get(..consumed).unwrap_or(input))
+                    .await;
+                if matches!(request, Request::Quit) {
+                    Step::Close
+                } else {
+                    Step::Done {
+                        consumed,
+                        swallow: 0,
+                    }
+                }
+            }
+            Parsed::Error {
+                error,
+                consumed,
+                swallow,
+                close,
+                silent,
+            } => {
+                if !silent {
+                    self.push(Pending::Static(error.reply()), 0);
+                }
+                if close {
+                    self.client_err = true;
+                    return Step::Close;
+                }
+                Step::Done { consumed, swallow }
+            }
+            Parsed::TooLarge {
+                key,
+                consumed,
+                swallow,
+                noreply,
+                remove_old,
+                key_base64,
+            } => {
+                if remove_old {
+                    self.remove_old(key, key_base64).await;
+                }
+                if !noreply {
+                    let r = if refused {
+                        reply::OUT_OF_MEMORY_STORING
+                    } else {
+                        reply::OBJECT_TOO_LARGE
+                    };
+                    self.push(Pending::Static(r), 0);
+                }
+                Step::Done { consumed, swallow }
+            }
+        }
     }
-    if total > READ_CHUNK && !held.grow_to(total - READ_CHUNK) {
-        return false;
+
+    fn line_too_long(&self) -> &'static [u8] {
+        // A request line longer than the budget can hold (only multi-gets may be long):
+        // memcached closes such a connection with this reply.
+        reply::OUT_OF_MEMORY_READING
     }
-    rbuf.reserve_exact(total - rbuf.len());
-    true
+
+    async fn before_write<W: AsyncWrite + Unpin>(&mut self, out: &mut Output<'_, W>) -> Proceed {
+        // Everything dispatched is answered before the client is read again (a batched
+        // multi-get always has a batch in flight), its replies written as they reach the
+        // high-water mark.
+        loop {
+            if out.len() >= OUTPUT_HIGH_WATER && out.flush().await.is_err() {
+                break;
+            }
+            if self.stream.is_some() && self.may_dispatch() {
+                self.next_batch().await;
+                continue;
+            }
+            if !self.resolve_front(out.buf()).await {
+                break;
+            }
+        }
+        Proceed::Write
+    }
 }
 
 /// The command and expiration time of a `get`-family request.
@@ -313,8 +259,30 @@ impl Session<'_> {
         self.pending.push_back(Slot { pending, cost });
     }
 
+    /// Waits until the next request may be forwarded: pipelined requests reach the
+    /// backends in the client's order, so the rest of a batched multi-get goes first, and
+    /// no more than the in-flight window allows, so the oldest replies are collected
+    /// (and written at the high-water mark) to make room. Fails if the client is gone.
+    async fn make_room<W: AsyncWrite + Unpin>(
+        &mut self,
+        out: &mut Output<'_, W>,
+    ) -> std::io::Result<()> {
+        loop {
+            if out.len() >= OUTPUT_HIGH_WATER {
+                out.flush().await?;
+            }
+            if !self.may_dispatch() {
+                self.resolve_front(out.buf()).await;
+            } else if self.stream.is_some() {
+                self.next_batch().await;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
     /// Forwards one request (or starts forwarding a large multi-get in batches).
-    async fn request(&mut self, req: &Request<'_>, raw: &[u8]) {
+    async fn forward(&mut self, req: &Request<'_>, raw: &[u8]) {
         let est = self.pool.value_size.get();
         let reply_cost = match req {
             Request::Get { keys, .. } | Request::GetAndTouch { keys, .. } => {
@@ -404,66 +372,50 @@ impl Session<'_> {
         self.push(Pending::Batch(Box::new(Batch { get, last, parts })), cost);
     }
 
-    /// Waits for the oldest request's reply and appends it to the output; false if
-    /// nothing is in flight.
-    async fn resolve_front(&mut self) -> bool {
+    /// Waits for the oldest request's reply and appends it to `wbuf`; false if nothing
+    /// is in flight.
+    async fn resolve_front(&mut self, wbuf: &mut Vec<u8>) -> bool {
         let Some(slot) = self.pending.pop_front() else {
             return false;
         };
         self.in_flight = self.in_flight.saturating_sub(slot.cost);
         match slot.pending {
-            Pending::Batch(b) => self.resolve_batch(*b).await,
-            p => resolve(self.pool, p, &mut self.wbuf).await,
+            Pending::Batch(b) => self.resolve_batch(*b, wbuf).await,
+            p => resolve(self.pool, p, wbuf).await,
         }
         true
     }
 
-    async fn resolve_batch(&mut self, b: Batch) {
+    async fn resolve_batch(&mut self, b: Batch, wbuf: &mut Vec<u8>) {
         if self.failed_get == Some(b.get) {
             return;
         }
         let m = match b.parts {
             Ok(m) => m,
             Err(reply) => {
-                self.wbuf.extend_from_slice(&reply);
+                wbuf.extend_from_slice(&reply);
                 self.failed_get = Some(b.get);
                 return;
             }
         };
         match finish_fragments(self.pool, m.frags).await {
             Ok(replies) => {
-                reassemble(&m.keys, &m.spans, &replies, &mut self.wbuf);
+                reassemble(&m.keys, &m.spans, &replies, wbuf);
                 if b.last {
-                    self.wbuf.extend_from_slice(reply::END);
+                    wbuf.extend_from_slice(reply::END);
                 }
             }
             Err(r) => {
                 // Values already written stay written (as when memcached fails half-way
                 // through a multi-get); the error line ends the reply and the rest of the
                 // keys are not asked for.
-                push_reply(self.pool, r, &mut self.wbuf);
+                push_reply(self.pool, r, wbuf);
                 self.failed_get = Some(b.get);
                 if self.stream.as_ref().is_some_and(|st| st.id == b.get) {
                     self.stream = None;
                 }
             }
         }
-    }
-
-    /// Writes the output buffer out; false if the client is gone.
-    async fn flush<S: AsyncWrite + Unpin>(&mut self, stream: &mut S) -> bool {
-        if self.wbuf.is_empty() {
-            return true;
-        }
-        if stream.write_all(&self.wbuf).await.is_err() {
-            return false;
-        }
-        self.wbuf.clear();
-        if self.wbuf.capacity() > 2 * OUTPUT_HIGH_WATER {
-            // One very large reply should not keep its buffer for the next ones.
-            self.wbuf.shrink_to(OUTPUT_HIGH_WATER);
-        }
-        true
     }
 
     /// Removes the value of a key whose new value was refused, as memcached removes it
