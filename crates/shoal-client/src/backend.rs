@@ -46,8 +46,8 @@ struct Waiter {
     kind: ReplyKind,
     reply: Option<oneshot::Sender<Reply>>,
     deadline: Option<Instant>,
-    /// When the request was handed to the connection (for the latency histogram).
-    sent: Instant,
+    /// When the request was handed to the connection, if its reply is timed.
+    sent: Option<Instant>,
     _in_flight: crate::stats::InFlight,
 }
 
@@ -222,8 +222,12 @@ async fn session(
                 return;
             }
             if f.kind != ReplyKind::None {
-                let sent = Instant::now();
-                let deadline = target.timeout.map(|t| sent + t);
+                // The clock is read only when something needs it: a deadline, or the
+                // latency histogram while metrics are served.
+                let timed = target.stats.timed.load(Relaxed);
+                let sent = (timed || target.timeout.is_some()).then(Instant::now);
+                let deadline = target.timeout.zip(sent).map(|(t, sent)| sent + t);
+                let sent = sent.filter(|_| timed);
                 let w = Waiter {
                     kind: f.kind,
                     reply: f.reply,
@@ -294,7 +298,9 @@ async fn read_loop(
                         _ => {}
                     }
                     incr(&target.stats.responses);
-                    target.stats.latency.record_duration(w.sent.elapsed());
+                    if let Some(sent) = w.sent {
+                        target.stats.latency.record_duration(sent.elapsed());
+                    }
                     target.health.success(target.index);
                     target.stats.response_bytes.fetch_add(len as u64, Relaxed);
                     if let Some(tx) = w.reply {

@@ -1,7 +1,7 @@
 //! Per-server counters, shared by the client and shoal-proxy (which reports them in
 //! twemproxy's stats layout).
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 /// Per-server counters. All are monotonic except `server_connections` (current) and
 /// `server_ejected_at` (last ejection, Unix seconds).
@@ -28,8 +28,20 @@ pub struct ServerStats {
     /// Requests sent (or queued to be) that await a reply now.
     pub in_flight: AtomicU64,
     /// Time from a request being handed to a connection to its reply being read, in
-    /// nanoseconds (replies only: failed and timed-out requests are not in it).
+    /// nanoseconds (replies only: failed and timed-out requests are not in it). Recorded
+    /// only while [`ServerStats::timed`] is on.
     pub latency: shoal_net::metrics::Histogram,
+    /// Whether replies are timed into `latency`. Off by default: timing costs two clock
+    /// reads per request, which nothing reads unless metrics are served (shoal-proxy turns
+    /// it on with `--metrics-listen`). Requests with a timeout read the clock anyway.
+    pub timed: AtomicBool,
+}
+
+impl ServerStats {
+    /// Starts (or stops) timing replies into [`ServerStats::latency`].
+    pub fn set_timed(&self, on: bool) {
+        self.timed.store(on, Relaxed);
+    }
 }
 
 /// One request awaiting its reply, counted in [`ServerStats::in_flight`] for as long as

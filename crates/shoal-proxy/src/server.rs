@@ -214,6 +214,11 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         let server = shoal_net::metrics::MetricsServer::bind(addr).map_err(listen_err)?;
         let bound = server.local_addr().map_err(listen_err)?;
         tracing::info!("metrics listening on {bound}");
+        for pool in &pools {
+            for b in &pool.backends {
+                b.stats().set_timed(true);
+            }
+        }
         metrics_addr = Some(bound);
         let (pools, counters, budget) = (pools.clone(), counters.clone(), budget.clone());
         let render = move || {
