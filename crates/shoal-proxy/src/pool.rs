@@ -1,7 +1,13 @@
 //! A server pool: placement, health and one [`Backend`] per server, built from a
 //! [`PoolConfig`].
 
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Acquire, Release},
+};
 use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use shoal_ring::RingError;
 
@@ -35,17 +41,28 @@ impl Pool {
     /// Builds the ring and starts the backend connection tasks (lazily connecting unless
     /// `preconnect`). Must be called inside a tokio runtime.
     pub fn start(config: PoolConfig, verbose: bool) -> Result<Arc<Pool>, RingError> {
+        Pool::start_after(config, verbose, None)
+    }
+
+    /// Like [`Pool::start`], for a pool replacing `previous` on a reload: the pool's
+    /// counters, and the counters of every server whose display name is unchanged, carry
+    /// on from `previous` (so stats never go backwards across a reload). Backends are new;
+    /// `previous`'s close once the last request using them is done.
+    pub fn start_after(
+        config: PoolConfig,
+        verbose: bool,
+        previous: Option<&Pool>,
+    ) -> Result<Arc<Pool>, RingError> {
         let placement = Arc::new(Placement::new(&config)?);
-        let stats = Arc::new(PoolStats::default());
-        let server_stats: Vec<Arc<ServerStats>> = config
-            .servers
-            .iter()
-            .map(|_| Arc::new(ServerStats::default()))
-            .collect();
+        let stats = previous.map_or_else(Arc::default, |p| p.stats.clone());
         let names: Vec<String> = config
             .servers
             .iter()
             .map(|s| s.name.clone().unwrap_or_else(|| s.host_port()))
+            .collect();
+        let server_stats: Vec<Arc<ServerStats>> = names
+            .iter()
+            .map(|n| previous.and_then(|p| p.server_stats(n)).unwrap_or_default())
             .collect();
         let health = Arc::new(crate::health::for_pool(
             &config,
@@ -83,6 +100,12 @@ impl Pool {
         }))
     }
 
+    /// The counters of the server displayed as `name`, if the pool has one.
+    pub fn server_stats(&self, name: &str) -> Option<Arc<ServerStats>> {
+        let i = self.names.iter().position(|n| n == name)?;
+        self.backends.get(i).map(|b| b.stats().clone())
+    }
+
     /// The pool's section of the stats document.
     pub fn stats_json(&self) -> serde_json::Value {
         crate::stats::pool_json(
@@ -92,5 +115,41 @@ impl Pool {
                 .cloned()
                 .zip(self.backends.iter().map(|b| &**b.stats())),
         )
+    }
+}
+
+/// Where a listening pool's current [`Pool`] lives, so a reload can swap it while client
+/// connections stay open. Sessions check [`PoolSlot::generation`] (one atomic load) and
+/// take the lock only when a reload has happened since they last looked.
+pub struct PoolSlot {
+    generation: AtomicU64,
+    pool: RwLock<Arc<Pool>>,
+}
+
+impl PoolSlot {
+    /// A slot holding `pool`.
+    pub fn new(pool: Arc<Pool>) -> PoolSlot {
+        PoolSlot {
+            generation: AtomicU64::new(0),
+            pool: RwLock::new(pool),
+        }
+    }
+
+    /// The pool new requests should use.
+    pub fn load(&self) -> Arc<Pool> {
+        self.pool.read().clone()
+    }
+
+    /// Bumped by every [`PoolSlot::store`]: an unchanged value means the pool loaded with
+    /// it is still current.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Acquire)
+    }
+
+    /// Makes `pool` the one new requests use; requests already holding the old one
+    /// finish on it.
+    pub fn store(&self, pool: Arc<Pool>) {
+        *self.pool.write() = pool;
+        self.generation.fetch_add(1, Release);
     }
 }
