@@ -7,7 +7,9 @@ use std::sync::atomic::{
 };
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use parking_lot::RwLock;
+use shoal_client::health::HealthSink;
 
 use shoal_ring::RingError;
 
@@ -26,8 +28,11 @@ pub struct Pool {
     pub placement: Arc<Placement>,
     /// Failure counting and auto-eject.
     pub health: Arc<Health>,
-    /// One backend per server, in pool order (twemproxy's sorted order).
-    pub backends: Vec<Backend>,
+    /// One backend per server, in pool order (twemproxy's sorted order); shared with
+    /// the pool this one replaced for the servers a reload kept.
+    pub backends: Vec<Arc<Backend>>,
+    /// Where each backend reports its health.
+    routes: Vec<Arc<HealthRoute>>,
     /// Pool counters.
     pub stats: Arc<PoolStats>,
     /// Display names of the servers (configured name, else `host:port`).
@@ -46,8 +51,11 @@ impl Pool {
 
     /// Like [`Pool::start`], for a pool replacing `previous` on a reload: the pool's
     /// counters, and the counters of every server whose display name is unchanged, carry
-    /// on from `previous` (so stats never go backwards across a reload). Backends are new;
-    /// `previous`'s close once the last request using them is done.
+    /// on from `previous` (so stats never go backwards across a reload). A server with the
+    /// same name and address, in a pool whose `timeout`, `server_connections` and
+    /// `preconnect` are unchanged, keeps its backend and its open connections; it reports
+    /// its health to this pool once [`Pool::adopt_backends`] is called. Other backends are
+    /// new; `previous`'s close once the last request using them is done.
     pub fn start_after(
         config: PoolConfig,
         verbose: bool,
@@ -72,32 +80,57 @@ impl Pool {
             names.clone(),
             verbose,
         ));
-        let backends = config
-            .servers
-            .iter()
-            .zip(&server_stats)
-            .enumerate()
-            .map(|(i, (s, st))| {
-                Backend::start(
+        // Backend connections are sized and timed by these: any change means new ones.
+        let reusable = previous.filter(|p| {
+            p.config.timeout == config.timeout
+                && p.config.server_connections == config.server_connections
+                && p.config.preconnect == config.preconnect
+        });
+        let mut backends = Vec::with_capacity(config.servers.len());
+        let mut routes = Vec::with_capacity(config.servers.len());
+        for (i, (s, st)) in config.servers.iter().zip(&server_stats).enumerate() {
+            let kept = reusable.and_then(|p| {
+                let j =
+                    p.config.servers.iter().zip(&p.names).position(|(o, n)| {
+                        o.host_port() == s.host_port() && names.get(i) == Some(n)
+                    })?;
+                Some((p.backends.get(j)?.clone(), p.routes.get(j)?.clone()))
+            });
+            let (backend, route) = kept.unwrap_or_else(|| {
+                let route = Arc::new(HealthRoute::new(health.clone(), i));
+                let backend = Backend::start(
                     i,
                     s.host_port(),
                     config.server_connections,
                     config.timeout,
                     config.preconnect,
-                    health.clone(),
+                    route.clone(),
                     st.clone(),
-                )
-            })
-            .collect();
+                );
+                (Arc::new(backend), route)
+            });
+            backends.push(backend);
+            routes.push(route);
+        }
         Ok(Arc::new(Pool {
             config,
             placement,
             health,
             backends,
+            routes,
             stats,
             names,
             value_size: ValueSize::default(),
         }))
+    }
+
+    /// Makes every backend this pool kept from the pool it replaces report its health
+    /// (failures, ejections) to this pool. Called when the pool starts serving, not when
+    /// it is built, so a reload that is refused later leaves the old pool's health whole.
+    pub fn adopt_backends(&self) {
+        for (i, r) in self.routes.iter().enumerate() {
+            r.point(self.health.clone(), i);
+        }
     }
 
     /// The counters of the server displayed as `name`, if the pool has one.
@@ -151,5 +184,32 @@ impl PoolSlot {
     pub fn store(&self, pool: Arc<Pool>) {
         *self.pool.write() = pool;
         self.generation.fetch_add(1, Release);
+    }
+}
+
+/// Where one backend reports successes and failures: the health tracker of the pool
+/// serving with it, and its index there. A reload that keeps the backend re-points it at
+/// the new pool, whose ring may have it at another index.
+struct HealthRoute(ArcSwap<(Arc<Health>, usize)>);
+
+impl HealthRoute {
+    fn new(health: Arc<Health>, index: usize) -> HealthRoute {
+        HealthRoute(ArcSwap::from_pointee((health, index)))
+    }
+
+    fn point(&self, health: Arc<Health>, index: usize) {
+        self.0.store(Arc::new((health, index)));
+    }
+}
+
+impl HealthSink for HealthRoute {
+    fn success(&self, _: usize) {
+        let r = self.0.load();
+        r.0.success(r.1);
+    }
+
+    fn failure(&self, _: usize) {
+        let r = self.0.load();
+        r.0.failure(r.1);
     }
 }

@@ -10,8 +10,10 @@
 //!   new configuration between requests, only when none of its requests is in flight, so
 //!   every request finishes on the servers it was sent to;
 //! - a pool whose configuration is unchanged keeps its backends and their connections; a
-//!   changed one gets a new ring and new backends (the old ones close once their last
-//!   request is answered), and keeps its counters and those of the servers it still has;
+//!   changed one gets a new ring, keeps the backends (and connections) of the servers it
+//!   still has when its `timeout`, `server_connections` and `preconnect` are unchanged,
+//!   and new ones otherwise (old ones close once their last request is answered); it
+//!   keeps its counters and those of the servers it still has;
 //! - a new pool starts listening; a removed pool stops listening (its open connections
 //!   are served until they close); a pool whose `listen` changed binds the new address
 //!   first and then closes the old one, without touching the other pools.
@@ -140,12 +142,14 @@ impl Shared {
                 Step::Keep(i) => next.extend(take(i)),
                 Step::Swap(i, pool) => {
                     if let Some(l) = take(i) {
+                        pool.adopt_backends();
                         l.slot.store(pool);
                         next.push(l);
                     }
                 }
                 Step::Rebind(i, pool, bound) => {
                     if let Some(l) = take(i) {
+                        pool.adopt_backends();
                         l.slot.store(pool);
                         next.push(self.listen(bound, l.slot.clone()));
                         // Dropping `l` closes the old listener; its clients carry on.

@@ -231,3 +231,38 @@ fn pools_are_added_moved_and_removed_without_touching_the_others() {
     let s = stats(&proxy);
     assert!(s.get("alpha").is_none() && s.get("gamma").is_some(), "{s}");
 }
+
+/// `total_connections` of a backend, asked directly (the asking connection counts).
+fn backend_connections(b: &Shoald) -> u64 {
+    let mut c = b.conn();
+    c.send(b"stats\r\n");
+    loop {
+        let l = c.line();
+        assert_ne!(l, "END", "no total_connections");
+        if let Some(n) = l.strip_prefix("STAT total_connections ") {
+            return n.parse().expect("number");
+        }
+    }
+}
+
+#[test]
+fn a_kept_server_keeps_its_backend_connection() {
+    let backends: Vec<Shoald> = (0..2).map(|_| Shoald::start()).collect();
+    let (a, b) = (&backends[0], &backends[1]);
+    let proxy = Proxy::start(&conf(&[("alpha", "127.0.0.1:0", &[a])]), 1);
+    let mut c = proxy.conn();
+    set_get(&mut c, &keys("before", 20));
+    let before = backend_connections(a);
+    std::fs::write(&proxy.conf, conf(&[("alpha", "127.0.0.1:0", &[a, b])])).expect("write");
+    assert_eq!(reload(&proxy), "OK\r\n");
+    let after = keys("after", 100);
+    set_get(&mut c, &after);
+    let held = holders(&backends, &after);
+    assert!(
+        held.iter().any(|h| h == &[0]) && held.iter().any(|h| h == &[1]),
+        "{held:?}"
+    );
+    // holders() opened one connection to `a`, and asking opens one more: the proxy's
+    // connection to `a` is the one it had before the reload.
+    assert_eq!(backend_connections(a), before + 2);
+}
