@@ -15,7 +15,7 @@ fn conf(pools: &[(&str, &str, &[&Shoald])]) -> String {
     let mut c = String::new();
     for (name, listen, backends) in pools {
         c.push_str(&format!(
-            "{name}:\n  listen: {listen}\n  hash: fnv1a_64\n  distribution: ketama\n  \
+            "{name}:\n  listen: {listen}\n  hash: md5\n  distribution: ketama\n  \
              timeout: 2000\n  servers:\n"
         ));
         for b in backends.iter() {
@@ -130,7 +130,7 @@ fn invalid_config_is_refused_with_its_line_and_the_old_one_keeps_serving() {
     let proxy = Proxy::start(&good, 1);
     let mut c = proxy.conn();
     set_get(&mut c, &keys("before", 10));
-    std::fs::write(&proxy.conf, good.replace("hash: fnv1a_64", "hash: nosuch")).expect("write");
+    std::fs::write(&proxy.conf, good.replace("hash: md5", "hash: nosuch")).expect("write");
     let reply = reload(&proxy);
     assert!(reply.starts_with("ERROR "), "{reply:?}");
     assert!(
@@ -265,4 +265,40 @@ fn a_kept_server_keeps_its_backend_connection() {
     // holders() opened one connection to `a`, and asking opens one more: the proxy's
     // connection to `a` is the one it had before the reload.
     assert_eq!(backend_connections(a), before + 2);
+}
+
+#[test]
+fn reloads_are_counted_on_the_metrics_page() {
+    let backend = Shoald::start();
+    let good = conf(&[("alpha", "127.0.0.1:0", &[&backend])]);
+    let path = common::write_conf(&good);
+    let mut cmd = std::process::Command::new(common::proxy_bin());
+    cmd.arg("-c")
+        .arg(&path)
+        .args(["-s", "-1", "--metrics-listen", "127.0.0.1:0"]);
+    let proc = common::Proc::spawn(cmd);
+    let metrics: SocketAddr = proc
+        .wait_for("metrics listening on ")
+        .parse()
+        .expect("metrics addr");
+    let pid = i32::try_from(proc.child.id()).expect("pid");
+    let hup = || {
+        // SAFETY: kill(2) on our own child's pid has no memory effects.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    };
+    std::fs::write(&path, "alpha:\n  listen: [\n").expect("write");
+    hup();
+    let why = proc.wait_for("reload refused");
+    assert!(why.contains("line "), "{why}");
+    std::fs::write(&path, &good).expect("write");
+    hup();
+    proc.wait_for("configuration reloaded");
+    let page = shoal_test_support::scrape_metrics(metrics);
+    let value = |m: &str| shoal_test_support::metric_value(&page, m);
+    assert_eq!(value("shoal_proxy_reloads_total"), Some(1.0), "{page}");
+    assert_eq!(
+        value("shoal_proxy_reload_failures_total"),
+        Some(1.0),
+        "{page}"
+    );
 }
