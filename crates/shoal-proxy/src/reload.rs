@@ -24,7 +24,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::config::{PoolConfig, ProxyConfig};
+use crate::config::{Listen, PoolConfig, ProxyConfig};
 use crate::error::ConfigError;
 use crate::pool::{Pool, PoolSlot};
 use crate::server::{Bound, Live, Shared, StartError};
@@ -167,6 +167,14 @@ impl Shared {
     }
 }
 
+/// A listen address as the configuration file spells it.
+fn shown(listen: &Listen) -> String {
+    match listen {
+        Listen::Tcp(addr) => addr.clone(),
+        Listen::Unix { path, .. } => path.display().to_string(),
+    }
+}
+
 /// Appends what changed between two configurations of one pool.
 fn describe(old: &PoolConfig, new: &PoolConfig, out: &mut Vec<String>) {
     let name = &new.name;
@@ -197,8 +205,9 @@ fn describe(old: &PoolConfig, new: &PoolConfig, out: &mut Vec<String>) {
     }
     if old.listen != new.listen {
         out.push(format!(
-            "pool {name}: listen changed from {:?} to {:?}",
-            old.listen, new.listen
+            "pool {name}: listen changed from {} to {}",
+            shown(&old.listen),
+            shown(&new.listen)
         ));
     }
     let mut changed = Vec::new();
@@ -225,5 +234,41 @@ fn describe(old: &PoolConfig, new: &PoolConfig, out: &mut Vec<String>) {
     );
     if !changed.is_empty() {
         out.push(format!("pool {name}: {} changed", changed.join(", ")));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(text: &str) -> PoolConfig {
+        let c = ProxyConfig::parse(text).expect("valid");
+        c.pools.into_iter().next().expect("one pool")
+    }
+
+    #[test]
+    fn describes_server_and_setting_changes() {
+        let old = pool(
+            "p:\n  listen: 127.0.0.1:1\n  servers:\n   - 10.0.0.1:11211:1\n   - 10.0.0.2:11211:1\n",
+        );
+        let new = pool(
+            "p:\n  listen: 127.0.0.1:2\n  hash: md5\n  timeout: 100\n  servers:\n   \
+             - 10.0.0.1:11211:3\n   - 10.0.0.3:11211:1\n",
+        );
+        let mut out = Vec::new();
+        describe(&old, &new, &mut out);
+        assert_eq!(
+            out,
+            [
+                "pool p: server 10.0.0.1:11211 reweighted from 1 to 3",
+                "pool p: server 10.0.0.3:11211 added",
+                "pool p: server 10.0.0.2:11211 removed",
+                "pool p: listen changed from 127.0.0.1:1 to 127.0.0.1:2",
+                "pool p: hash, timeout changed",
+            ]
+        );
+        let mut none = Vec::new();
+        describe(&old, &old, &mut none);
+        assert!(none.is_empty(), "{none:?}");
     }
 }
