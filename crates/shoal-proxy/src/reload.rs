@@ -8,7 +8,8 @@
 //!   is switched;
 //! - client connections stay open across a reload. A connection switches to its pool's
 //!   new configuration between requests, only when none of its requests is in flight, so
-//!   every request finishes on the servers it was sent to;
+//!   every request finishes on the servers it was sent to. (An idle connection holds on
+//!   to the old pool, and so its backends, until its next request or until it closes.)
 //! - a pool whose configuration is unchanged keeps its backends and their connections; a
 //!   changed one gets a new ring, keeps the backends (and connections) of the servers it
 //!   still has when its `timeout`, `server_connections` and `preconnect` are unchanged,

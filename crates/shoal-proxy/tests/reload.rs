@@ -62,9 +62,18 @@ fn set_get(c: &mut Conn, keys: &[String]) {
 
 #[test]
 fn sighup_adds_a_server_under_load_without_failures_or_dropped_connections() {
+    add_a_server_under_load(1);
+}
+
+#[test]
+fn sighup_under_load_on_the_work_stealing_runtime() {
+    add_a_server_under_load(2);
+}
+
+fn add_a_server_under_load(threads: usize) {
     let backends: Vec<Shoald> = (0..3).map(|_| Shoald::start()).collect();
     let (a, b, new) = (&backends[0], &backends[1], &backends[2]);
-    let proxy = Proxy::start(&conf(&[("alpha", "127.0.0.1:0", &[a, b])]), 1);
+    let proxy = Proxy::start_threads(&conf(&[("alpha", "127.0.0.1:0", &[a, b])]), 1, threads);
     let addr = proxy.pools[0];
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
