@@ -17,6 +17,7 @@ pub mod health;
 pub mod metrics;
 pub mod placement;
 pub mod pool;
+pub mod reload;
 pub mod server;
 pub mod session;
 pub mod stats;
@@ -24,4 +25,5 @@ pub mod yaml;
 
 pub use config::{PoolConfig, ProxyConfig};
 pub use error::{BackendError, ConfigError};
+pub use reload::{ReloadError, ReloadReport};
 pub use server::{start, Options, Running, StartError};

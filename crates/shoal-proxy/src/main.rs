@@ -143,10 +143,11 @@ fn run(args: Args, config: ProxyConfig) -> anyhow::Result<()> {
         verbose: args.verbose >= 5,
         read_buf_mem_limit,
         metrics_addr: args.metrics_listen,
+        config_path: Some(args.conf.clone()),
     };
     rt.block_on(async move {
         // SIGINT and SIGTERM are watched by the listeners' acceptors (shoal-net), as in
-        // shoald and shoal-queued.
+        // shoald and shoal-queued; SIGHUP reloads the configuration file (server.rs).
         let running = start(config, opts).await?;
         running.stopped().await;
         anyhow::Ok(())

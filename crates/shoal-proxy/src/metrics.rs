@@ -22,6 +22,10 @@ pub struct Global {
     pub current_connections: u64,
     /// Bytes client read buffers hold beyond their free allowance.
     pub read_buffer_bytes: u64,
+    /// Configuration reloads that took effect.
+    pub reloads: u64,
+    /// Configuration reloads refused (the old configuration kept serving).
+    pub reload_failures: u64,
 }
 
 type ServerStat = (&'static str, Kind, &'static str, fn(&ServerStats) -> u64);
@@ -66,6 +70,18 @@ pub fn render(g: &Global, pools: &[Arc<Pool>]) -> String {
         "Bytes client read buffers hold beyond their free allowance (--read-buf-mem-limit).",
         &[],
         g.read_buffer_bytes,
+    );
+    p.counter(
+        "shoal_proxy_reloads_total",
+        "Configuration reloads that took effect (SIGHUP or the stats port's reload).",
+        &[],
+        g.reloads,
+    );
+    p.counter(
+        "shoal_proxy_reload_failures_total",
+        "Configuration reloads refused; the previous configuration kept serving.",
+        &[],
+        g.reload_failures,
     );
     for pool in pools {
         let name = pool.config.name.as_str();

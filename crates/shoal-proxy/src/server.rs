@@ -5,24 +5,35 @@
 //! `client_connections` limit and the connection counters are given back when the guard
 //! drops, however the connection's task ends, so a panicking task never leaks a slot
 //! (and the panic is logged).
+//!
+//! The configuration can be reloaded while serving ([`Running::reload`], SIGHUP, or
+//! `reload` on the stats port): see [`crate::reload`].
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::time::Duration;
 
 use shoal_net::{Acceptor, Budget, Event, Incoming, Listener};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 
-use crate::config::{Listen, ProxyConfig};
-use crate::pool::Pool;
+use crate::config::{Listen, PoolConfig, ProxyConfig};
+use crate::pool::{Pool, PoolSlot};
+use crate::reload::{ReloadError, ReloadReport};
 use crate::session::serve;
-use crate::stats::{decr, document, incr, unix_now};
+use crate::stats::{decr, document, incr, unix_now, PoolStats};
 
 /// Listen backlog of the stats port.
 const STATS_BACKLOG: u32 = 128;
+/// How long the stats port waits for a command before dumping the stats JSON, as it
+/// always has for clients that send nothing.
+const STATS_COMMAND_WAIT: Duration = Duration::from_millis(100);
+/// Longest command line the stats port reads.
+const STATS_COMMAND_MAX: usize = 256;
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +56,9 @@ pub enum StartError {
         /// Why.
         source: shoal_ring::RingError,
     },
+    /// The SIGHUP handler could not be installed.
+    #[error("cannot watch SIGHUP: {0}")]
+    Signal(std::io::Error),
 }
 
 /// Runtime options outside the configuration file.
@@ -60,13 +74,17 @@ pub struct Options {
     pub read_buf_mem_limit: usize,
     /// Where to serve Prometheus metrics (`None`: nowhere).
     pub metrics_addr: Option<SocketAddr>,
+    /// The configuration file the proxy was started from: what a reload re-reads, and
+    /// when set, SIGHUP reloads it (`None`: reloads fail, SIGHUP keeps its default).
+    pub config_path: Option<PathBuf>,
 }
 
 /// A started proxy: the pools and the addresses they actually listen on. Dropping it
 /// (or calling [`Running::stop`]) stops accepting connections; so does SIGINT or SIGTERM,
 /// which every listener's [`Acceptor`] watches ([`Running::stopped`] says when).
 pub struct Running {
-    /// The pools, in configuration order.
+    /// The pools as started, in configuration order (after a reload,
+    /// [`Running::current_pools`] has the ones serving).
     pub pools: Vec<Arc<Pool>>,
     /// For each pool, the bound address (TCP) or socket path.
     pub addrs: Vec<String>,
@@ -77,6 +95,7 @@ pub struct Running {
     /// The read-buffer budget every client connection draws from.
     pub budget: Budget,
     shutdown: Arc<watch::Sender<bool>>,
+    shared: Arc<Shared>,
 }
 
 impl Running {
@@ -92,6 +111,17 @@ impl Running {
         let mut rx = self.shutdown.subscribe();
         let _ = rx.wait_for(|stopped| *stopped).await;
     }
+
+    /// Re-reads the configuration file and switches to it: see [`crate::reload`]. On
+    /// error nothing changed and the old configuration keeps serving.
+    pub fn reload(&self) -> Result<ReloadReport, ReloadError> {
+        self.shared.reload()
+    }
+
+    /// The pools serving now, in configuration order.
+    pub fn current_pools(&self) -> Vec<Arc<Pool>> {
+        self.shared.pools()
+    }
 }
 
 impl Drop for Running {
@@ -106,22 +136,55 @@ struct Counters {
     total: AtomicU64,
     current: AtomicU64,
     started: u64,
+    reloads: AtomicU64,
+    reload_failures: AtomicU64,
+}
+
+/// What the listeners, the stats port, the metrics page and reloads share.
+pub(crate) struct Shared {
+    counters: Arc<Counters>,
+    budget: Budget,
+    shutdown: Arc<watch::Sender<bool>>,
+    verbose: bool,
+    /// Backends time their replies (only when metrics are served).
+    timed: bool,
+    config_path: Option<PathBuf>,
+    /// The listening pools, in configuration order. Held for a whole reload, which
+    /// therefore never overlaps another.
+    live: parking_lot::Mutex<Vec<Live>>,
+}
+
+/// A listening pool.
+pub(crate) struct Live {
+    pub(crate) slot: Arc<PoolSlot>,
+    /// The bound address (TCP) or socket path.
+    pub(crate) addr: String,
+    /// Dropping it stops this pool's listener (its open connections carry on).
+    pub(crate) _close: oneshot::Sender<()>,
+}
+
+/// A pool's listener, bound but not yet accepting.
+pub(crate) struct Bound {
+    acceptor: Acceptor,
+    shown: String,
 }
 
 /// One client connection's place in the counters, taken when it is accepted and given
 /// back on drop, however its task ends (a panic included).
 struct ConnGuard {
-    pool: Arc<Pool>,
+    // The pool's counters outlive reloads (a replacing pool takes them over), so the
+    // count is given back where it was taken whatever pool the connection ends on.
+    stats: Arc<PoolStats>,
     counters: Arc<Counters>,
 }
 
 impl ConnGuard {
-    fn new(pool: &Arc<Pool>, counters: &Arc<Counters>) -> ConnGuard {
+    fn new(pool: &Pool, counters: &Arc<Counters>) -> ConnGuard {
         incr(&pool.stats.client_connections);
         incr(&counters.total);
         incr(&counters.current);
         ConnGuard {
-            pool: pool.clone(),
+            stats: pool.stats.clone(),
             counters: counters.clone(),
         }
     }
@@ -129,7 +192,7 @@ impl ConnGuard {
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
-        decr(&self.pool.stats.client_connections);
+        decr(&self.stats.client_connections);
         decr(&self.counters.current);
     }
 }
@@ -143,44 +206,28 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         total: AtomicU64::new(0),
         current: AtomicU64::new(0),
         started: unix_now(),
+        reloads: AtomicU64::new(0),
+        reload_failures: AtomicU64::new(0),
     });
     let budget = Budget::new(opts.read_buf_mem_limit);
     let shutdown = Arc::new(watch::channel(false).0);
+    let shared = Arc::new(Shared {
+        counters: counters.clone(),
+        budget: budget.clone(),
+        shutdown: shutdown.clone(),
+        verbose: opts.verbose,
+        timed: opts.metrics_addr.is_some(),
+        config_path: opts.config_path.clone(),
+        live: parking_lot::Mutex::new(Vec::new()),
+    });
     let mut pools = Vec::new();
     let mut addrs = Vec::new();
     for pc in config.pools {
-        let name = pc.name.clone();
-        let listen = pc.listen.clone();
-        let backlog = pc.backlog;
-        let limit = pc.client_connections;
-        let pool = Pool::start(pc, opts.verbose).map_err(|source| StartError::Ring {
-            pool: name.clone(),
-            source,
-        })?;
-        let (label, bound) = match &listen {
-            Listen::Tcp(addr) => (addr.clone(), bind_tcp(addr, backlog)),
-            Listen::Unix { path, mode } => (path.display().to_string(), bind_unix(path, *mode)),
-        };
-        let listen_err = |source| StartError::Listen {
-            pool: name.clone(),
-            addr: label.clone(),
-            source,
-        };
-        let listener = bound.map_err(listen_err)?;
-        let shown = listener
-            .local_addr()
-            .map_or_else(|| label.clone(), |a| a.to_string());
-        let acceptor = Acceptor::new(listener, shutdown.subscribe()).map_err(listen_err)?;
-        tracing::info!("pool {name} listening on {shown}");
-        addrs.push(shown);
-        tokio::spawn(accept_clients(
-            acceptor,
-            shutdown.clone(),
-            pool.clone(),
-            counters.clone(),
-            limit,
-            budget.clone(),
-        ));
+        let bound = shared.bind(&pc)?;
+        let pool = shared.start_pool(pc, None)?;
+        let live = shared.listen(bound, Arc::new(PoolSlot::new(pool.clone())));
+        addrs.push(live.addr.clone());
+        shared.live.lock().push(live);
         pools.push(pool);
     }
     let mut stats_addr = None;
@@ -197,12 +244,7 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
             tracing::info!("stats listening on {b}");
         }
         stats_addr = bound;
-        tokio::spawn(serve_stats(
-            acceptor,
-            shutdown.clone(),
-            pools.clone(),
-            counters.clone(),
-        ));
+        tokio::spawn(serve_stats(acceptor, shared.clone()));
     }
     let mut metrics_addr = None;
     if let Some(addr) = opts.metrics_addr {
@@ -214,23 +256,26 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         let server = shoal_net::metrics::MetricsServer::bind(addr).map_err(listen_err)?;
         let bound = server.local_addr().map_err(listen_err)?;
         tracing::info!("metrics listening on {bound}");
-        for pool in &pools {
-            for b in &pool.backends {
-                b.stats().set_timed(true);
-            }
-        }
         metrics_addr = Some(bound);
-        let (pools, counters, budget) = (pools.clone(), counters.clone(), budget.clone());
+        let shared = shared.clone();
         let render = move || {
+            let c = &shared.counters;
             let g = crate::metrics::Global {
-                started: counters.started,
-                total_connections: counters.total.load(Relaxed),
-                current_connections: counters.current.load(Relaxed),
-                read_buffer_bytes: budget.used() as u64,
+                started: c.started,
+                total_connections: c.total.load(Relaxed),
+                current_connections: c.current.load(Relaxed),
+                read_buffer_bytes: shared.budget.used() as u64,
+                reloads: c.reloads.load(Relaxed),
+                reload_failures: c.reload_failures.load(Relaxed),
             };
-            crate::metrics::render(&g, &pools)
+            crate::metrics::render(&g, &shared.pools())
         };
         tokio::spawn(server.serve(Arc::new(render)));
+    }
+    if shared.config_path.is_some() {
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(StartError::Signal)?;
+        tokio::spawn(reload_on_sighup(hup, shared.clone()));
     }
     Ok(Running {
         pools,
@@ -239,7 +284,102 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         metrics_addr,
         budget,
         shutdown,
+        shared,
     })
+}
+
+/// Reloads on every SIGHUP until the proxy stops. Failures are logged by the reload.
+async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, shared: Arc<Shared>) {
+    let mut stopped = shared.shutdown.subscribe();
+    loop {
+        tokio::select! {
+            got = hup.recv() => {
+                if got.is_none() {
+                    break;
+                }
+                tracing::info!("shoal-proxy: SIGHUP: reloading the configuration");
+                let _ = shared.reload();
+            }
+            _ = stopped.wait_for(|s| *s) => break,
+        }
+    }
+}
+
+impl Shared {
+    /// The pools serving now, in configuration order.
+    pub(crate) fn pools(&self) -> Vec<Arc<Pool>> {
+        self.live.lock().iter().map(|l| l.slot.load()).collect()
+    }
+
+    pub(crate) fn live(&self) -> parking_lot::MutexGuard<'_, Vec<Live>> {
+        self.live.lock()
+    }
+
+    pub(crate) fn config_path(&self) -> Option<&std::path::Path> {
+        self.config_path.as_deref()
+    }
+
+    pub(crate) fn count_reload(&self, ok: bool) {
+        let c = &self.counters;
+        incr(if ok { &c.reloads } else { &c.reload_failures });
+    }
+
+    /// Starts `pc`'s pool, taking over `previous`'s counters (see [`Pool::start_after`]).
+    pub(crate) fn start_pool(
+        &self,
+        pc: PoolConfig,
+        previous: Option<&Pool>,
+    ) -> Result<Arc<Pool>, StartError> {
+        let name = pc.name.clone();
+        let pool = Pool::start_after(pc, self.verbose, previous)
+            .map_err(|source| StartError::Ring { pool: name, source })?;
+        if self.timed {
+            for b in &pool.backends {
+                b.stats().set_timed(true);
+            }
+        }
+        Ok(pool)
+    }
+
+    /// Binds `pc`'s listen address.
+    pub(crate) fn bind(&self, pc: &PoolConfig) -> Result<Bound, StartError> {
+        let (label, bound) = match &pc.listen {
+            Listen::Tcp(addr) => (addr.clone(), bind_tcp(addr, pc.backlog)),
+            Listen::Unix { path, mode } => (path.display().to_string(), bind_unix(path, *mode)),
+        };
+        let listen_err = |source| StartError::Listen {
+            pool: pc.name.clone(),
+            addr: label.clone(),
+            source,
+        };
+        let listener = bound.map_err(listen_err)?;
+        let shown = listener
+            .local_addr()
+            .map_or_else(|| label.clone(), |a| a.to_string());
+        let acceptor = Acceptor::new(listener, self.shutdown.subscribe()).map_err(listen_err)?;
+        Ok(Bound { acceptor, shown })
+    }
+
+    /// Starts accepting on `bound` for the pool in `slot`.
+    pub(crate) fn listen(self: &Arc<Self>, bound: Bound, slot: Arc<PoolSlot>) -> Live {
+        let (close, closed) = oneshot::channel();
+        tracing::info!(
+            "pool {} listening on {}",
+            slot.load().config.name,
+            bound.shown
+        );
+        tokio::spawn(accept_clients(
+            bound.acceptor,
+            self.clone(),
+            slot.clone(),
+            closed,
+        ));
+        Live {
+            slot,
+            addr: bound.shown,
+            _close: close,
+        }
+    }
 }
 
 fn bind_tcp(addr: &str, backlog: u32) -> std::io::Result<Listener> {
@@ -269,20 +409,20 @@ fn over_limit(pool: &Pool, limit: usize) -> bool {
     limit > 0 && pool.stats.client_connections.load(Relaxed) >= limit as u64
 }
 
-/// Accepts a pool's clients until the proxy stops (a signal, or [`Running`] dropped),
-/// serving each on its own task and logging the tasks that panic.
+/// Accepts a pool's clients until the proxy stops (a signal, or [`Running`] dropped) or
+/// a reload closes this listener (`closed`), serving each on its own task and logging
+/// the tasks that panic.
 async fn accept_clients(
     mut acceptor: Acceptor,
-    shutdown: Arc<watch::Sender<bool>>,
-    pool: Arc<Pool>,
-    counters: Arc<Counters>,
-    limit: usize,
-    budget: Budget,
+    shared: Arc<Shared>,
+    slot: Arc<PoolSlot>,
+    mut closed: oneshot::Receiver<()>,
 ) {
     let mut tasks = JoinSet::new();
     loop {
         let event = tokio::select! {
             event = acceptor.next() => event,
+            _ = &mut closed => break,
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                 log_panic(done);
                 continue;
@@ -292,36 +432,43 @@ async fn accept_clients(
             Event::Conn(conn) => conn,
             Event::Signal => {
                 // Every listener stops, and the process with them (see `Running::stopped`).
-                let _ = shutdown.send(true);
+                let _ = shared.shutdown.send(true);
                 break;
             }
             Event::Shutdown => break,
         };
-        if over_limit(&pool, limit) {
+        // The limit is the current configuration's: a reload may change it.
+        let pool = slot.load();
+        if over_limit(&pool, pool.config.client_connections) {
             // twemproxy closes a connection over the pool's limit at once.
             continue;
         }
         // Counted before the task runs, so a burst of accepts cannot pass the limit.
-        let guard = ConnGuard::new(&pool, &counters);
-        tasks.spawn(serve_client(conn, pool.clone(), budget.clone(), guard));
+        let guard = ConnGuard::new(&pool, &shared.counters);
+        tasks.spawn(serve_client(
+            conn,
+            slot.clone(),
+            shared.budget.clone(),
+            guard,
+        ));
     }
     // Connections already open finish on their own; only accepting stops.
     tasks.detach_all();
 }
 
-async fn serve_client(conn: Incoming, pool: Arc<Pool>, budget: Budget, guard: ConnGuard) {
+async fn serve_client(conn: Incoming, slot: Arc<PoolSlot>, budget: Budget, guard: ConnGuard) {
     // Dropped when this task ends, however it ends.
     let _guard = guard;
     match conn {
         Incoming::Tcp(s, _) => {
             let _ = s.set_nodelay(true);
             if let Ok(s) = TcpStream::from_std(s) {
-                serve(s, pool, budget).await;
+                serve(s, slot, budget).await;
             }
         }
         Incoming::Unix(s) => {
             if let Ok(s) = UnixStream::from_std(s) {
-                serve(s, pool, budget).await;
+                serve(s, slot, budget).await;
             }
         }
     }
@@ -340,38 +487,79 @@ fn log_panic(done: Result<(), tokio::task::JoinError>) {
     }
 }
 
-async fn serve_stats(
-    mut acceptor: Acceptor,
-    shutdown: Arc<watch::Sender<bool>>,
-    pools: Vec<Arc<Pool>>,
-    c: Arc<Counters>,
-) {
+/// Serves the stats port: a client that sends nothing within [`STATS_COMMAND_WAIT`] (or
+/// closes its side) gets the stats JSON, as from twemproxy; one that sends `reload`
+/// gets `OK` or `ERROR <reason>` (see [`crate::reload`]).
+async fn serve_stats(mut acceptor: Acceptor, shared: Arc<Shared>) {
     loop {
         let s = match acceptor.next().await {
             Event::Conn(Incoming::Tcp(s, _)) => s,
             Event::Conn(Incoming::Unix(_)) => continue,
             Event::Signal => {
-                let _ = shutdown.send(true);
+                let _ = shared.shutdown.send(true);
                 break;
             }
             Event::Shutdown => break,
         };
-        let doc = document(
-            c.started,
-            c.total.load(Relaxed),
-            c.current.load(Relaxed),
-            pools
-                .iter()
-                .map(|p| (p.config.name.clone(), p.stats_json()))
-                .collect(),
-        );
-        let body = doc.to_string();
+        let shared = shared.clone();
         tokio::spawn(async move {
             let Ok(mut s) = TcpStream::from_std(s) else {
                 return;
+            };
+            let body = match read_command(&mut s).await {
+                None => stats_json(&shared),
+                Some(cmd) if cmd == "reload" => match shared.reload() {
+                    Ok(_) => "OK\r\n".to_string(),
+                    Err(e) => format!("ERROR {}\r\n", one_line(&e.to_string())),
+                },
+                Some(cmd) if cmd.is_empty() || cmd == "stats" => stats_json(&shared),
+                Some(_) => "ERROR unknown command\r\n".to_string(),
             };
             let _ = s.write_all(body.as_bytes()).await;
             let _ = s.shutdown().await;
         });
     }
+}
+
+/// The command line a stats client sent, trimmed; `None` if it sent nothing in time.
+async fn read_command(s: &mut TcpStream) -> Option<String> {
+    let mut line = Vec::new();
+    let mut buf = [0u8; 64];
+    let read = async {
+        while line.len() < STATS_COMMAND_MAX && !line.contains(&b'\n') {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => line.extend_from_slice(buf.get(..n).unwrap_or_default()),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(STATS_COMMAND_WAIT, read).await;
+    if line.is_empty() {
+        return None;
+    }
+    let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());
+    let cmd = String::from_utf8_lossy(line.get(..end).unwrap_or_default());
+    Some(cmd.trim().to_ascii_lowercase())
+}
+
+/// `text` on one line, for a one-line reply.
+fn one_line(text: &str) -> String {
+    text.replace(['\r', '\n'], " ")
+}
+
+fn stats_json(shared: &Shared) -> String {
+    let c = &shared.counters;
+    document(
+        c.started,
+        c.total.load(Relaxed),
+        c.current.load(Relaxed),
+        c.reloads.load(Relaxed),
+        c.reload_failures.load(Relaxed),
+        shared
+            .pools()
+            .iter()
+            .map(|p| (p.config.name.clone(), p.stats_json()))
+            .collect(),
+    )
+    .to_string()
 }

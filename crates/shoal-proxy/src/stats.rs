@@ -69,11 +69,14 @@ pub fn pool_json<'a>(
     Value::Object(m)
 }
 
-/// The whole document: service header, then one entry per pool.
+/// The whole document: service header (with shoal-proxy's `reloads` and
+/// `reload_failures` after twemproxy's fields), then one entry per pool.
 pub fn document(
     started: u64,
     total_connections: u64,
     curr_connections: u64,
+    reloads: u64,
+    reload_failures: u64,
     pools: Vec<(String, Value)>,
 ) -> Value {
     let now = unix_now();
@@ -85,6 +88,8 @@ pub fn document(
     m.insert("timestamp".into(), now.into());
     m.insert("total_connections".into(), total_connections.into());
     m.insert("curr_connections".into(), curr_connections.into());
+    m.insert("reloads".into(), reloads.into());
+    m.insert("reload_failures".into(), reload_failures.into());
     for (name, v) in pools {
         m.insert(name, v);
     }

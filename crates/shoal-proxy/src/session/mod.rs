@@ -43,7 +43,7 @@ use shoal_protocol::{decode_key, parse, reply, Keys, Limits, Parsed, Request};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::frame::ReplyKind;
-use crate::pool::Pool;
+use crate::pool::{Pool, PoolSlot};
 use crate::stats::incr;
 
 use multiget::{plan, reassemble, send_plan};
@@ -93,7 +93,13 @@ struct GetStream {
 
 /// A connection's requests in flight and replies not yet written.
 struct Session<'a> {
-    pool: &'a Pool,
+    /// The pool this connection's requests in flight were sent on; replaced by the
+    /// slot's current one only when nothing is in flight, so every request finishes on
+    /// the pool it started on.
+    pool: Arc<Pool>,
+    slot: &'a PoolSlot,
+    /// The slot's generation when `pool` was loaded.
+    generation: u64,
     budget: &'a Budget,
     pending: VecDeque<Slot>,
     /// Sum of the pending slots' costs.
@@ -112,12 +118,17 @@ struct Session<'a> {
 /// Serves one client until it quits, disconnects, or sends something that closes the
 /// connection (as memcached would). Never panics on client input. `budget` is the
 /// process-wide read-buffer budget every connection draws its large requests from.
-pub async fn serve<S>(mut stream: S, pool: Arc<Pool>, budget: Budget)
+/// Requests use the pool `slot` holds when they arrive: a reload changes the pool of the
+/// connection's later requests, never of those already in flight.
+pub async fn serve<S>(mut stream: S, slot: Arc<PoolSlot>, budget: Budget)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let generation = slot.generation();
     let mut s = Session {
-        pool: &pool,
+        pool: slot.load(),
+        slot: &slot,
+        generation,
         budget: &budget,
         pending: VecDeque::new(),
         in_flight: 0,
@@ -126,13 +137,14 @@ where
         gets: 0,
         client_err: false,
     };
-    match connection::serve(&mut stream, &mut s, &budget, &connection::Config::default()).await {
-        End::Eof => incr(&pool.stats.client_eof),
+    let end = connection::serve(&mut stream, &mut s, &budget, &connection::Config::default()).await;
+    match end {
+        End::Eof => incr(&s.pool.stats.client_eof),
         End::Error | End::LineTooLong => s.client_err = true,
         _ => {}
     }
     if s.client_err {
-        incr(&pool.stats.client_err);
+        incr(&s.pool.stats.client_err);
     }
 }
 
@@ -154,6 +166,9 @@ impl Handler for Session<'_> {
         if self.make_room(out).await.is_err() {
             // The client is gone; the loop sees the failed write.
             return Step::Close;
+        }
+        if self.pending.is_empty() && self.stream.is_none() {
+            self.follow_reload();
         }
         match parse(input, if refused { &REFUSE_VALUES } else { &LIMITS }) {
             Parsed::Incomplete { needed } => Step::Incomplete { needed },
@@ -247,6 +262,16 @@ fn get_command(req: &Request<'_>) -> (&'static str, Option<i64>) {
 }
 
 impl Session<'_> {
+    /// Switches to the slot's current pool if a reload replaced it. Only called with
+    /// nothing in flight, since replies are resolved against the pool they were sent on.
+    fn follow_reload(&mut self) {
+        let generation = self.slot.generation();
+        if generation != self.generation {
+            self.pool = self.slot.load();
+            self.generation = generation;
+        }
+    }
+
     /// Whether another request (or batch) may be forwarded now: always when nothing is in
     /// flight, else while the window has room.
     fn may_dispatch(&self) -> bool {
@@ -296,7 +321,7 @@ impl Session<'_> {
             Request::MetaGet { .. } | Request::MetaDebug { .. } => est,
             _ => LINE_REPLY_COST,
         };
-        let p = dispatch(self.pool, req, raw).await;
+        let p = dispatch(&self.pool, req, raw).await;
         self.push(p, raw.len().saturating_add(reply_cost));
     }
 
@@ -330,7 +355,8 @@ impl Session<'_> {
     /// Forwards the next batch of the batched multi-get, as many keys as the window has
     /// room for.
     async fn next_batch(&mut self) {
-        let pool = self.pool;
+        let pool = self.pool.clone();
+        let pool = &*pool;
         let Some(st) = self.stream.as_mut() else {
             return;
         };
@@ -381,7 +407,7 @@ impl Session<'_> {
         self.in_flight = self.in_flight.saturating_sub(slot.cost);
         match slot.pending {
             Pending::Batch(b) => self.resolve_batch(*b, wbuf).await,
-            p => resolve(self.pool, p, wbuf).await,
+            p => resolve(&self.pool, p, wbuf).await,
         }
         true
     }
@@ -398,7 +424,7 @@ impl Session<'_> {
                 return;
             }
         };
-        match finish_fragments(self.pool, m.frags).await {
+        match finish_fragments(&self.pool, m.frags).await {
             Ok(replies) => {
                 reassemble(&m.keys, &m.spans, &replies, wbuf);
                 if b.last {
@@ -409,7 +435,7 @@ impl Session<'_> {
                 // Values already written stay written (as when memcached fails half-way
                 // through a multi-get); the error line ends the reply and the rest of the
                 // keys are not asked for.
-                push_reply(self.pool, r, wbuf);
+                push_reply(&self.pool, r, wbuf);
                 self.failed_get = Some(b.get);
                 if self.stream.as_ref().is_some_and(|st| st.id == b.get) {
                     self.stream = None;
@@ -426,7 +452,7 @@ impl Session<'_> {
         let Ok(real) = decode_key(key, base64, &mut tmp) else {
             return;
         };
-        let Ok(servers) = servers_for(self.pool, real) else {
+        let Ok(servers) = servers_for(&self.pool, real) else {
             return;
         };
         let (bytes, kind) = if base64 {
@@ -440,7 +466,7 @@ impl Session<'_> {
             b.extend_from_slice(b" noreply\r\n");
             (b, ReplyKind::None)
         };
-        drop(write(self.pool, servers, bytes, kind).await);
+        drop(write(&self.pool, servers, bytes, kind).await);
     }
 }
 
