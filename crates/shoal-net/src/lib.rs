@@ -14,6 +14,8 @@
 //! - [`ReadBuffer`]: a connection's input buffer, growing only within the budget;
 //! - [`Reply`]: a connection's pending output, with large values referred to in place
 //!   and written with vectored writes;
+//! - [`uring`]: the io_uring data path, sockets whose reads and writes a worker thread
+//!   submits in batches;
 //! - [`tune_allocator`]: keeps freed buffers from staying resident;
 //! - [`Budget`]: the process-wide memory budget that bounds what hostile clients can make
 //!   a daemon buffer;
@@ -31,6 +33,7 @@ pub mod metrics;
 mod pool;
 mod read_buffer;
 mod reply;
+pub mod uring;
 
 pub use accept::{Acceptor, Event};
 pub use budget::{Budget, Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
