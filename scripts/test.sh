@@ -46,25 +46,39 @@ cargo build --workspace --release --bins
 log "cargo test --release"
 cargo test --workspace --release
 
+log "shoald's protocol, limit and lifecycle tests again on the io_uring data path"
+SHOALD_TEST_ARGS=--io-uring cargo test --release -p shoal-server \
+  --test text_commands --test binary --test meta --test bad_input --test auth --test tls \
+  --test hostile --test zero_copy --test restart --test operator
+
+# memccapable -a and -b against a shoald started with the given extra options.
+memccapable_against() {
+  local errlog pid port out
+  errlog=$(mktemp)
+  "$target/release/shoald" -p 0 -l 127.0.0.1 -t 2 -v "$@" 2>"$errlog" &
+  pid=$!
+  trap 'kill $pid 2>/dev/null || true; rm -f "$errlog"' EXIT
+  port=""
+  for _ in $(seq 1 100); do
+    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$errlog" | head -n1)
+    [ -n "$port" ] && break
+    sleep 0.05
+  done
+  [ -n "$port" ] || { echo "shoald did not start"; cat "$errlog"; exit 1; }
+  for mode in -a -b; do
+    out=$(timeout 120 memccapable "$mode" -h 127.0.0.1 -p "$port" 2>&1) || true
+    echo "$out" | tail -n 5
+    echo "$out" | grep -q "All tests passed" || { echo "memccapable $mode failed:"; echo "$out"; exit 1; }
+  done
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  rm -f "$errlog"
+  trap - EXIT
+}
+
 log "memccapable -a and -b (libmemcached's ascii and binary conformance suites) against shoald"
-errlog=$(mktemp)
-"$target/release/shoald" -p 0 -l 127.0.0.1 -t 2 -v 2>"$errlog" &
-pid=$!
-trap 'kill $pid 2>/dev/null || true; rm -f "$errlog"' EXIT
-port=""
-for _ in $(seq 1 100); do
-  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$errlog" | head -n1)
-  [ -n "$port" ] && break
-  sleep 0.05
-done
-[ -n "$port" ] || { echo "shoald did not start"; cat "$errlog"; exit 1; }
-for mode in -a -b; do
-  out=$(timeout 120 memccapable "$mode" -h 127.0.0.1 -p "$port" 2>&1) || true
-  echo "$out" | tail -n 5
-  echo "$out" | grep -q "All tests passed" || { echo "memccapable $mode failed:"; echo "$out"; exit 1; }
-done
-kill "$pid"; wait "$pid" 2>/dev/null || true
-trap - EXIT
+memccapable_against
+log "memccapable -a and -b against shoald on the io_uring data path"
+memccapable_against --io-uring
 
 if [ -x scripts/test-python.sh ]; then
   log "Python client suites (pymemcache)"

@@ -33,8 +33,14 @@ pub struct CompareConfig {
     pub depths: Vec<usize>,
     /// Keys.
     pub keys: u64,
-    /// Value size in bytes.
-    pub value_size: usize,
+    /// Value sizes in bytes, one scenario per depth and size.
+    pub value_sizes: Vec<usize>,
+    /// shoald configurations compared besides plain shoald: a name and the extra flags
+    /// (for example `io_uring` with `--io-uring`).
+    pub variants: Vec<(String, Vec<String>)>,
+    /// Fractions of memcached's median saturation throughput at which every server is
+    /// also run rate-limited, to compare latency at equal offered load (empty: none).
+    pub equal_load: Vec<f64>,
     /// Fraction of sets.
     pub set_ratio: f64,
     /// Measured window per run, seconds.
@@ -65,7 +71,9 @@ impl CompareConfig {
             conns: 50,
             depths: vec![1, 16],
             keys: 10_000,
-            value_size: 100,
+            value_sizes: vec![100],
+            variants: Vec::new(),
+            equal_load: Vec::new(),
             set_ratio: 0.1,
             duration_secs: 5.0,
             warmup_secs: 1.0,
@@ -80,10 +88,17 @@ impl CompareConfig {
 /// One server's runs of one scenario.
 #[derive(Clone, Debug, Serialize)]
 pub struct ServerRuns {
-    /// `shoald` or `memcached`.
+    /// `memcached`, `shoald` or `shoald <variant>`.
     pub server: String,
     /// ops/s of each run.
     pub ops_per_sec: Vec<f64>,
+    /// The server's CPU time (user + system, all threads) per request of each run, in
+    /// microseconds.
+    pub cpu_us_per_request: Vec<f64>,
+    /// Median CPU time per request (us).
+    pub median_cpu_us_per_request: f64,
+    /// Lowest and highest ops/s of the runs (the spread).
+    pub ops_range: (f64, f64),
     /// p99 (us) of each run.
     pub p99_us: Vec<f64>,
     /// Median ops/s.
@@ -98,17 +113,36 @@ pub struct ServerRuns {
     pub runs: Vec<LoadReport>,
 }
 
-/// One scenario: both servers.
+/// One scenario: every server under the same load.
 #[derive(Clone, Debug, Serialize)]
 pub struct Scenario {
-    /// A label, e.g. `depth 1`.
+    /// A label, e.g. `50 conns, depth 1, 100 B`.
     pub name: String,
+    /// Pipeline depth.
+    pub depth: usize,
+    /// Value size in bytes.
+    pub value_size: usize,
     /// memcached's runs.
     pub memcached: ServerRuns,
-    /// shoald's runs.
-    pub shoald: ServerRuns,
-    /// shoald's median ops/s over memcached's.
-    pub ratio: f64,
+    /// shoald's runs, then each variant's.
+    pub shoald: Vec<ServerRuns>,
+    /// Each shoald's median ops/s over memcached's.
+    pub ratio: Vec<f64>,
+    /// Each shoald's median CPU per request over memcached's.
+    pub cpu_ratio: Vec<f64>,
+    /// Latency at equal offered load, if asked for.
+    pub equal_load: Vec<EqualLoad>,
+}
+
+/// Every server at one offered load (a fraction of memcached's saturation throughput).
+#[derive(Clone, Debug, Serialize)]
+pub struct EqualLoad {
+    /// The fraction of memcached's median saturation throughput.
+    pub fraction: f64,
+    /// The offered load, requests per second.
+    pub rate: f64,
+    /// Per server (memcached first): name, achieved ops/s, p50, p99 and p99.9 (us).
+    pub servers: Vec<(String, f64, f64, f64, f64)>,
 }
 
 /// memcaslap's TPS for both servers.
@@ -209,8 +243,10 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-fn runs(server: &str, reports: Vec<LoadReport>) -> ServerRuns {
+fn runs(server: &str, reports: Vec<LoadReport>, cpu: Vec<f64>) -> ServerRuns {
     let ops: Vec<f64> = reports.iter().map(|r| r.ops_per_sec).collect();
+    let lo = ops.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ops.iter().copied().fold(0.0, f64::max);
     let p99: Vec<f64> = reports.iter().map(|r| r.latency.p99_us).collect();
     let p50: Vec<f64> = reports.iter().map(|r| r.latency.p50_us).collect();
     let p999: Vec<f64> = reports.iter().map(|r| r.latency.p999_us).collect();
@@ -220,10 +256,65 @@ fn runs(server: &str, reports: Vec<LoadReport>) -> ServerRuns {
         median_p99_us: median(&p99),
         median_p50_us: median(&p50),
         median_p999_us: median(&p999),
+        median_cpu_us_per_request: median(&cpu),
+        cpu_us_per_request: cpu,
+        ops_range: (if lo.is_finite() { lo } else { 0.0 }, hi),
         ops_per_sec: ops,
         p99_us: p99,
         runs: reports,
     }
+}
+
+/// Runs every server rate-limited at each fraction of memcached's median throughput.
+fn equal_load(
+    cfg: &CompareConfig,
+    memcached: &ServerRuns,
+    servers: &[ServerProcess],
+    names: &[String],
+    load: &dyn Fn(&ServerProcess, bool, Option<f64>) -> LoadConfig,
+) -> Result<Vec<EqualLoad>, BenchError> {
+    let mut out = Vec::new();
+    for &fraction in &cfg.equal_load {
+        let rate = memcached.median_ops_per_sec * fraction;
+        let mut row = Vec::new();
+        for (srv, name) in servers.iter().zip(names) {
+            let r = load::run(&load(srv, false, Some(rate)))?;
+            progress(&format!(
+                "{name} at {:.0}% of memcached's saturation ({rate:.0}/s): p99 {:.0} us",
+                fraction * 100.0,
+                r.latency.p99_us
+            ));
+            row.push((
+                name.clone(),
+                r.ops_per_sec,
+                r.latency.p50_us,
+                r.latency.p99_us,
+                r.latency.p999_us,
+            ));
+        }
+        out.push(EqualLoad {
+            fraction,
+            rate,
+            servers: row,
+        });
+    }
+    Ok(out)
+}
+
+/// CPU seconds (user + system, every thread) process `pid` has used, from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12th and 13th here.
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| f.get(i).and_then(|v| v.parse::<f64>().ok()))
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ticks / hz
 }
 
 fn progress(msg: &str) {
@@ -235,45 +326,97 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, BenchError> {
     let machine = Machine::detect(&cfg.memcached);
     let mut scenarios = Vec::new();
     {
-        let mc = ServerProcess::start_memcached(&cfg.memcached, &cfg.server_args)?;
-        let sh = ServerProcess::start_shoald(&cfg.shoald, &cfg.server_args)?;
-        for &depth in &cfg.depths {
-            let mut per: [Vec<LoadReport>; 2] = [Vec::new(), Vec::new()];
-            for rep in 0..cfg.repeats {
-                // Alternate which server goes first.
-                let order: [usize; 2] = if rep % 2 == 0 { [0, 1] } else { [1, 0] };
-                for i in order {
-                    let srv = if i == 0 { &mc } else { &sh };
+        // memcached first, then shoald, then each shoald variant; all started once.
+        let mut servers = vec![ServerProcess::start_memcached(
+            &cfg.memcached,
+            &cfg.server_args,
+        )?];
+        let mut names = vec!["memcached".to_string(), "shoald".to_string()];
+        servers.push(ServerProcess::start_shoald(&cfg.shoald, &cfg.server_args)?);
+        for (name, extra) in &cfg.variants {
+            let mut args = cfg.server_args.clone();
+            args.extend(extra.iter().cloned());
+            servers.push(ServerProcess::start_shoald(&cfg.shoald, &args)?);
+            names.push(format!("shoald {name}"));
+        }
+        for &value_size in &cfg.value_sizes {
+            let mut prefilled = false;
+            for &depth in &cfg.depths {
+                let load = |srv: &ServerProcess, prefill: bool, rate: Option<f64>| {
                     let mut l = LoadConfig::new(srv.addr);
                     l.threads = cfg.threads;
                     l.conns = cfg.conns;
                     l.depth = depth;
                     l.keys = cfg.keys;
-                    l.value_size = crate::workload::ValueSize::fixed(cfg.value_size);
+                    l.value_size = crate::workload::ValueSize::fixed(value_size);
                     l.set_ratio = cfg.set_ratio;
                     l.duration = Duration::from_secs_f64(cfg.duration_secs);
                     l.warmup = Duration::from_secs_f64(cfg.warmup_secs);
-                    l.prefill = rep == 0;
-                    let r = load::run(&l)?;
-                    progress(&format!(
-                        "depth {depth} run {} {}: {:.0} ops/s p99 {:.0} us",
-                        rep + 1,
-                        srv.name,
-                        r.ops_per_sec,
-                        r.latency.p99_us
-                    ));
-                    per[i].push(r);
+                    l.prefill = prefill;
+                    l.rate = rate;
+                    l
+                };
+                let n = servers.len();
+                if !prefilled {
+                    // Every key set once, outside the measured runs (and their CPU time).
+                    for srv in &servers {
+                        load::prefill(&load(srv, true, None))?;
+                    }
+                    prefilled = true;
                 }
+                let mut per: Vec<Vec<LoadReport>> = vec![Vec::new(); n];
+                let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); n];
+                for rep in 0..cfg.repeats {
+                    // Rotate which server goes first, so none always runs on a machine
+                    // warmed (or slowed) by the one before.
+                    for k in 0..n {
+                        let i = (k + rep) % n;
+                        let srv = &servers[i];
+                        let before = cpu_seconds(srv.pid());
+                        let r = load::run(&load(srv, false, None))?;
+                        let spent = cpu_seconds(srv.pid()) - before;
+                        let requests = (r.total.gets + r.total.sets).max(1) as f64;
+                        let us = spent * 1e6 / requests;
+                        progress(&format!(
+                            "{value_size} B depth {depth} run {} {}: {:.0} ops/s p99 {:.0} us, {us:.2} us CPU/request",
+                            rep + 1,
+                            names[i],
+                            r.ops_per_sec,
+                            r.latency.p99_us
+                        ));
+                        per[i].push(r);
+                        cpu[i].push(us);
+                    }
+                }
+                let mut all: Vec<ServerRuns> = per
+                    .into_iter()
+                    .zip(cpu)
+                    .zip(&names)
+                    .map(|((reports, cpu), name)| runs(name, reports, cpu))
+                    .collect();
+                let memcached = all.remove(0);
+                let equal_load = equal_load(cfg, &memcached, &servers, &names, &load)?;
+                let ratio = all
+                    .iter()
+                    .map(|s| s.median_ops_per_sec / memcached.median_ops_per_sec.max(1e-9))
+                    .collect();
+                let cpu_ratio = all
+                    .iter()
+                    .map(|s| {
+                        s.median_cpu_us_per_request / memcached.median_cpu_us_per_request.max(1e-9)
+                    })
+                    .collect();
+                scenarios.push(Scenario {
+                    name: format!("{} conns, depth {depth}, {value_size} B", cfg.conns),
+                    depth,
+                    value_size,
+                    memcached,
+                    shoald: all,
+                    ratio,
+                    cpu_ratio,
+                    equal_load,
+                });
             }
-            let [m, s] = per;
-            let memcached = runs("memcached", m);
-            let shoald = runs("shoald", s);
-            scenarios.push(Scenario {
-                name: format!("{} conns, depth {depth}", cfg.conns),
-                ratio: shoald.median_ops_per_sec / memcached.median_ops_per_sec.max(1e-9),
-                memcached,
-                shoald,
-            });
         }
     }
     let memcaslap = match &cfg.memcaslap {
@@ -344,7 +487,7 @@ pub fn memory_one(p: &ServerProcess, keys: u64) -> Result<MemoryResult, BenchErr
 fn memcaslap_config(cfg: &CompareConfig) -> String {
     format!(
         "key\n16 16 1\nvalue\n{v} {v} 1\ncmd\n0 {s}\n1 {g}\n",
-        v = cfg.value_size,
+        v = cfg.value_sizes.first().copied().unwrap_or(100),
         s = cfg.set_ratio,
         g = 1.0 - cfg.set_ratio
     )
@@ -440,25 +583,58 @@ impl CompareReport {
         );
         let _ = writeln!(
             s,
-            "| scenario | memcached ops/s | shoald ops/s | ratio | memcached p50 / p99 / p99.9 (us) | shoald p50 / p99 / p99.9 (us) |"
+            "| scenario | server | ops/s (median) | ops/s min-max | ops/s vs memcached | CPU us/request | CPU vs memcached | p50 / p99 / p99.9 (us) |"
         );
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
         for sc in &self.scenarios {
-            let (a, b) = (&sc.memcached, &sc.shoald);
+            let rows = std::iter::once((&sc.memcached, 1.0, 1.0)).chain(
+                sc.shoald
+                    .iter()
+                    .zip(sc.ratio.iter().zip(&sc.cpu_ratio))
+                    .map(|(r, (&o, &c))| (r, o, c)),
+            );
+            for (r, ops_ratio, cpu_ratio) in rows {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {:.0} | {:.0}-{:.0} | {:.2}x | {:.2} | {:.2}x | {:.0} / {:.0} / {:.0} |",
+                    sc.name,
+                    r.server,
+                    r.median_ops_per_sec,
+                    r.ops_range.0,
+                    r.ops_range.1,
+                    ops_ratio,
+                    r.median_cpu_us_per_request,
+                    cpu_ratio,
+                    r.median_p50_us,
+                    r.median_p99_us,
+                    r.median_p999_us
+                );
+            }
+        }
+        let equal: Vec<&Scenario> = self
+            .scenarios
+            .iter()
+            .filter(|sc| !sc.equal_load.is_empty())
+            .collect();
+        if !equal.is_empty() {
             let _ = writeln!(
                 s,
-                "| {} | {:.0} | {:.0} | {:.2} | {:.0} / {:.0} / {:.0} | {:.0} / {:.0} / {:.0} |",
-                sc.name,
-                a.median_ops_per_sec,
-                b.median_ops_per_sec,
-                sc.ratio,
-                a.median_p50_us,
-                a.median_p99_us,
-                a.median_p999_us,
-                b.median_p50_us,
-                b.median_p99_us,
-                b.median_p999_us
+                "\n| scenario | offered load | server | ops/s | p50 / p99 / p99.9 (us) |"
             );
+            let _ = writeln!(s, "|---|---|---|---:|---:|");
+            for sc in equal {
+                for e in &sc.equal_load {
+                    for (name, ops, p50, p99, p999) in &e.servers {
+                        let _ = writeln!(
+                            s,
+                            "| {} | {:.0}% of memcached's max ({:.0}/s) | {name} | {ops:.0} | {p50:.0} / {p99:.0} / {p999:.0} |",
+                            sc.name,
+                            e.fraction * 100.0,
+                            e.rate
+                        );
+                    }
+                }
+            }
         }
         if let Some(c) = &self.memcaslap {
             let _ = writeln!(

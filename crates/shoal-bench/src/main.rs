@@ -308,6 +308,26 @@ struct CompareArgs {
     /// Client threads.
     #[arg(short = 'T', long, default_value_t = 2)]
     threads: usize,
+    /// Value sizes in bytes (k suffix allowed), one scenario per depth and size.
+    #[arg(long, value_delimiter = ',', default_value = "100")]
+    value_sizes: Vec<String>,
+    /// Fraction of sets.
+    #[arg(long, default_value_t = 0.1)]
+    set_ratio: f64,
+    /// Keys.
+    #[arg(short, long, default_value_t = 10_000)]
+    keys: u64,
+    /// A shoald configuration to compare as well: NAME=FLAGS (flags space-separated),
+    /// e.g. `io_uring=--io-uring`. Repeatable.
+    #[arg(long = "variant", value_name = "NAME=FLAGS")]
+    variants: Vec<String>,
+    /// Also run every server rate-limited at these fractions of memcached's median
+    /// throughput (e.g. `0.5,0.8,0.95`), to compare latency at equal offered load.
+    #[arg(long, value_delimiter = ',')]
+    equal_load: Vec<f64>,
+    /// Flags given to every server (replacing `-t 2 -m 256`), space-separated.
+    #[arg(long)]
+    server_args: Option<String>,
     /// Skip the memory benchmark.
     #[arg(long)]
     no_memory: bool,
@@ -599,6 +619,26 @@ fn cmd_compare(a: CompareArgs) -> Result<()> {
         }
     };
     cfg.repeats = a.repeats.max(1);
+    cfg.value_sizes = a
+        .value_sizes
+        .iter()
+        .map(|v| parse_size(v).with_context(|| format!("bad value size {v}")))
+        .collect::<Result<_>>()?;
+    cfg.set_ratio = a.set_ratio;
+    cfg.keys = a.keys;
+    cfg.equal_load = a.equal_load;
+    for v in &a.variants {
+        let (name, flags) = v
+            .split_once('=')
+            .with_context(|| format!("--variant {v}: expected NAME=FLAGS"))?;
+        cfg.variants.push((
+            name.to_string(),
+            flags.split_whitespace().map(String::from).collect(),
+        ));
+    }
+    if let Some(args) = &a.server_args {
+        cfg.server_args = args.split_whitespace().map(String::from).collect();
+    }
     cfg.duration_secs = a.duration.as_secs_f64();
     cfg.memcaslap_secs = a.memcaslap_time.as_secs().max(1);
     cfg.depths = a.depths;
@@ -748,4 +788,18 @@ fn parse_count(s: &str) -> Result<u64> {
         .parse()
         .with_context(|| format!("{s:?} is not a count"))?;
     n.checked_mul(mult).context("count too large")
+}
+
+/// A size in bytes: "100" -> 100, "10k" -> 10,240, "1m" -> 1,048,576.
+fn parse_size(s: &str) -> Result<usize> {
+    let s = s.trim().to_ascii_lowercase();
+    let (num, mult) = match s.as_bytes().last() {
+        Some(b'k') => (&s[..s.len() - 1], 1024),
+        Some(b'm') => (&s[..s.len() - 1], 1024 * 1024),
+        _ => (s.as_str(), 1),
+    };
+    let n: usize = num
+        .parse()
+        .with_context(|| format!("{s:?} is not a size"))?;
+    n.checked_mul(mult).context("size too large")
 }

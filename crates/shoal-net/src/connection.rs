@@ -13,10 +13,11 @@
 //!   arrive, so senders that stall half-way through large values hold at most the budget
 //!   together. A request line the budget cannot hold gets the handler's
 //!   [`Handler::line_too_long`] reply and the connection is closed.
-//! - output: replies go to one buffer, written with one `write_all` per turn however many
-//!   requests were pipelined. Once [`OUTPUT_HIGH_WATER`] bytes are pending no more
-//!   requests are handled until the client has taken them, so a client that never reads
-//!   costs that much plus one reply.
+//! - output: replies go to one [`Reply`], written with one (vectored) write per turn
+//!   however many requests were pipelined; large values in it may be referred to in place
+//!   ([`Handler::Value`]) rather than copied. Once [`OUTPUT_HIGH_WATER`] bytes are pending
+//!   no more requests are handled until the client has taken them, so a client that never
+//!   reads costs that much plus one reply (and holds no references while it stalls).
 //! - fairness: after [`Config::requests_per_turn`] requests the connection yields to the
 //!   others on its thread (memcached's `-R`).
 //! - idleness: with [`Config::idle_timeout`], a connection that sends nothing for that
@@ -33,6 +34,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::budget::{Budget, OUTPUT_HIGH_WATER, READ_CHUNK};
 use crate::read_buffer::{Need, ReadBuffer, ReadError};
+use crate::reply::Reply;
 
 /// How one connection is driven; the same for all of a daemon's connections.
 #[derive(Debug, Clone, Copy)]
@@ -119,18 +121,24 @@ pub enum End {
 
 /// The output buffer of a connection, with the means to send it early.
 ///
-/// A handler appends its replies to [`Output::buf`]; the loop writes them at the end of
-/// the turn. A request that must wait for something (a blocking read) can send what
-/// earlier requests produced first, with [`Output::flush`].
-pub struct Output<'a, W: ?Sized> {
-    buf: &'a mut Vec<u8>,
+/// A handler appends its replies to [`Output::buf`] (or, with values referred to in
+/// place, to [`Output::reply`]); the loop writes them at the end of the turn. A request
+/// that must wait for something (a blocking read) can send what earlier requests produced
+/// first, with [`Output::flush`].
+pub struct Output<'a, W: ?Sized, V> {
+    buf: &'a mut Reply<V>,
     writer: &'a mut W,
     failed: bool,
 }
 
-impl<W: AsyncWrite + Unpin + ?Sized> Output<'_, W> {
-    /// The pending replies, to append to.
+impl<W: AsyncWrite + Unpin + ?Sized, V: AsRef<[u8]>> Output<'_, W, V> {
+    /// The pending replies' bytes, to append to.
     pub fn buf(&mut self) -> &mut Vec<u8> {
+        self.buf.bytes()
+    }
+
+    /// The pending replies, to append bytes or values to.
+    pub fn reply(&mut self) -> &mut Reply<V> {
         self.buf
     }
 
@@ -151,15 +159,16 @@ impl<W: AsyncWrite + Unpin + ?Sized> Output<'_, W> {
         if self.failed {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
-        let n = self.buf.len();
-        if n == 0 {
+        if self.buf.is_empty() {
             return Ok(0);
         }
-        if let Err(e) = self.writer.write_all(self.buf).await {
-            self.failed = true;
-            return Err(e);
-        }
-        self.buf.clear();
+        let n = match self.buf.write_to(&mut *self.writer).await {
+            Ok(n) => n,
+            Err(e) => {
+                self.failed = true;
+                return Err(e);
+            }
+        };
         // One very large reply should not keep its buffer for the next ones; replies
         // bounded by the high-water mark never get here, so this is not paid per turn.
         if self.buf.capacity() > 2 * OUTPUT_HIGH_WATER {
@@ -177,6 +186,10 @@ impl<W: AsyncWrite + Unpin + ?Sized> Output<'_, W> {
 /// mark, the per-turn limit, or a step says otherwise), [`Handler::end_turn`],
 /// [`Handler::before_write`], the write, [`Handler::after_write`]; then the next read.
 pub trait Handler {
+    /// What replies may refer to in place instead of copying (a pinned cache value);
+    /// [`crate::NoValue`] for a protocol that only writes bytes.
+    type Value: AsRef<[u8]>;
+
     /// Parses and acts on the request at the head of `input` (never empty, never holding
     /// bytes still to be discarded), appending its replies to `out`.
     ///
@@ -188,7 +201,7 @@ pub trait Handler {
         &mut self,
         input: &[u8],
         refused: bool,
-        out: &mut Output<'_, W>,
+        out: &mut Output<'_, W, Self::Value>,
     ) -> impl Future<Output = Step>;
 
     /// The reply sent before closing a connection whose request line outgrew the budget
@@ -211,7 +224,7 @@ pub trait Handler {
     /// durable. May flush `out` itself, as often as the high-water mark requires.
     fn before_write<W: AsyncWrite + Unpin>(
         &mut self,
-        out: &mut Output<'_, W>,
+        out: &mut Output<'_, W, Self::Value>,
     ) -> impl Future<Output = Proceed> {
         let _ = out;
         std::future::ready(Proceed::Write)
@@ -251,7 +264,7 @@ where
     // At least one request per turn, or a connection would never make progress.
     let per_turn = config.requests_per_turn.max(1);
     let mut rbuf = ReadBuffer::new(budget);
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut buf: Reply<H::Value> = Reply::new(READ_CHUNK, stream.is_write_vectored());
     // The request at the head of the input was refused by the budget: ask again, as such.
     let mut refused = false;
     loop {
@@ -320,8 +333,10 @@ where
         // A turn that ended on the per-turn request limit keeps its replies: the other
         // connections get their turn now, and this one writes once when its input is
         // used up. Writing every `-R` requests would cost a syscall per 20 quiet meta or
-        // binary gets of a 100-key batch.
-        let hold = yielded && out.len() < OUTPUT_HIGH_WATER;
+        // binary gets of a 100-key batch. Not a reply that refers to values in place:
+        // the connections that run meanwhile may need the memory those values pin
+        // (writing it is cheaper than copying them).
+        let hold = yielded && out.len() < OUTPUT_HIGH_WATER && out.buf.referenced() == 0;
         if !hold {
             if !again {
                 // Give a large request's memory back before a write that may wait on a
@@ -334,7 +349,7 @@ where
             }
             match out.flush().await {
                 Ok(0) => {}
-                Ok(n) => handler.after_write(n, &mut buf),
+                Ok(n) => handler.after_write(n, buf.bytes()),
                 Err(_) => return End::Error,
             }
         }

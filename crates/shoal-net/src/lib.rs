@@ -12,6 +12,10 @@
 //! - [`connection`]: the connection loop itself (read, parse, write, with the memory
 //!   and fairness bounds), driving each daemon's protocol [`connection::Handler`];
 //! - [`ReadBuffer`]: a connection's input buffer, growing only within the budget;
+//! - [`Reply`]: a connection's pending output, with large values referred to in place
+//!   and written with vectored writes;
+//! - [`uring`]: the io_uring data path, sockets whose reads and writes a worker thread
+//!   submits in batches;
 //! - [`tune_allocator`]: keeps freed buffers from staying resident;
 //! - [`Budget`]: the process-wide memory budget that bounds what hostile clients can make
 //!   a daemon buffer;
@@ -28,6 +32,8 @@ mod malloc;
 pub mod metrics;
 mod pool;
 mod read_buffer;
+mod reply;
+pub mod uring;
 
 pub use accept::{Acceptor, Event};
 pub use budget::{Budget, Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
@@ -35,3 +41,4 @@ pub use listener::{Incoming, Listener};
 pub use malloc::{tune_allocator, MMAP_THRESHOLD};
 pub use pool::{panic_message, WorkerPool, WorkerService};
 pub use read_buffer::{Need, ReadBuffer, ReadError, FREE_READ_BYTES};
+pub use reply::{NoValue, Reply, MIN_REFERENCED_VALUE};

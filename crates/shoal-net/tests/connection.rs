@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use shoal_net::connection::{serve, Config, End, Handler, Output, Step};
-use shoal_net::{Budget, OUTPUT_HIGH_WATER};
+use shoal_net::{Budget, NoValue, OUTPUT_HIGH_WATER};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream, ReadBuf};
 
 const BIG: usize = 64 * 1024;
@@ -24,11 +24,13 @@ struct Toy {
 }
 
 impl Handler for Toy {
+    type Value = NoValue;
+
     async fn request<W: AsyncWrite + Unpin>(
         &mut self,
         input: &[u8],
         refused: bool,
-        out: &mut Output<'_, W>,
+        out: &mut Output<'_, W, NoValue>,
     ) -> Step {
         let Some(nl) = input.iter().position(|&b| b == b'\n') else {
             return Step::Incomplete { needed: 0 };

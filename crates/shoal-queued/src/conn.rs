@@ -23,7 +23,7 @@ use crate::options::{parse_key, ReadOptions};
 use crate::server::Shared;
 use crate::stats::bump;
 use shoal_net::connection::{self, Handler, Output, Proceed, Step};
-use shoal_net::OUTPUT_HIGH_WATER;
+use shoal_net::{NoValue, OUTPUT_HIGH_WATER};
 use shoal_protocol::reply;
 use shoal_protocol::{parse, Limits, Parsed, ProtocolError, Request, StatsGroup, StoreKind};
 use shoal_queue::{expiry_from_exptime, unix_now, validate_name, Queue, QueueError, Take};
@@ -89,11 +89,13 @@ where
 }
 
 impl Handler for Conn {
+    type Value = NoValue;
+
     async fn request<W: AsyncWrite + Unpin>(
         &mut self,
         input: &[u8],
         refused: bool,
-        out: &mut Output<'_, W>,
+        out: &mut Output<'_, W, NoValue>,
     ) -> Step {
         if refused {
             return match parse(input, &REFUSE_VALUES) {
@@ -171,7 +173,10 @@ impl Handler for Conn {
         reply::OUT_OF_MEMORY_READING
     }
 
-    async fn before_write<W: AsyncWrite + Unpin>(&mut self, _out: &mut Output<'_, W>) -> Proceed {
+    async fn before_write<W: AsyncWrite + Unpin>(
+        &mut self,
+        _out: &mut Output<'_, W, NoValue>,
+    ) -> Proceed {
         match self.settle().await {
             Ok(()) => Proceed::Write,
             Err(()) => Proceed::Abandon,
@@ -225,7 +230,7 @@ impl Conn {
     /// end of a turn). An error means the connection must close.
     async fn flush_out<W: AsyncWrite + Unpin>(
         &mut self,
-        out: &mut Output<'_, W>,
+        out: &mut Output<'_, W, NoValue>,
     ) -> Result<(), ()> {
         if self.settle().await.is_err() {
             // Nothing unconfirmed may be sent, not even by the write that closes.
@@ -245,7 +250,7 @@ impl Conn {
     async fn execute<W: AsyncWrite + Unpin>(
         &mut self,
         req: Request<'_>,
-        out: &mut Output<'_, W>,
+        out: &mut Output<'_, W, NoValue>,
     ) -> Flow {
         match req {
             Request::Get { keys, .. } => {
@@ -385,7 +390,7 @@ impl Conn {
     async fn get_one<W: AsyncWrite + Unpin>(
         &mut self,
         key: &[u8],
-        out: &mut Output<'_, W>,
+        out: &mut Output<'_, W, NoValue>,
     ) -> KeyStep {
         bump(&self.shared.counters.cmd_get);
         let o: ReadOptions<'_> = match parse_key(key) {

@@ -167,6 +167,11 @@ pub struct Args {
     /// Serve Prometheus metrics (`GET /metrics`, HTTP/1.1) on ADDR:PORT (off by default).
     #[arg(long = "metrics-listen", value_name = "ADDR:PORT")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve connections on the io_uring data path (reads and writes submitted in
+    /// batches), where the kernel supports it; else the epoll path, with a warning. Also
+    /// `-o io_uring`.
+    #[arg(long = "io-uring")]
+    pub io_uring: bool,
     /// Log line format on stderr: text or json.
     #[arg(long = "log-format", value_name = "FORMAT", default_value = "text")]
     pub log_format: shoal_net::logging::LogFormat,
@@ -602,6 +607,9 @@ pub struct Settings {
     pub inert: Vec<(String, Inert)>,
     /// `--metrics-listen`: where to serve Prometheus metrics.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `--io-uring` / `-o io_uring`: the io_uring data path was asked for (it is used
+    /// where the kernel supports it; see `shoal_net::uring`).
+    pub io_uring: bool,
 }
 
 impl Settings {
@@ -820,6 +828,7 @@ impl Args {
             extstore: Extstore::default(),
             inert,
             metrics_listen: self.metrics_listen,
+            io_uring: self.io_uring,
         };
         for opt in &self.extended {
             apply_extended(&mut s, opt)?;
@@ -1043,6 +1052,9 @@ fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigError> {
         }
         "lru_crawler" => s.lru_crawler = true,
         "no_lru_crawler" => s.lru_crawler = false,
+        // shoald's own: the io_uring data path (not a memcached option).
+        "io_uring" => s.io_uring = true,
+        "no_io_uring" => s.io_uring = false,
         "hashpower" => {
             let hp: i64 = o.number("Missing numeric argument for hashpower")?;
             if hp < 12 {

@@ -12,7 +12,7 @@
 //!   which turns the connection into an event stream.
 
 use crate::auth::Session;
-use crate::commands::{self, Flow};
+use crate::commands::{self, Flow, Out};
 use crate::config::Protocol;
 use crate::conns::{CloseReason, ConnInfo};
 use crate::latency::WorkerLatency;
@@ -23,6 +23,7 @@ use crate::worker::Worker;
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_protocol::binary::{self, Status, REQUEST_MAGIC};
 use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed};
+use shoal_store::ValueRef;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -86,14 +87,17 @@ struct Conn<'a> {
     watcher: Option<WatchHandle<'a>>,
 }
 
-impl Handler for Conn<'_> {
+impl<'a> Handler for Conn<'a> {
+    /// Values of hits, sent from segment memory (see [`Out`]).
+    type Value = ValueRef<'a>;
+
     async fn request<W: AsyncWrite + Unpin>(
         &mut self,
         input: &[u8],
         refused: bool,
-        out: &mut Output<'_, W>,
+        out: &mut Output<'_, W, ValueRef<'a>>,
     ) -> Step {
-        Conn::request(self, input, refused, out.buf())
+        Conn::request(self, input, refused, out.reply())
     }
 
     fn line_too_long(&self) -> &'static [u8] {
@@ -125,7 +129,10 @@ impl Handler for Conn<'_> {
         ThreadStats::incr(&self.worker.stats.conn_yields);
     }
 
-    async fn before_write<W: AsyncWrite + Unpin>(&mut self, _out: &mut Output<'_, W>) -> Proceed {
+    async fn before_write<W: AsyncWrite + Unpin>(
+        &mut self,
+        _out: &mut Output<'_, W, ValueRef<'a>>,
+    ) -> Proceed {
         if let Some(delay) = self.session.penalty.take() {
             // A failed login: its reply (and anything after it) waits, so a client that
             // opens a new connection per guess is slowed down too.
@@ -154,10 +161,10 @@ impl Handler for Conn<'_> {
     }
 }
 
-impl Conn<'_> {
+impl<'a> Conn<'a> {
     /// Parses and executes the request at the head of `input`. `oom`: the buffer budget
     /// refused the request's value, so "too large" means "no memory".
-    fn request(&mut self, input: &[u8], oom: bool, wbuf: &mut Vec<u8>) -> Step {
+    fn request(&mut self, input: &[u8], oom: bool, reply: &mut Out<'a>) -> Step {
         let worker = self.worker;
         let shared = &worker.shared;
         // Re-parsing a storage request with no room for values turns it into the "too
@@ -175,11 +182,11 @@ impl Conn<'_> {
             return Step::Close;
         }
         if binary {
-            return binary_step(worker, &mut self.session, input, limits, oom, wbuf);
+            return binary_step(worker, &mut self.session, input, limits, oom, reply);
         }
         if shared.sasl.is_some() {
             // With SASL on, only the binary protocol can authenticate (memcached).
-            wbuf.extend_from_slice(SASL_ONLY);
+            reply.bytes().extend_from_slice(SASL_ONLY);
             return Step::Close;
         }
         let mut ctx = TextContext {
@@ -188,16 +195,16 @@ impl Conn<'_> {
             info: self.info,
             window: &mut self.window,
         };
-        match ctx.step(input, limits, oom, wbuf) {
+        match ctx.step(input, limits, oom, reply) {
             TextStep::Step(step) => step,
             TextStep::Watch { consumed, kinds } => match shared.watchers.add(kinds) {
                 Ok(handle) => {
-                    wbuf.extend_from_slice(reply::OK);
+                    reply.bytes().extend_from_slice(reply::OK);
                     self.watcher = Some(handle);
                     Step::Detach { consumed }
                 }
                 Err(e) => {
-                    wbuf.extend_from_slice(match e {
+                    reply.bytes().extend_from_slice(match e {
                         WatchError::TooMany => WATCHER_TOO_MANY,
                         WatchError::UnknownType => reply::ERROR,
                     });
@@ -249,18 +256,18 @@ enum TextStep {
 const SASL_ONLY: &[u8] = b"CLIENT_ERROR authentication required (binary SASL only)\r\n";
 
 /// What a text request runs with.
-struct TextContext<'a> {
-    worker: &'a Worker,
-    session: &'a mut Session,
-    info: &'a ConnInfo,
-    window: &'a mut ReplyWindow,
+struct TextContext<'c, 'w> {
+    worker: &'w Worker,
+    session: &'c mut Session,
+    info: &'c ConnInfo,
+    window: &'c mut ReplyWindow,
 }
 
-impl TextContext<'_> {
+impl<'w> TextContext<'_, 'w> {
     /// Parses and executes the request at the head of `input`. `oom`: the limits were
     /// lowered because the buffer budget refused the value, so "too large" means "no
     /// memory".
-    fn step(&mut self, input: &[u8], limits: &Limits, oom: bool, wbuf: &mut Vec<u8>) -> TextStep {
+    fn step(&mut self, input: &[u8], limits: &Limits, oom: bool, out: &mut Out<'w>) -> TextStep {
         let worker = self.worker;
         match parse(input, limits) {
             Parsed::Request { request, consumed } => {
@@ -271,8 +278,11 @@ impl TextContext<'_> {
                         latency.count(crate::latency::text_command(&request));
                     }
                 }
+                if out.referenced() > 0 && commands::may_store(&request) {
+                    out.copy_values();
+                }
                 TextStep::Step(
-                    match commands::execute(worker, self.session, request, self.window, wbuf) {
+                    match commands::execute(worker, self.session, request, self.window, out) {
                         Flow::Suspend => Step::Suspend,
                         Flow::Watch(kinds) => return TextStep::Watch { consumed, kinds },
                         Flow::Close => Step::Close,
@@ -292,7 +302,7 @@ impl TextContext<'_> {
                 silent,
             } => {
                 if !silent {
-                    wbuf.extend_from_slice(error.reply());
+                    out.bytes().extend_from_slice(error.reply());
                 }
                 tracing::debug!(conn = self.info.id, "protocol error: {error}");
                 TextStep::Step(done(consumed, swallow, close))
@@ -313,7 +323,7 @@ impl TextContext<'_> {
                     }
                 }
                 if !noreply {
-                    wbuf.extend_from_slice(if oom {
+                    out.bytes().extend_from_slice(if oom {
                         reply::OUT_OF_MEMORY_STORING
                     } else {
                         reply::OBJECT_TOO_LARGE
@@ -325,20 +335,20 @@ impl TextContext<'_> {
     }
 }
 
-fn binary_step(
-    worker: &Worker,
+fn binary_step<'w>(
+    worker: &'w Worker,
     session: &mut Session,
     input: &[u8],
     limits: &Limits,
     oom: bool,
-    wbuf: &mut Vec<u8>,
+    out: &mut Out<'w>,
 ) -> Step {
     match parse_binary(input, limits) {
         BinaryParsed::Request { request, consumed } => {
             if let Some(latency) = &worker.latency {
                 latency.count(crate::latency::binary_command(request.opcode, request.cas));
             }
-            let close = commands::binary::execute(worker, session, request, wbuf) == Flow::Close;
+            let close = commands::binary::execute(worker, session, request, out) == Flow::Close;
             done(consumed, 0, close)
         }
         BinaryParsed::Incomplete { needed } => Step::Incomplete { needed },
@@ -362,11 +372,11 @@ fn binary_step(
             } else {
                 Status::TooLarge
             };
-            binary::error(wbuf, opcode, status, opaque);
+            binary::error(out.bytes(), opcode, status, opaque);
             Step::Done { consumed, swallow }
         }
         BinaryParsed::Invalid { opcode, opaque } => {
-            binary::error(wbuf, opcode, Status::InvalidArguments, opaque);
+            binary::error(out.bytes(), opcode, Status::InvalidArguments, opaque);
             Step::Close
         }
     }

@@ -15,17 +15,18 @@ use crate::restart::OpenedStore;
 use crate::stats::{StatsRegistry, ThreadStats};
 use crate::watch::Watchers;
 use crate::worker::{Shared, Worker};
+use shoal_net::uring::UringStream;
 use shoal_net::{Acceptor, Budget, Event, Incoming, WorkerPool, WorkerService};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 pub use shoal_net::Listener;
@@ -106,7 +107,18 @@ pub fn run_all(
         let watchers = watchers.clone();
         store.on_evict(move |item| watchers.evicted(item));
     }
+    let io_uring = settings.io_uring && {
+        let ok = shoal_net::uring::supported();
+        if !ok {
+            tracing::warn!(
+                "io_uring asked for but unavailable ({}); serving on epoll",
+                shoal_net::uring::unsupported_reason().unwrap_or_default()
+            );
+        }
+        ok
+    };
     let shared = Arc::new(Shared {
+        io_uring,
         store,
         stats: StatsRegistry::default(),
         conns: ConnRegistry::default(),
@@ -281,56 +293,80 @@ async fn reject(incoming: Incoming) {
 impl WorkerService for Worker {
     async fn serve(self: Rc<Self>, incoming: Incoming) {
         // Every exit, a panic included, gives the connection slot back.
-        let slot = ConnSlot {
+        let _slot = ConnSlot {
             shared: self.shared.clone(),
         };
+        let uring = self.shared.io_uring;
         match incoming {
             Incoming::Tcp(s, addr) => {
                 let _ = s.set_nodelay(true);
-                let Ok(mut s) = tokio::net::TcpStream::from_std(s) else {
-                    return;
-                };
-                let open = OpenConn::register(&self, format!("tcp:{addr}"), s.as_raw_fd());
-                let (worker, info) = (&*self, &*open.info);
-                match &slot.shared.tls {
-                    None => conn::serve(&mut s, worker, info).await,
-                    Some(acceptor) => {
-                        // The acceptor `refresh_certs` last installed; this connection
-                        // keeps it whatever later reloads do.
-                        let acceptor = acceptor.read().clone();
-                        // A plain-text client or a stalled handshake is dropped.
-                        let handshake =
-                            tokio::time::timeout(Duration::from_secs(10), acceptor.accept(&mut s));
-                        match handshake.await {
-                            Ok(Ok(mut tls)) => {
-                                ThreadStats::incr(&worker.stats.tls_handshakes);
-                                conn::serve(&mut tls, worker, info).await
-                            }
-                            Ok(Err(e)) => {
-                                ThreadStats::incr(&worker.stats.tls_handshake_errors);
-                                tracing::info!("TLS handshake from {addr} failed: {e}")
-                            }
-                            Err(_) => {
-                                ThreadStats::incr(&worker.stats.tls_handshake_timeouts);
-                                tracing::info!("TLS handshake from {addr} timed out")
-                            }
-                        }
-                    }
+                let label = format!("tcp:{addr}");
+                if uring {
+                    let Ok(mut s) = UringStream::new(OwnedFd::from(s)) else {
+                        return;
+                    };
+                    serve_tcp(&self, &mut s, label, addr).await;
+                } else {
+                    let Ok(mut s) = tokio::net::TcpStream::from_std(s) else {
+                        return;
+                    };
+                    serve_tcp(&self, &mut s, label, addr).await;
                 }
             }
             Incoming::Unix(s) => {
-                let Ok(mut s) = tokio::net::UnixStream::from_std(s) else {
-                    return;
-                };
-                let open =
-                    OpenConn::register(&self, self.shared.listen_label.clone(), s.as_raw_fd());
-                conn::serve(&mut s, &self, &open.info).await;
+                let label = self.shared.listen_label.clone();
+                if uring {
+                    let Ok(mut s) = UringStream::new(OwnedFd::from(s)) else {
+                        return;
+                    };
+                    let open = OpenConn::register(&self, label, s.as_raw_fd());
+                    conn::serve(&mut s, &self, &open.info).await;
+                } else {
+                    let Ok(mut s) = tokio::net::UnixStream::from_std(s) else {
+                        return;
+                    };
+                    let open = OpenConn::register(&self, label, s.as_raw_fd());
+                    conn::serve(&mut s, &self, &open.info).await;
+                }
             }
         }
     }
 
     fn stopping(&self) {
         self.stop_reading();
+    }
+}
+
+/// Serves a TCP connection (on either data path): TLS first when `-Z` is on.
+async fn serve_tcp<S>(worker: &Worker, s: &mut S, label: String, addr: std::net::SocketAddr)
+where
+    S: AsyncRead + AsyncWrite + Unpin + AsRawFd,
+{
+    let open = OpenConn::register(worker, label, s.as_raw_fd());
+    let info = &*open.info;
+    match &worker.shared.tls {
+        None => conn::serve(s, worker, info).await,
+        Some(acceptor) => {
+            // The acceptor `refresh_certs` last installed; this connection keeps it
+            // whatever later reloads do.
+            let acceptor = acceptor.read().clone();
+            // A plain-text client or a stalled handshake is dropped.
+            let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(s));
+            match handshake.await {
+                Ok(Ok(mut tls)) => {
+                    ThreadStats::incr(&worker.stats.tls_handshakes);
+                    conn::serve(&mut tls, worker, info).await
+                }
+                Ok(Err(e)) => {
+                    ThreadStats::incr(&worker.stats.tls_handshake_errors);
+                    tracing::info!("TLS handshake from {addr} failed: {e}")
+                }
+                Err(_) => {
+                    ThreadStats::incr(&worker.stats.tls_handshake_timeouts);
+                    tracing::info!("TLS handshake from {addr} timed out")
+                }
+            }
+        }
     }
 }
 

@@ -57,6 +57,9 @@ pub struct Shared {
     pub prefixes: PrefixStats,
     /// Request latency histograms of every worker (registered only with `--metrics-listen`).
     pub latency: crate::latency::LatencyRegistry,
+    /// Connections are served on the io_uring data path (asked for with `--io-uring`, and
+    /// supported by the kernel).
+    pub io_uring: bool,
     pub(crate) shutdown_tx: watch::Sender<bool>,
     pub(crate) stopping: AtomicBool,
     /// Save restart metadata on the way out (`shutdown graceful`, like SIGUSR1).

@@ -22,6 +22,14 @@ pub type EvictObserver = Box<dyn Fn(&Item<'_>) + Send + Sync>;
 pub(crate) const SHARDS: usize = 256;
 /// Sealed segments scanned for expired items per maintenance call.
 pub(crate) const CRAWL_BATCH: usize = 4;
+/// Evicted segments one acquisition may find pinned (and leave draining) before it gives
+/// up: pins last one write, so more than one in a row is already rare; the bound only
+/// keeps a pathological run finite.
+const MAX_DRAINED_PER_ACQUIRE: usize = 64;
+/// How long an acquisition waits, at most, for pinned segments to be let go when every
+/// other way to find room failed (memory of a few segments, each pinned by a reply being
+/// written on another thread).
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Everything a store shares between its handles, writers and entries: the clock,
 /// segment memory, the index shards and the accounting over them.
@@ -177,15 +185,36 @@ impl Inner {
 
     /// Finds a fresh segment for a writer, evicting the oldest one if memory is full.
     pub(crate) fn acquire_segment(&self) -> Result<SegId, StoreError> {
-        for attempt in 0..2 {
+        let mut attempt = 0;
+        // A segment that turns out to be pinned by a reply after its items were evicted
+        // is left draining, and another is tried; bounded, since each try empties one.
+        let mut drained = 0;
+        let mut waited = std::time::Duration::ZERO;
+        loop {
             match self.segs.acquire(self.evict) {
                 Acquired::Ready(id) => return Ok(id),
                 Acquired::MustEvict(id) => {
                     let _scan = self.segs.scan_lock.lock();
                     self.evict_segment(id);
-                    return Ok(self.segs.reopen(id));
+                    if let Some(id) = self.segs.reopen(id) {
+                        return Ok(id);
+                    }
+                    drained += 1;
+                    if drained > MAX_DRAINED_PER_ACQUIRE {
+                        break;
+                    }
+                }
+                Acquired::Exhausted if self.segs.draining() > 0 && waited < DRAIN_WAIT => {
+                    // Every candidate was pinned by a reply being written on another
+                    // thread; pins last one write, so wait for one to be let go rather
+                    // than fail the store. (A connection never holds pins while it
+                    // stores, so this never waits on itself.)
+                    let started = std::time::Instant::now();
+                    std::thread::yield_now();
+                    waited += started.elapsed();
                 }
                 Acquired::Exhausted if attempt == 0 => {
+                    attempt += 1;
                     // Without eviction, expired items are still fair game (memcached -M
                     // reclaims them too): sweep every sealed segment once and retry.
                     let now = self.clock.now();
@@ -242,7 +271,7 @@ impl Inner {
                     if let Some(observe) = self.evict_observer.get() {
                         // The segment is not reused before this walk ends, so the item's
                         // bytes are still intact although it is unlinked.
-                        observe(&Item::new(raw, self.cas_of(loc, &raw), now));
+                        observe(&Item::new(self, loc, raw, self.cas_of(loc, &raw), now));
                     }
                 }
             }

@@ -31,6 +31,7 @@ mod restart;
 mod segments;
 mod stats;
 mod store;
+mod value_ref;
 mod writer;
 
 pub use clock::{is_expired, Clock, MAX_RELATIVE_EXPTIME};
@@ -44,4 +45,5 @@ pub use restart::{
 };
 pub use stats::StoreStats;
 pub use store::Store;
+pub use value_ref::ValueRef;
 pub use writer::Writer;

@@ -30,6 +30,13 @@ pub const FREE: u32 = 0;
 pub const ACTIVE: u32 = 1;
 /// Full; in the eviction queue.
 pub const SEALED: u32 = 2;
+/// Emptied of items but still read by a reply in flight ([`SegMeta::pins`]): reused once
+/// the last pin is dropped.
+pub const DRAINING: u32 = 3;
+
+/// Set in [`SegMeta::pins`] once the segment's memory is wanted back: the pin dropped
+/// while it is set and the count falls to zero hands the segment to the free list.
+const DRAIN: u32 = 1 << 31;
 
 /// Per-segment bookkeeping, readable without the pool lock.
 #[derive(Debug, Default)]
@@ -43,8 +50,13 @@ pub struct SegMeta {
     pub live_items: AtomicU32,
     /// Bytes of those items.
     pub live_bytes: AtomicU32,
-    /// FREE, ACTIVE or SEALED.
+    /// FREE, ACTIVE, SEALED or DRAINING.
     pub state: AtomicU32,
+    /// Replies in flight that read values in place from this segment (see
+    /// [`crate::ValueRef`]), plus the `DRAIN` bit once the segment's memory is wanted back.
+    /// A segment is only reused or freed at zero pins, so a reply never sees its bytes
+    /// change under it.
+    pub pins: AtomicU32,
 }
 
 struct Pool {
@@ -56,6 +68,8 @@ struct Pool {
     /// Most segments the memory limit allows.
     limit: usize,
     next_gen: u32,
+    /// Segments emptied but still pinned by replies in flight (state DRAINING).
+    draining: usize,
 }
 
 /// What [`Segments::acquire`] found.
@@ -145,6 +159,7 @@ impl Segments {
                 allocated: 0,
                 limit,
                 next_gen: 1,
+                draining: 0,
             }),
             scan_lock: Mutex::new(()),
         }
@@ -311,6 +326,8 @@ impl Segments {
         m.used.store(0, Ordering::Relaxed);
         m.live_items.store(0, Ordering::Relaxed);
         m.live_bytes.store(0, Ordering::Relaxed);
+        // Claimed (or never used): no pin can exist, and the drain mark goes.
+        m.pins.store(0, Ordering::Relaxed);
         m.state.store(ACTIVE, Ordering::Release);
         id
     }
@@ -350,16 +367,75 @@ impl Segments {
         if !evict {
             return Acquired::Exhausted;
         }
-        match pool.sealed.pop_front() {
+        // The oldest segment no reply is reading from: evicting a pinned one would drop
+        // its items and still not free its memory until the reply is written. Pins last
+        // one write, so the search rarely goes past the front.
+        let unpinned = pool
+            .sealed
+            .iter()
+            .take(64)
+            .position(|&id| self.meta(id).pins.load(Ordering::Relaxed) == 0)
+            .unwrap_or(0);
+        match pool.sealed.remove(unpinned) {
             Some(id) => Acquired::MustEvict(id),
             None => Acquired::Exhausted,
         }
     }
 
-    /// Makes an emptied segment (from `MustEvict`) the caller's active segment.
-    pub fn reopen(&self, id: SegId) -> SegId {
+    /// Makes an emptied segment (from `MustEvict`) the caller's active segment, or, if a
+    /// reply still reads from it, leaves it draining (it joins the free list when the last
+    /// pin is dropped) and returns `None`: the caller asks [`acquire`](Self::acquire) again.
+    pub fn reopen(&self, id: SegId) -> Option<SegId> {
         let mut pool = self.pool.lock();
-        self.open(&mut pool, id)
+        if self.claim(id) {
+            Some(self.open(&mut pool, id))
+        } else {
+            self.meta(id).state.store(DRAINING, Ordering::Release);
+            pool.draining += 1;
+            None
+        }
+    }
+
+    /// Takes a reference to segment `id` for a reply that will read a value in place.
+    ///
+    /// Only for a segment holding an item the index points at, with that item's shard lock
+    /// held: every path that reuses a segment first unlinks its items under their shard
+    /// locks and then [`claim`](Self::claim)s it, so a pin taken this way is always seen.
+    #[inline]
+    pub fn pin(&self, id: SegId) {
+        self.meta(id).pins.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops a reference taken with [`pin`](Self::pin). The last one dropped from a
+    /// draining segment gives it to the free list.
+    #[inline]
+    pub fn unpin(&self, id: SegId) {
+        let prev = self.meta(id).pins.fetch_sub(1, Ordering::AcqRel);
+        if prev == DRAIN | 1 {
+            let mut pool = self.pool.lock();
+            pool.draining -= 1;
+            self.release(&mut pool, id);
+        }
+    }
+
+    /// Claims an emptied segment's memory for reuse: true if no reply reads from it. Else
+    /// the segment is marked so that the last [`unpin`](Self::unpin) frees it, and it must
+    /// not be touched until then. Exactly one of the two parties gets it: the claim and
+    /// each unpin are read-modify-writes of one word.
+    fn claim(&self, id: SegId) -> bool {
+        let prev = self.meta(id).pins.fetch_or(DRAIN, Ordering::AcqRel);
+        prev & !DRAIN == 0
+    }
+
+    /// Hands an emptied segment to the free list, or leaves it draining while replies
+    /// read from it.
+    fn retire(&self, pool: &mut Pool, id: SegId) {
+        if self.claim(id) {
+            self.release(pool, id);
+        } else {
+            self.meta(id).state.store(DRAINING, Ordering::Release);
+            pool.draining += 1;
+        }
     }
 
     /// Queues a full segment for eviction, recording how many bytes it holds.
@@ -385,7 +461,7 @@ impl Segments {
             !is_dead
         });
         for id in dead {
-            self.release(&mut pool, id);
+            self.retire(&mut pool, id);
         }
         before - pool.sealed.len()
     }
@@ -404,10 +480,11 @@ impl Segments {
         }
     }
 
-    /// Returns an emptied segment (from `MustEvict`) that the caller does not want to write.
+    /// Returns an emptied segment (from `MustEvict`, or a writer's unused one) that the
+    /// caller does not want to write.
     pub fn give_back(&self, id: SegId) {
         let mut pool = self.pool.lock();
-        self.release(&mut pool, id);
+        self.retire(&mut pool, id);
     }
 
     /// Changes how many segments may exist. Excess memory is released as segments become
@@ -451,6 +528,11 @@ impl Segments {
             pool.free.len(),
             pool.sealed.len(),
         )
+    }
+
+    /// Segments emptied but still read by replies in flight.
+    pub fn draining(&self) -> usize {
+        self.pool.lock().draining
     }
 }
 

@@ -346,3 +346,87 @@ fn tail_age_is_the_idle_time_of_the_next_items_evicted() {
     }
     assert!(s.tail_age() <= 5);
 }
+
+/// A store of `segments` 64 KiB segments, for tests that fill memory on purpose.
+fn small_store(segments: usize) -> Store {
+    Store::new(StoreConfig {
+        memory_limit: segments * (64 << 10),
+        max_item_size: 64 << 10,
+        evict: true,
+        writers: 1,
+        index_capacity: 0,
+    })
+    .expect("config")
+}
+
+#[test]
+fn a_pinned_value_survives_eviction_and_overwrites_of_its_segment() {
+    let s = small_store(4);
+    let mut w = s.writer();
+    let original: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+    set(&s, &mut w, b"pinned", &original);
+    let pin = s.get(b"pinned", |i| s.pin(i)).expect("hit");
+    assert_eq!(pin.as_ref(), original.as_slice());
+    // Rewrite memory many times over: the pinned item is overwritten, then evicted, and
+    // every other segment is reused again and again.
+    for round in 0..200u32 {
+        let v = vec![(round % 256) as u8; 10_000];
+        set(&s, &mut w, format!("k{}", round % 40).as_bytes(), &v);
+        set(&s, &mut w, b"pinned", &v);
+    }
+    assert!(s.stats().evictions > 0, "memory was refilled");
+    assert_eq!(pin.as_ref(), original.as_slice(), "pinned bytes changed");
+    assert_eq!(
+        s.draining_segments(),
+        1,
+        "its segment was emptied and waits for the pin"
+    );
+    drop(pin);
+    assert_eq!(s.draining_segments(), 0, "the last unpin frees the segment");
+    // The drained segment is usable again: memory still holds a full load.
+    for round in 0..100u32 {
+        set(
+            &s,
+            &mut w,
+            format!("k{}", round % 40).as_bytes(),
+            &[7u8; 10_000],
+        );
+    }
+    assert!(s.stats().segments_allocated <= 4);
+}
+
+#[test]
+fn eviction_passes_over_a_pinned_segment() {
+    let s = small_store(6);
+    let mut w = s.writer();
+    // The first segment's items: pin one of them.
+    for i in 0..6u32 {
+        set(&s, &mut w, format!("old{i}").as_bytes(), &[i as u8; 10_000]);
+    }
+    let pin = s.get(b"old0", |i| s.pin(i)).expect("hit");
+    // Enough new items to evict the oldest segments once.
+    for i in 0..18u32 {
+        set(&s, &mut w, format!("new{i}").as_bytes(), &[1u8; 10_000]);
+    }
+    // The oldest segment was passed over while pinned: its items are still there.
+    assert!(get(&s, b"old0").is_some(), "pinned segment evicted");
+    assert_eq!(s.draining_segments(), 0);
+    drop(pin);
+    for i in 18..60u32 {
+        set(&s, &mut w, format!("new{i}").as_bytes(), &[1u8; 10_000]);
+    }
+    assert!(
+        get(&s, b"old0").is_none(),
+        "unpinned, it is evicted in turn"
+    );
+}
+
+#[test]
+#[should_panic(expected = "belongs to a different Store")]
+fn pinning_another_stores_item_is_refused() {
+    let a = store(1 << 20);
+    let b = store(1 << 20);
+    let mut w = a.writer();
+    set(&a, &mut w, b"k", b"v");
+    let _pin = a.get(b"k", |i| b.pin(i));
+}

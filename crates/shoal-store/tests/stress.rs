@@ -26,9 +26,10 @@ const KEYS: u64 = 128;
 /// Smallest segment the store uses (its `MIN_SEGMENT`).
 const SEGMENT: usize = 64 << 10;
 /// The memory limit in segments: the fewest the store accepts for this many writers (one
-/// open segment each, and two more), so segments are switched and evicted all the time and
+/// open segment each, and two more), plus one per reader (each may hold one pinned value,
+/// as a reply being written does), so segments are switched and evicted all the time and
 /// a writer that must wait for another to seal its segment would show up as an error.
-const SEGMENTS: usize = WRITERS + 2;
+const SEGMENTS: usize = WRITERS + 2 + READERS;
 /// The limit the maintenance thread raises it to and back, in segments.
 const RAISED_SEGMENTS: usize = SEGMENTS + 4;
 /// Values at least this long start with a header: length, version, key.
@@ -260,17 +261,33 @@ fn writer_thread(sh: &Shared, t: usize) -> u64 {
 fn reader_thread(sh: &Shared, t: usize) -> (u64, u64) {
     let mut rng = Rng(0xdead_0000 + t as u64);
     let (mut hits, mut misses) = (0u64, 0u64);
+    // A value read in place and held across the next reads, as a reply being written
+    // holds one: checked when taken and again when let go, however many evictions ran in
+    // between.
+    let mut held: Option<(u64, u32, shoal_store::ValueRef<'_>)> = None;
     while !sh.stop.load(Ordering::Relaxed) {
         let key = rng.next() % KEYS;
         let kb = key_bytes(key);
-        // Half the reads check under the shard lock (as a server writing straight from the
-        // item would), half copy out first (as a server buffering would).
-        let got = if rng.next().is_multiple_of(2) {
-            sh.store.get(&kb, |i| sh.check_item(key, i))
-        } else {
-            sh.store
+        // A third of the reads check under the shard lock, a third copy out first (as a
+        // server buffering would), a third pin the value and check it later (as a server
+        // writing straight from segment memory does).
+        let got = match rng.next() % 3 {
+            0 => sh.store.get(&kb, |i| sh.check_item(key, i)),
+            1 => sh
+                .store
                 .get(&kb, |i| (i.flags(), i.value().to_vec()))
-                .map(|(flags, v)| sh.check(key, flags, &v))
+                .map(|(flags, v)| sh.check(key, flags, &v)),
+            _ => {
+                if let Some((k, flags, v)) = held.take() {
+                    sh.check(k, flags, v.as_ref());
+                }
+                sh.store
+                    .get(&kb, |i| (i.flags(), sh.store.pin(i)))
+                    .map(|(flags, v)| {
+                        sh.check(key, flags, v.as_ref());
+                        held = Some((key, flags, v));
+                    })
+            }
         };
         match got {
             Some(()) => {
@@ -279,6 +296,9 @@ fn reader_thread(sh: &Shared, t: usize) -> (u64, u64) {
             }
             None => misses += 1,
         }
+    }
+    if let Some((k, flags, v)) = held.take() {
+        sh.check(k, flags, v.as_ref());
     }
     (hits, misses)
 }
@@ -425,6 +445,11 @@ fn eviction_under_concurrent_reads_keeps_every_value_intact() {
     }
     let st = sh.store.stats();
     assert_eq!((st.curr_items, st.bytes), (items, bytes), "counters agree");
+    assert_eq!(
+        sh.store.draining_segments(),
+        0,
+        "every pinned segment came back once its value was let go"
+    );
     assert!(
         st.segments_allocated * st.segment_size <= (RAISED_SEGMENTS * SEGMENT) as u64,
         "{} segments allocated",

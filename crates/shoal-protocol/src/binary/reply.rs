@@ -28,6 +28,20 @@ pub fn status(out: &mut Vec<u8>, a: &Attrs, status: Status) {
 /// A retrieval hit: the item's flags as extras, `key` when the opcode returns keys, then
 /// `value` (empty for `TOUCH`). Sent for quiet opcodes too.
 pub fn hit(out: &mut Vec<u8>, a: &Attrs, cas: u64, flags: u32, key: &[u8], value: &[u8]) {
+    hit_header(out, a, cas, flags, key, value.len());
+    out.extend_from_slice(value);
+}
+
+/// A retrieval hit's packet up to its value, for a value of `value_len` bytes the caller
+/// sends next (from where it lies, without copying it here).
+pub fn hit_header(
+    out: &mut Vec<u8>,
+    a: &Attrs,
+    cas: u64,
+    flags: u32,
+    key: &[u8],
+    value_len: usize,
+) {
     let key: &[u8] = if a.key_return { key } else { &[] };
     response_header(
         out,
@@ -37,11 +51,10 @@ pub fn hit(out: &mut Vec<u8>, a: &Attrs, cas: u64, flags: u32, key: &[u8], value
         cas,
         4,
         key.len(),
-        value.len(),
+        value_len,
     );
     out.extend_from_slice(&flags.to_be_bytes());
     out.extend_from_slice(key);
-    out.extend_from_slice(value);
 }
 
 /// A retrieval miss: nothing for a quiet opcode; for the `GETK` family the key and no

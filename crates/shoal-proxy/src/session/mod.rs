@@ -38,7 +38,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
-use shoal_net::{Budget, Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
+use shoal_net::{Budget, NoValue, Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
 use shoal_protocol::{decode_key, parse, reply, Keys, Limits, Parsed, Request};
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -157,11 +157,13 @@ const LIMITS: Limits = Limits {
 const REFUSE_VALUES: Limits = Limits { max_value_len: 0 };
 
 impl Handler for Session<'_> {
+    type Value = NoValue;
+
     async fn request<W: AsyncWrite + Unpin>(
         &mut self,
         input: &[u8],
         refused: bool,
-        out: &mut Output<'_, W>,
+        out: &mut Output<'_, W, NoValue>,
     ) -> Step {
         if self.make_room(out).await.is_err() {
             // The client is gone; the loop sees the failed write.
@@ -230,7 +232,10 @@ impl Handler for Session<'_> {
         reply::OUT_OF_MEMORY_READING
     }
 
-    async fn before_write<W: AsyncWrite + Unpin>(&mut self, out: &mut Output<'_, W>) -> Proceed {
+    async fn before_write<W: AsyncWrite + Unpin>(
+        &mut self,
+        out: &mut Output<'_, W, NoValue>,
+    ) -> Proceed {
         // Everything dispatched is answered before the client is read again (a batched
         // multi-get always has a batch in flight), its replies written as they reach the
         // high-water mark.
@@ -290,7 +295,7 @@ impl Session<'_> {
     /// (and written at the high-water mark) to make room. Fails if the client is gone.
     async fn make_room<W: AsyncWrite + Unpin>(
         &mut self,
-        out: &mut Output<'_, W>,
+        out: &mut Output<'_, W, NoValue>,
     ) -> std::io::Result<()> {
         loop {
             if out.len() >= OUTPUT_HIGH_WATER {

@@ -2,7 +2,7 @@
 //! typed command and its reply attributes, and served by the same command functions as
 //! text and meta; each answers in binary through `shoal_protocol::binary::reply`.
 
-use super::{admin, arithmetic, delete, retrieval, sasl, stats, storage, Flow};
+use super::{admin, arithmetic, delete, retrieval, sasl, stats, storage, Flow, Out};
 use crate::auth::Session;
 use crate::worker::Worker;
 use shoal_protocol::binary::{self, Command, Malformed, Status};
@@ -12,25 +12,35 @@ use shoal_protocol::BinaryRequest;
 /// shape the opcode does not take is answered `Invalid arguments` and closes the
 /// connection; until a `-S` session has authenticated only SASL, `VERSION` and `QUIT`
 /// are served.
-pub fn execute(w: &Worker, session: &mut Session, r: BinaryRequest<'_>, out: &mut Vec<u8>) -> Flow {
+pub fn execute<'w>(
+    w: &'w Worker,
+    session: &mut Session,
+    r: BinaryRequest<'_>,
+    reply: &mut Out<'w>,
+) -> Flow {
     let (a, command) = match binary::decode(r) {
         Ok(decoded) => decoded,
         Err(Malformed { attrs }) => {
-            binary::reply::status(out, &attrs, Status::InvalidArguments);
+            binary::reply::status(reply.bytes(), &attrs, Status::InvalidArguments);
             return Flow::Close;
         }
     };
+    if !matches!(command, Command::Get { .. } | Command::Noop) {
+        // See `super::may_store`.
+        reply.copy_values();
+    }
+    let out = reply.bytes();
     if !session.authenticated && !command.allowed_unauthenticated() {
         binary::reply::status(out, &a, Status::AuthError);
         return Flow::Continue;
     }
     match command {
-        Command::Get { key } => retrieval::binary(w, &a, key, None, true, out),
+        Command::Get { key } => retrieval::binary(w, &a, key, None, true, reply),
         Command::GetAndTouch {
             key,
             exptime,
             value,
-        } => retrieval::binary(w, &a, key, Some(exptime), value, out),
+        } => retrieval::binary(w, &a, key, Some(exptime), value, reply),
         Command::Store {
             kind,
             key,

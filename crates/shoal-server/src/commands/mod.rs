@@ -40,16 +40,23 @@ pub enum Flow {
     Watch(u32),
 }
 
-/// Executes one request, appending its reply (if any) to `out`. Until an ASCII-auth
+/// A connection's pending replies. Retrievals append values of
+/// [`shoal_net::MIN_REFERENCED_VALUE`] bytes or more by reference, pinned in their
+/// segment until the reply is written (as memcached sends values from item memory);
+/// every other command appends bytes to [`Out::bytes`].
+pub type Out<'w> = shoal_net::Reply<shoal_store::ValueRef<'w>>;
+
+/// Executes one request, appending its reply (if any) to `reply`. Until an ASCII-auth
 /// (`-Y`) client has authenticated, the only command served is the `set` that carries
 /// `user password`. Multi-key retrievals generate only what `window` has room for.
-pub fn execute(
-    w: &Worker,
+pub fn execute<'w>(
+    w: &'w Worker,
     session: &mut Session,
     req: Request<'_>,
     window: &mut ReplyWindow,
-    out: &mut Vec<u8>,
+    reply: &mut Out<'w>,
 ) -> Flow {
+    let out = reply.bytes();
     if !session.authenticated {
         return ascii_auth(w, session, req, out);
     }
@@ -61,12 +68,12 @@ pub fn execute(
         tracing::debug!("request: {req:?}");
     }
     match req {
-        Request::Get { keys, with_cas } => return retrieval::get(w, keys, with_cas, window, out),
+        Request::Get { keys, with_cas } => return retrieval::get(w, keys, with_cas, window, reply),
         Request::GetAndTouch {
             exptime,
             keys,
             with_cas,
-        } => return retrieval::get_and_touch(w, exptime, keys, with_cas, window, out),
+        } => return retrieval::get_and_touch(w, exptime, keys, with_cas, window, reply),
         Request::Store {
             kind,
             key,
@@ -125,7 +132,7 @@ pub fn execute(
             Ok(kinds) => return Flow::Watch(kinds),
             Err(_) => out.extend_from_slice(shoal_protocol::reply::ERROR),
         },
-        Request::MetaGet { key, flags } => meta::get::meta_get(w, key, flags, out),
+        Request::MetaGet { key, flags } => meta::get::meta_get(w, key, flags, reply),
         Request::MetaSet { key, flags, data } => meta::set::meta_set(w, key, flags, data, out),
         Request::MetaDelete { key, flags } => meta::delete::meta_delete(w, key, flags, out),
         Request::MetaArithmetic { key, flags } => {
@@ -135,6 +142,23 @@ pub fn execute(
         Request::MetaDebug { key, flags } => meta::debug::meta_debug(w, key, flags, out),
     }
     Flow::Continue
+}
+
+/// Whether serving `req` may write an item (and so may need a fresh segment). Before such
+/// a request, a connection copies the values its pending reply refers to: a writer that
+/// needs room waits for pinned segments to be let go, which its own connection would only
+/// do after the write. Retrievals, the commands pipelines are made of, keep theirs.
+pub fn may_store(req: &Request<'_>) -> bool {
+    match req {
+        Request::Get { .. }
+        | Request::MetaNoop
+        | Request::MetaDebug { .. }
+        | Request::Version
+        | Request::Delete { .. }
+        | Request::Quit => false,
+        Request::MetaGet { flags, .. } => flags.has(b'T') || flags.has(b'N'),
+        _ => true,
+    }
 }
 
 /// Appends `reply` unless the request was `noreply`.

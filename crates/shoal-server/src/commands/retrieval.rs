@@ -8,7 +8,7 @@
 //! the connection writes what is pending and runs the same request again from there.
 //! Every key is counted (and touched, for `gat`) exactly once.
 
-use super::{visible_cas, Flow};
+use super::{visible_cas, Flow, Out};
 use crate::detail::PrefixOp;
 use crate::reply_window::{ReplyWindow, Room};
 use crate::stats::ThreadStats;
@@ -36,7 +36,8 @@ pub enum Served {
 
 /// How one protocol writes a retrieval hit: the only part of serving a key that depends
 /// on the protocol. Implementations append to a reply buffer they hold, so serving a key
-/// allocates nothing.
+/// allocates nothing; a value long enough is not copied but referred to in place (pinned
+/// in its segment until the reply is written, see [`Out`]).
 pub trait Emit {
     /// Whether the reply to `item` fits now. Checked before a touch, so a key put off
     /// for later is touched (and counted) exactly once, when it is served.
@@ -103,43 +104,58 @@ pub fn serve_key(w: &Worker, key: &[u8], touch: Option<u32>, emit: &mut impl Emi
 }
 
 /// The text protocol's `VALUE` blocks, within the connection's reply window.
-struct TextEmit<'a> {
-    w: &'a Worker,
+struct TextEmit<'a, 'w> {
+    w: &'w Worker,
     with_cas: bool,
     window: &'a mut ReplyWindow,
-    out: &'a mut Vec<u8>,
+    out: &'a mut Out<'w>,
 }
 
-impl Emit for TextEmit<'_> {
+impl Emit for TextEmit<'_, '_> {
     fn room(&mut self, key: &[u8], item: &Item<'_>) -> Room {
         self.window
-            .room(self.out, reply_len(key, item.value().len()))
+            .room(self.out.len(), reply_len(key, item.value().len()))
     }
 
     fn hit(&mut self, key: &[u8], item: &Item<'_>) {
-        let cas = self.with_cas.then(|| visible_cas(self.w, item.cas()));
-        reply::value(self.out, key, item.flags(), item.value(), cas);
+        let w = self.w;
+        let cas = self.with_cas.then(|| visible_cas(w, item.cas()));
+        let value = item.value();
+        if self.out.refers(value.len()) {
+            reply::value_header(self.out.bytes(), key, item.flags(), value.len(), cas);
+            self.out.push_value(w.shared.store.pin(item));
+            reply::crlf(self.out.bytes());
+        } else {
+            reply::value(self.out.bytes(), key, item.flags(), value, cas);
+        }
     }
 }
 
 /// Binary get/gat replies: one packet per request, never held back.
-struct BinaryEmit<'a> {
-    w: &'a Worker,
+struct BinaryEmit<'a, 'w> {
+    w: &'w Worker,
     attrs: &'a Attrs,
     /// `TOUCH` answers with the flags only.
     value: bool,
-    out: &'a mut Vec<u8>,
+    out: &'a mut Out<'w>,
 }
 
-impl Emit for BinaryEmit<'_> {
+impl Emit for BinaryEmit<'_, '_> {
     fn room(&mut self, _key: &[u8], _item: &Item<'_>) -> Room {
         Room::Now
     }
 
     fn hit(&mut self, key: &[u8], item: &Item<'_>) {
+        let w = self.w;
         let value: &[u8] = if self.value { item.value() } else { &[] };
-        let cas = visible_cas(self.w, item.cas());
-        binary::reply::hit(self.out, self.attrs, cas, item.flags(), key, value);
+        let cas = visible_cas(w, item.cas());
+        if self.out.refers(value.len()) {
+            let a = self.attrs;
+            binary::reply::hit_header(self.out.bytes(), a, cas, item.flags(), key, value.len());
+            self.out.push_value(w.shared.store.pin(item));
+        } else {
+            binary::reply::hit(self.out.bytes(), self.attrs, cas, item.flags(), key, value);
+        }
     }
 }
 
@@ -168,38 +184,38 @@ fn stop(window: &mut ReplyWindow, room: Room, at: usize, out: &mut Vec<u8>) -> F
 }
 
 /// `get`/`gets`: one VALUE block per key found, then END.
-pub fn get(
-    w: &Worker,
+pub fn get<'w>(
+    w: &'w Worker,
     keys: Keys<'_>,
     with_cas: bool,
     window: &mut ReplyWindow,
-    out: &mut Vec<u8>,
+    out: &mut Out<'w>,
 ) -> Flow {
     text(w, None, keys, with_cas, window, out)
 }
 
 /// `gat`/`gats`: like get, also setting each found item's expiry. Counted as touches only
 /// (cmd_touch, touch_hits/misses), not gets, as memcached does.
-pub fn get_and_touch(
-    w: &Worker,
+pub fn get_and_touch<'w>(
+    w: &'w Worker,
     exptime: i64,
     keys: Keys<'_>,
     with_cas: bool,
     window: &mut ReplyWindow,
-    out: &mut Vec<u8>,
+    out: &mut Out<'w>,
 ) -> Flow {
     let expiry = w.shared.store.clock().expiry(exptime);
     text(w, Some(expiry), keys, with_cas, window, out)
 }
 
 /// The text retrievals: every key through [`serve_key`], then `END`.
-fn text(
-    w: &Worker,
+fn text<'w>(
+    w: &'w Worker,
     touch: Option<u32>,
     keys: Keys<'_>,
     with_cas: bool,
     window: &mut ReplyWindow,
-    out: &mut Vec<u8>,
+    out: &mut Out<'w>,
 ) -> Flow {
     for (at, key) in keys.iter_from(window.resume_at) {
         let mut emit = TextEmit {
@@ -209,24 +225,24 @@ fn text(
             out: &mut *out,
         };
         if let Served::NoRoom(room) = serve_key(w, key, touch, &mut emit) {
-            return stop(window, room, at, out);
+            return stop(window, room, at, out.bytes());
         }
     }
     window.resume_at = 0;
-    reply::end(out);
+    reply::end(out.bytes());
     Flow::Continue
 }
 
 /// Binary `GET`/`GETK`/`GAT`/`GATK` (and quiet forms), and `TOUCH` (`value: false`,
 /// which memcached serves as a gat whose reply carries only the flags): the same
 /// [`serve_key`] as text, one packet for a hit, a miss framed by [`binary::reply::miss`].
-pub fn binary(
-    w: &Worker,
+pub fn binary<'w>(
+    w: &'w Worker,
     attrs: &Attrs,
     key: &[u8],
     touch: Option<i64>,
     value: bool,
-    out: &mut Vec<u8>,
+    out: &mut Out<'w>,
 ) {
     let expiry = touch.map(|t| w.shared.store.clock().expiry(t));
     let mut emit = BinaryEmit {
@@ -236,6 +252,6 @@ pub fn binary(
         out: &mut *out,
     };
     if !matches!(serve_key(w, key, expiry, &mut emit), Served::Hit(_)) {
-        binary::reply::miss(out, attrs, key);
+        binary::reply::miss(out.bytes(), attrs, key);
     }
 }

@@ -343,6 +343,7 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
     u64s(out, "slab_chunk_max", u64::from(t.slab_chunk_max()));
     // Live, as in memcached, where `lru_crawler enable|disable` changes this setting.
     strs(out, "lru_crawler", yes_no(sh.crawler.enabled()));
+    strs(out, "io_uring", yes_no(sh.io_uring));
     let crawler = &sh.crawler;
     u64s(
         out,

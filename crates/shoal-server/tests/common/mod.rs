@@ -47,10 +47,14 @@ impl Server {
         Server::with_env(args, &[])
     }
 
-    /// Like [`Server::with_args`], with extra environment variables.
+    /// Like [`Server::with_args`], with extra environment variables. Options in
+    /// `SHOALD_TEST_ARGS` (whitespace-separated) come before `args`: how the suite runs
+    /// again on the io_uring data path (`SHOALD_TEST_ARGS=--io-uring`).
     pub fn with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(shoald_bin());
+        let extra = std::env::var("SHOALD_TEST_ARGS").unwrap_or_default();
         cmd.args(["-p", "0", "-l", "127.0.0.1", "-v", "-t", "2"])
+            .args(extra.split_whitespace())
             .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())

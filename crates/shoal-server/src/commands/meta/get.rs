@@ -1,16 +1,17 @@
 //! `mg <key> <flags>*`: fetch with return flags, touch, vivify-on-miss and recache wins.
 
 use super::{cas, number, status};
+use crate::commands::Out;
 use crate::stats::ThreadStats;
 use crate::worker::Worker;
 use shoal_protocol::reply::{self, code as meta};
 use shoal_protocol::MetaFlags;
 use shoal_store::StoreOptions;
 
-/// `mg`.
-pub fn meta_get(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Vec<u8>) {
+/// `mg`. A value long enough is sent from segment memory (see [`Out`]).
+pub fn meta_get<'w>(w: &'w Worker, raw_key: &[u8], flags: MetaFlags<'_>, output: &mut Out<'w>) {
     let mut buf = [0u8; 256];
-    let Some(key) = super::key(raw_key, &flags, &mut buf, out) else {
+    let Some(key) = super::key(raw_key, &flags, &mut buf, output.bytes()) else {
         return;
     };
     let s = &w.stats;
@@ -51,6 +52,7 @@ pub fn meta_get(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Vec<
             }
         }
         let value = item.value();
+        let out = output.bytes();
         if with_value {
             reply::meta_value_header(out, value.len());
         } else {
@@ -88,8 +90,12 @@ pub fn meta_get(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Vec<
         }
         reply::crlf(out);
         if with_value {
-            out.extend_from_slice(value);
-            reply::crlf(out);
+            if output.refers(value.len()) {
+                output.push_value(store.pin(&item));
+            } else {
+                output.bytes().extend_from_slice(value);
+            }
+            reply::crlf(output.bytes());
         }
         if !no_bump {
             item.mark_fetched();
@@ -113,9 +119,11 @@ pub fn meta_get(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Vec<
         Ok(Some(_)) => {}
         Ok(None) => {
             if !flags.quiet() {
-                status(out, meta::EN, &flags, key);
+                status(output.bytes(), meta::EN, &flags, key);
             }
         }
-        Err(_) => out.extend_from_slice(reply::OUT_OF_MEMORY_STORING),
+        Err(_) => output
+            .bytes()
+            .extend_from_slice(reply::OUT_OF_MEMORY_STORING),
     }
 }
