@@ -148,6 +148,10 @@ struct SoakArgs {
     /// Write soak-SERVER.png, .json and .md here.
     #[arg(long, default_value = "bench/results/soak")]
     out: PathBuf,
+    /// Further flags for the server, space-separated (e.g. "--io-uring"); they also
+    /// name the result files (soak-shoald-io-uring.png).
+    #[arg(long, allow_hyphen_values = true)]
+    server_args: Option<String>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -698,6 +702,13 @@ fn cmd_soak(a: SoakArgs) -> Result<()> {
     cfg.server_threads = a.server_threads;
     cfg.queue_fsync = a.queue_fsync;
     cfg.seed = a.seed;
+    cfg.extra_args = a
+        .server_args
+        .as_deref()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
     cfg.validate()?;
     eprintln!(
         "soak: {} for {:.0}s, warm-up {:.0}s; budget {}",

@@ -105,6 +105,8 @@ pub struct SoakConfig {
     pub queue_fsync: String,
     /// Random seed.
     pub seed: u64,
+    /// Further flags for the server (e.g. `--io-uring`), after the soak's own.
+    pub extra_args: Vec<String>,
 }
 
 impl SoakConfig {
@@ -138,6 +140,7 @@ impl SoakConfig {
             overhead_per_100_conns_mb: 2.0,
             queue_fsync: "5".into(),
             seed: 0x50a6,
+            extra_args: Vec::new(),
         }
     }
 
@@ -235,6 +238,12 @@ impl SoakConfig {
 
     /// The server's arguments (the port and address are added when starting it).
     pub fn server_args(&self) -> Vec<String> {
+        let mut args = self.own_server_args();
+        args.extend(self.extra_args.iter().cloned());
+        args
+    }
+
+    fn own_server_args(&self) -> Vec<String> {
         let conn_limit = (self.conns * 2 + 64).max(1024).to_string();
         let threads = self.server_threads.to_string();
         match self.server {
@@ -923,9 +932,20 @@ pub fn utc_date(unix: u64) -> String {
 }
 
 impl SoakReport {
-    /// The file name stem for this server's results: `soak-shoald`.
+    /// The file name stem for this server's results: `soak-shoald`, or with extra flags
+    /// `soak-shoald-io-uring` (the flags, dashes trimmed, joined by dashes).
     pub fn stem(&self) -> String {
-        format!("soak-{}", self.config.server.name())
+        let mut stem = format!("soak-{}", self.config.server.name());
+        for a in &self.config.extra_args {
+            let a: String = a
+                .trim_start_matches('-')
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                .collect();
+            stem.push('-');
+            stem.push_str(&a);
+        }
+        stem
     }
 
     /// A person's summary: what ran, the curve's numbers, the verdict.
