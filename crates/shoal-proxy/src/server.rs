@@ -314,6 +314,16 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         workers_stop,
         state: parking_lot::Mutex::new(Vec::new()),
     });
+    // Watched before anything is announced as listening, so a SIGHUP sent as soon as the
+    // proxy says it is up reloads rather than kills it.
+    let hup = if shared.config_path.is_some() {
+        Some(
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+                .map_err(StartError::Signal)?,
+        )
+    } else {
+        None
+    };
     let addrs = {
         let mut state = shared.state.lock();
         shared.apply(config, &mut state)?;
@@ -364,9 +374,7 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         };
         tokio::spawn(server.serve(Arc::new(render)));
     }
-    if shared.config_path.is_some() {
-        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            .map_err(StartError::Signal)?;
+    if let Some(hup) = hup {
         tokio::spawn(reload_on_sighup(hup, shared.clone()));
     }
     Ok(Running {

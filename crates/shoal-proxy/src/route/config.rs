@@ -485,3 +485,137 @@ fn cycle_from<'a>(
     path.pop();
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ProxyConfig;
+
+    /// Pools a and b only routes reach; c also listens.
+    const SERVERS: &str = "a:\n  servers:\n   - 127.0.0.1:1:1\nb:\n  servers:\n   - 127.0.0.1:2:1\nc:\n  listen: 127.0.0.1:0\n  servers:\n   - 127.0.0.1:3:1\n";
+
+    fn with(route: &str) -> String {
+        format!("front:\n  listen: 127.0.0.1:0\n  route:\n{route}{SERVERS}")
+    }
+
+    fn err(text: &str) -> (usize, String, String) {
+        let e = ProxyConfig::parse(text).expect_err("invalid");
+        (e.line, e.field, e.message)
+    }
+
+    #[test]
+    fn every_route_type_parses() {
+        let cases = [
+            "    type: failover\n    pools: [a, b, c]\n",
+            "    type: warmup\n    cold: a\n    warm: b\n    exptime: 600\n",
+            "    type: shadow\n    pool: a\n    shadow: b\n    fraction: 0.1\n",
+            "    type: shadow\n    pool: a\n    shadow: b\n    key_fraction_range: [0.25, 0.5]\n",
+            "    type: prefix\n    prefixes:\n      \"a/\": a\n      \"a/b/\": b\n    default: c\n",
+            "    type: replicated\n    pools:\n     - a\n     - b\n     - c\n    failover_count: 2\n",
+        ];
+        for text in cases {
+            let c = ProxyConfig::parse(&with(text)).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let front = &c.pools[0];
+            assert!(front.route.is_some() && front.servers.is_empty());
+            assert!(c.pools[1].listen.is_none(), "a target needs no listen");
+        }
+        let c = ProxyConfig::parse(&with(cases[4])).expect("prefix");
+        let Some(RouteConfig::Prefix { prefixes, .. }) = &c.pools[0].route else {
+            panic!("prefix route");
+        };
+        assert_eq!(prefixes[0].0, b"a/b/", "longest first");
+        let c = ProxyConfig::parse(&with(cases[3])).expect("range");
+        let Some(RouteConfig::Shadow { range, .. }) = &c.pools[0].route else {
+            panic!("shadow route");
+        };
+        assert_eq!(
+            *range,
+            KeyFraction {
+                lo: 250_000,
+                hi: 500_000
+            }
+        );
+        let c = ProxyConfig::parse(&with(cases[1])).expect("warmup");
+        assert_eq!(
+            c.pools[0].route,
+            Some(RouteConfig::Warmup {
+                cold: "a".into(),
+                warm: "b".into(),
+                exptime: 600
+            })
+        );
+    }
+
+    #[test]
+    fn bad_routes_name_their_line_and_key() {
+        // The route starts on line 3; its keys on lines 4 onwards.
+        assert_eq!(err(&with("    type: mirror\n")).0, 4);
+        assert_eq!(err(&with("    pools: [a, b]\n")).1, "route");
+        let (line, field, _) = err(&with("    type: failover\n    pools: [a, nope]\n"));
+        assert_eq!((line, field.as_str()), (5, "pools"));
+        let (line, field, msg) = err(&with("    type: failover\n    pools: [a]\n"));
+        assert_eq!((line, field.as_str()), (5, "pools"), "{msg}");
+        let (line, field, _) = err(&with("    type: failover\n    pools: [a, a]\n"));
+        assert_eq!((line, field.as_str()), (5, "pools"));
+        let (line, field, _) = err(&with("    type: failover\n    cold: a\n"));
+        assert_eq!((line, field.as_str()), (5, "cold"));
+        let (line, field, _) = err(&with(
+            "    type: warmup\n    cold: a\n    warm: b\n    exptime: soon\n",
+        ));
+        assert_eq!((line, field.as_str()), (7, "exptime"));
+        let (line, _, msg) = err(&with("    type: warmup\n    cold: a\n    warm: a\n"));
+        assert_eq!(line, 3, "{msg}");
+        let (line, field, _) = err(&with(
+            "    type: shadow\n    pool: a\n    shadow: b\n    fraction: 1.5\n",
+        ));
+        assert_eq!((line, field.as_str()), (7, "fraction"));
+        let (line, field, _) = err(&with(
+            "    type: shadow\n    pool: a\n    shadow: b\n    key_fraction_range: [0.5, 0.1]\n",
+        ));
+        assert_eq!((line, field.as_str()), (7, "key_fraction_range"));
+        let (line, field, _) = err(&with("    type: shadow\n    pool: a\n    shadow: b\n"));
+        assert_eq!((line, field.as_str()), (3, "route"));
+        let (line, field, _) = err(&with(
+            "    type: prefix\n    prefixes:\n      \"a b\": a\n    default: c\n",
+        ));
+        assert_eq!((line, field.as_str()), (6, "prefixes"));
+        let (line, field, _) = err(&with(
+            "    type: replicated\n    pools: [a, b]\n    failover_count: 0\n",
+        ));
+        assert_eq!((line, field.as_str()), (6, "failover_count"));
+    }
+
+    #[test]
+    fn references_loops_and_orphans_are_refused() {
+        // A shadow target must have servers.
+        let text = format!(
+            "front:\n  listen: 127.0.0.1:0\n  route:\n    type: shadow\n    pool: a\n    \
+             shadow: mid\n    fraction: 0.5\nmid:\n  route:\n    type: failover\n    \
+             pools: [b, c]\n{SERVERS}"
+        );
+        let (line, field, msg) = err(&text);
+        assert_eq!((line, field.as_str()), (6, "shadow"), "{msg}");
+        // x -> y -> x.
+        let text = format!(
+            "x:\n  listen: 127.0.0.1:0\n  route:\n    type: failover\n    pools: [a, y]\n\
+             y:\n  route:\n    type: failover\n    pools: [b, x]\n{SERVERS}"
+        );
+        let (line, field, msg) = err(&text);
+        assert_eq!((line, field.as_str()), (3, "route"));
+        assert!(msg.contains("x -> y -> x"), "{msg}");
+        // A pool without listen that no route sends to.
+        let text = format!(
+            "front:\n  listen: 127.0.0.1:0\n  route:\n    type: failover\n    pools: [a, c]\n{SERVERS}"
+        );
+        let (line, field, msg) = err(&text);
+        assert_eq!((line, field.as_str()), (9, "listen"), "{msg}");
+        // Server directives on a route pool.
+        let text = with("    type: failover\n    pools: [a, b, c]\n")
+            .replace("  route:\n", "  hash: md5\n  route:\n");
+        let (line, field, _) = err(&text);
+        assert_eq!((line, field.as_str()), (3, "hash"));
+        // Neither servers nor a route.
+        let (_, field, msg) = err("p:\n  listen: 127.0.0.1:0\n");
+        assert_eq!(field, "servers", "{msg}");
+    }
+}

@@ -154,13 +154,16 @@ impl Proxy {
         Proxy::start_threads(conf, npools, 1)
     }
 
-    /// Like [`Proxy::start`] with `--threads threads` (the work-stealing runtime when > 1).
+    /// Like [`Proxy::start`] with `--threads threads` worker threads.
     pub fn start_threads(conf: &str, npools: usize, threads: usize) -> Proxy {
+        Proxy::start_args(conf, npools, &["--threads", &threads.to_string()])
+    }
+
+    /// Like [`Proxy::start`] with more command-line arguments.
+    pub fn start_args(conf: &str, npools: usize, args: &[&str]) -> Proxy {
         let path = write_conf(conf);
         let mut cmd = Command::new(proxy_bin());
-        cmd.arg("-c")
-            .arg(&path)
-            .args(["-s", "0", "--threads", &threads.to_string()]);
+        cmd.arg("-c").arg(&path).args(["-s", "0"]).args(args);
         let proc = Proc::spawn(cmd);
         let mut pools = Vec::new();
         for _ in 0..npools {
