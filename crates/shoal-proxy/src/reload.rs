@@ -17,7 +17,13 @@
 //!   keeps its counters and those of the servers it still has;
 //! - a new pool starts listening; a removed pool stops listening (its open connections
 //!   are served until they close); a pool whose `listen` changed binds the new address
-//!   first and then closes the old one, without touching the other pools.
+//!   first and then closes the old one, without touching the other pools;
+//! - every worker thread switches: each changed or new pool gets one instance per worker,
+//!   built on that worker's runtime (so its server connections are that worker's), and
+//!   every route is rebuilt over the new pools; a pool may become a route or stop being
+//!   one, keeping its listener, its client connections and its counters.
+//!
+//! Starting is the same switch from no pools at all (`Shared::apply`).
 //!
 //! Pools are matched by name, so a renamed pool is a removed one plus a new one (and its
 //! new listener cannot take over the address the old one still holds during the reload).

@@ -571,3 +571,52 @@ fn reload_turns_a_pool_into_a_route_and_back_keeping_connections() {
         "counters carried over"
     );
 }
+
+#[test]
+fn warmup_and_replicated_pools_over_real_memcached() {
+    let (Some(cold), Some(warm), Some(other)) = (memcached(), memcached(), memcached()) else {
+        return;
+    };
+    let conf = front("    type: warmup\n    cold: new\n    warm: old\n    exptime: 120\n")
+        + &servers("new", None, &[&cold])
+        + &servers("old", None, &[&warm])
+        + "both:\n  listen: 127.0.0.1:0\n  route:\n    type: replicated\n    \
+           pools: [new, other]\n"
+        + &servers("other", None, &[&other]);
+    let proxy = Proxy::start(&conf, 2);
+    let mut w = warm.conn();
+    w.send(b"set k 9 0 3\r\nold\r\nset g 5 0 1\r\ng\r\n");
+    assert_eq!(w.line(), "STORED");
+    assert_eq!(w.line(), "STORED");
+    let mut c = proxy.conn();
+    assert_eq!(c.cmd("get k"), "VALUE k 9 3");
+    assert_eq!(c.data(3), b"old");
+    assert_eq!(c.line(), "END");
+    let mut on_cold = cold.conn();
+    eventually("k copied into cold memcached", || {
+        let l = on_cold.cmd("mg k f t v");
+        if l == "EN" {
+            return false;
+        }
+        assert!(l.starts_with("VA 3 f9 t"), "{l}");
+        let ttl: i64 = l
+            .rsplit('t')
+            .next()
+            .unwrap_or_default()
+            .parse()
+            .expect("ttl");
+        assert!((110..=120).contains(&ttl), "{l}");
+        assert_eq!(on_cold.data(3), b"old");
+        true
+    });
+    let line = c.cmd("gets g");
+    let cas = line.rsplit(' ').next().unwrap_or_default().to_string();
+    assert_eq!(c.data(1), b"g");
+    assert_eq!(c.line(), "END");
+    assert_eq!(on_cold.cmd("mg g c"), format!("HD c{cas}"));
+    // The replicated route over memcached pools: the worst reply answers.
+    let mut r = Conn::connect(proxy.pools[1]);
+    r.send(b"add k 0 0 1\r\nx\r\n");
+    assert_eq!(r.line(), "NOT_STORED", "cold has k; other took the add");
+    assert_eq!(value_on(&other, "k").as_deref(), Some("x"));
+}
