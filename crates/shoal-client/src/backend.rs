@@ -135,6 +135,30 @@ impl Backend {
         }
         rx
     }
+
+    /// Forwards `bytes` without waiting and without keeping the reply, which is read
+    /// (framed as `kind` says) and dropped: for copies of requests nobody answers to
+    /// (shadow traffic). Never blocks: when the connection's queue is full (the server is
+    /// slow or gone) the request is dropped and `false` returned.
+    pub fn try_send(&self, bytes: Vec<u8>, kind: ReplyKind) -> bool {
+        let i = if self.conns.len() == 1 {
+            0
+        } else {
+            self.next.fetch_add(1, Relaxed) % self.conns.len()
+        };
+        let len = bytes.len() as u64;
+        let fwd = Forward {
+            bytes,
+            kind,
+            reply: None,
+        };
+        if self.conns[i].try_send(fwd).is_err() {
+            return false;
+        }
+        incr(&self.stats.requests);
+        self.stats.request_bytes.fetch_add(len, Relaxed);
+        true
+    }
 }
 
 fn fail(reply: Option<oneshot::Sender<Reply>>, err: BackendError) {

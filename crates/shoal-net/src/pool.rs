@@ -6,65 +6,88 @@ use std::rc::Rc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use tokio::runtime::Handle;
 use tokio::sync::{mpsc, watch};
 
 use crate::listener::Incoming;
 
 /// How one worker thread serves its connections. Built on the worker thread itself, so
 /// it may hold thread-local state (`Rc`, `RefCell`) shared by that thread's connections.
-pub trait WorkerService: 'static {
+/// `C` is what the acceptor hands over: the accepted socket itself by default, or the
+/// socket with whatever the server decided about it at accept time (shoal-proxy's
+/// listening pool and connection slot).
+pub trait WorkerService<C = Incoming>: 'static {
     /// Serves one connection until it ends.
-    fn serve(self: Rc<Self>, conn: Incoming) -> impl Future<Output = ()> + 'static;
+    fn serve(self: Rc<Self>, conn: C) -> impl Future<Output = ()> + 'static;
 
     /// Called once when the worker stops taking connections, before it waits for the
     /// ones it has (e.g. to end their reads so they finish).
     fn stopping(&self) {}
 }
 
-/// The worker threads and the channels that hand them connections.
-pub struct WorkerPool {
-    senders: Vec<mpsc::UnboundedSender<Incoming>>,
+/// The worker threads and the channels that hand them connections (`C`: see
+/// [`WorkerService`]).
+pub struct WorkerPool<C = Incoming> {
+    senders: Vec<mpsc::UnboundedSender<C>>,
     threads: Vec<JoinHandle<()>>,
+    handles: Vec<Handle>,
     next: usize,
 }
 
-impl WorkerPool {
+impl<C: Send + 'static> WorkerPool<C> {
     /// Starts `threads` (at least one) threads named `<name>-<i>`. Each builds its service
     /// with `make(i)`, serves the connections dispatched to it, and stops when `shutdown`
     /// changes or the pool is joined; it then gives its connections up to `drain` to
-    /// finish before aborting them.
+    /// finish before aborting them. Returns once every worker's runtime is running (see
+    /// [`WorkerPool::handles`]).
     pub fn start<S, F>(
         threads: usize,
         name: &str,
         shutdown: &watch::Receiver<bool>,
         drain: Duration,
         make: F,
-    ) -> io::Result<WorkerPool>
+    ) -> io::Result<WorkerPool<C>>
     where
-        S: WorkerService,
+        S: WorkerService<C>,
         F: Fn(usize) -> S + Send + Clone + 'static,
     {
         let mut pool = WorkerPool {
             senders: Vec::new(),
             threads: Vec::new(),
+            handles: Vec::new(),
             next: 0,
         };
+        let (handle_tx, handle_rx) = std::sync::mpsc::channel();
         for i in 0..threads.max(1) {
             let (tx, rx) = mpsc::unbounded_channel();
             let make = make.clone();
             let shutdown = shutdown.clone();
-            let handle = std::thread::Builder::new()
+            let handle_tx = handle_tx.clone();
+            let thread = std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
-                .spawn(move || worker_main(rx, shutdown, drain, move || make(i)))?;
+                .spawn(move || worker_main(rx, shutdown, drain, handle_tx, move || make(i)))?;
             pool.senders.push(tx);
-            pool.threads.push(handle);
+            pool.threads.push(thread);
+            // A worker whose runtime could not be built has logged why and ended: its
+            // sender is dropped, so the pool comes out short rather than waiting forever.
+            match handle_rx.recv() {
+                Ok(h) => pool.handles.push(h),
+                Err(_) => return Err(io::Error::other("a worker runtime failed to start")),
+            }
         }
         Ok(pool)
     }
 
+    /// Each worker's runtime, in worker order: what lets a server start tasks that must
+    /// live on a given worker (connections to other servers that worker's clients share,
+    /// for instance) from another thread.
+    pub fn handles(&self) -> &[Handle] {
+        &self.handles
+    }
+
     /// Hands `conn` to the next worker in turn. Returns it back if that worker has
     /// stopped, so the caller can undo its accounting.
-    pub fn dispatch(&mut self, conn: Incoming) -> Result<(), Incoming> {
+    pub fn dispatch(&mut self, conn: C) -> Result<(), C> {
         let i = self.next % self.senders.len();
         self.next = self.next.wrapping_add(1);
         self.senders[i].send(conn).map_err(|e| e.0)
@@ -82,10 +105,11 @@ impl WorkerPool {
     }
 }
 
-fn worker_main<S: WorkerService>(
-    mut rx: mpsc::UnboundedReceiver<Incoming>,
+fn worker_main<C, S: WorkerService<C>>(
+    mut rx: mpsc::UnboundedReceiver<C>,
     mut shutdown: watch::Receiver<bool>,
     drain: Duration,
+    handle_tx: std::sync::mpsc::Sender<Handle>,
     make: impl FnOnce() -> S,
 ) {
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -98,6 +122,8 @@ fn worker_main<S: WorkerService>(
             return;
         }
     };
+    let _ = handle_tx.send(rt.handle().clone());
+    drop(handle_tx);
     let service = Rc::new(make());
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use shoal_ring::{HashAlgorithm, Server};
 
 use crate::error::ConfigError;
+use crate::route::config::{self as route_config, PoolInfo, Reference, RouteConfig};
 use crate::yaml::{self, Node};
 
 /// How a pool spreads keys, as twemproxy's `distribution:` names them.
@@ -41,13 +42,17 @@ impl Listen {
     }
 }
 
-/// One pool, with twemproxy's defaults for absent directives.
+/// One pool, with twemproxy's defaults for absent directives. A pool has either
+/// `servers` (a server pool, as in twemproxy) or a `route` to other pools (see
+/// [`crate::route`]); one that only routes' requests reach has no `listen`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolConfig {
     /// The pool's name (its top-level key).
     pub name: String,
-    /// `listen`.
-    pub listen: Listen,
+    /// `listen`; `None` for a pool only routes send to.
+    pub listen: Option<Listen>,
+    /// Shoal extension `route`: where a pool without servers sends its requests.
+    pub route: Option<RouteConfig>,
     /// `hash` (default `fnv1a_64`).
     pub hash: HashAlgorithm,
     /// `hash_tag` (two bytes), if any.
@@ -75,9 +80,14 @@ pub struct PoolConfig {
     /// reads fail over in that order. nutcracker rejects this directive.
     pub replicas: usize,
     /// `servers`, in twemproxy's order (sorted by name: length, then bytes; see
-    /// `shoal_ring::twemproxy`), which is the order `modula` and `random` index.
+    /// `shoal_ring::twemproxy`), which is the order `modula` and `random` index. Empty
+    /// exactly when the pool has a `route`.
     pub servers: Vec<Server>,
 }
+
+/// Directives a route pool may have besides `route`: those about its clients. The
+/// others describe servers, which a route pool has none of.
+const ROUTE_POOL_DIRECTIVES: &[&str] = &["listen", "route", "backlog", "client_connections"];
 
 /// A whole configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,8 +120,10 @@ impl ProxyConfig {
         ProxyConfig::parse(&text)
     }
 
-    /// Parses and validates configuration text. Guarantees every pool has a listen
-    /// address, at least one server, no duplicate servers and valid directive values.
+    /// Parses and validates configuration text. Guarantees every pool has either at
+    /// least one server (no duplicates) or a route whose every target is a pool of the
+    /// file, without loops; a pool without a listen address is some route's target;
+    /// directive values are valid.
     pub fn parse(text: &str) -> Result<ProxyConfig, ConfigError> {
         let root = yaml::parse(text)?;
         let Node::Map(entries) = root else {
@@ -121,22 +133,48 @@ impl ProxyConfig {
             return Err(ConfigError::at(0, "", "no pools configured"));
         }
         let mut pools: Vec<PoolConfig> = Vec::new();
+        let mut parsed: Vec<Parsed> = Vec::new();
         for (name, line, node) in entries {
-            let pool = parse_pool(&name, line, node)?;
-            if let Some(other) = pools
-                .iter()
-                .find(|p| p.listen == pool.listen && !pool.listen.is_ephemeral())
-            {
-                return Err(ConfigError::at(
-                    line,
-                    "listen",
-                    format!("pool '{name}' listens where pool '{}' does", other.name),
-                ));
+            let p = parse_pool(&name, line, node)?;
+            if let Some(listen) = &p.pool.listen {
+                if let Some(other) = pools
+                    .iter()
+                    .find(|o| o.listen.as_ref() == Some(listen) && !listen.is_ephemeral())
+                {
+                    return Err(ConfigError::at(
+                        line,
+                        "listen",
+                        format!("pool '{name}' listens where pool '{}' does", other.name),
+                    ));
+                }
             }
-            pools.push(pool);
+            pools.push(p.pool.clone());
+            parsed.push(p);
         }
+        let infos: Vec<PoolInfo<'_>> = parsed
+            .iter()
+            .map(|p| PoolInfo {
+                name: &p.pool.name,
+                line: p.line,
+                listens: p.pool.listen.is_some(),
+                route: p.pool.route.as_ref().map(|r| (r, p.route_line)),
+                refs: &p.refs,
+            })
+            .collect();
+        route_config::validate(&infos)?;
         Ok(ProxyConfig { pools })
     }
+}
+
+/// A pool as parsed, with what route validation needs.
+struct Parsed {
+    pool: PoolConfig,
+    /// The line of the pool's name.
+    line: usize,
+    /// The line of its `route:` key (0 without one).
+    route_line: usize,
+    /// The pools its route names.
+    refs: Vec<Reference>,
 }
 
 fn scalar<'a>(key: &str, line: usize, node: &'a Node) -> Result<&'a str, ConfigError> {
@@ -165,7 +203,7 @@ fn boolean(key: &str, line: usize, node: &Node) -> Result<bool, ConfigError> {
     }
 }
 
-fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<PoolConfig, ConfigError> {
+fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, ConfigError> {
     let Node::Map(entries) = node else {
         return Err(ConfigError::at(
             pool_line,
@@ -173,10 +211,10 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<PoolConfig, Co
             "a pool must be a map of directives",
         ));
     };
-    let mut listen = None;
     let mut pool = PoolConfig {
         name: name.to_string(),
-        listen: Listen::Tcp(String::new()),
+        listen: None,
+        route: None,
         hash: HashAlgorithm::Fnv1a_64,
         hash_tag: None,
         distribution: DistributionKind::Ketama,
@@ -192,10 +230,20 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<PoolConfig, Co
         servers: Vec::new(),
     };
     let mut servers_line = None;
+    let mut route_line = 0;
+    let mut refs = Vec::new();
+    let mut seen: Vec<(String, usize)> = Vec::new();
     for (key, line, value) in entries {
+        seen.push((key.clone(), line));
         let k = key.as_str();
         match k {
-            "listen" => listen = Some(parse_listen(k, line, &value)?),
+            "listen" => pool.listen = Some(parse_listen(k, line, &value)?),
+            "route" => {
+                let (route, r) = route_config::parse(line, value)?;
+                pool.route = Some(route);
+                route_line = line;
+                refs = r;
+            }
             "hash" => {
                 let s = scalar(k, line, &value)?;
                 pool.hash = HASHES
@@ -310,18 +358,29 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<PoolConfig, Co
             }
         }
     }
-    pool.listen = listen.ok_or_else(|| {
-        ConfigError::at(
-            pool_line,
-            "listen",
-            format!("pool '{name}' has no listen address"),
-        )
-    })?;
+    if pool.route.is_some() {
+        if let Some((k, line)) = seen
+            .iter()
+            .find(|(k, _)| !ROUTE_POOL_DIRECTIVES.contains(&k.as_str()))
+        {
+            return Err(ConfigError::at(
+                *line,
+                k,
+                format!("pool '{name}' has a route, so it has no servers to apply '{k}' to"),
+            ));
+        }
+        return Ok(Parsed {
+            pool,
+            line: pool_line,
+            route_line,
+            refs,
+        });
+    }
     if pool.servers.is_empty() {
         return Err(ConfigError::at(
             servers_line.unwrap_or(pool_line),
             "servers",
-            format!("pool '{name}' has no servers"),
+            format!("pool '{name}' has no servers and no route"),
         ));
     }
     // twemproxy orders a pool's servers by name (length, then bytes) before placing
@@ -347,7 +406,12 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<PoolConfig, Co
             "more replicas than servers",
         ));
     }
-    Ok(pool)
+    Ok(Parsed {
+        pool,
+        line: pool_line,
+        route_line,
+        refs,
+    })
 }
 
 fn parse_listen(key: &str, line: usize, node: &Node) -> Result<Listen, ConfigError> {

@@ -5,8 +5,11 @@
 //! shoal-ring), speaks memcached's text and meta protocols to clients ([`session`], over
 //! shoal-protocol's parser), pipelines requests from all clients over shared backend
 //! connections ([`backend`]), and ejects failing servers as twemproxy does ([`health`]).
-//! Beyond twemproxy, a pool may keep each key on several servers (`replicas: N`): writes
-//! go to all of them and reads fail over in order, in mcrouter's manner.
+//! Beyond twemproxy: a pool may keep each key on several servers (`replicas: N`) with
+//! mcrouter's AllSync writes and Latest reads; a pool may route to other pools in
+//! mcrouter's manner (failover, warm-up, shadow, prefix, replicated: [`route`]); the
+//! configuration reloads without dropping clients ([`reload`]); and `--threads N` worker
+//! loops each serve their clients with their own server connections ([`server`]).
 
 #![warn(missing_docs)]
 
@@ -18,6 +21,7 @@ pub mod metrics;
 pub mod placement;
 pub mod pool;
 pub mod reload;
+pub mod route;
 pub mod server;
 pub mod session;
 pub mod stats;

@@ -44,10 +44,16 @@ struct Args {
     /// Mbuf size (accepted for compatibility; buffers grow as needed).
     #[arg(short = 'm', long = "mbuf-size")]
     mbuf_size: Option<usize>,
-    /// Worker threads. 1 (the default) runs one event loop on one thread, as nutcracker
-    /// does; more use a work-stealing pool (helps only with spare cores).
+    /// Worker threads serving client connections, each with its own event loop and its
+    /// own connections to the servers (1, the default, is nutcracker's single loop;
+    /// accepting and the stats port run on a thread of their own).
     #[arg(long = "threads", default_value_t = 1)]
     threads: usize,
+    /// All worker threads share one set of server connections (run by the accepting
+    /// thread) instead of each keeping its own: fewer server connections, at the cost of
+    /// a thread hop per request.
+    #[arg(long = "shared-backends")]
+    shared_backends: bool,
     /// Memory (MB) all client read buffers together may hold beyond their first 16 KB,
     /// for large values being received. A value larger than what is left is refused with
     /// 'SERVER_ERROR out of memory storing object' and its bytes discarded, so clients
@@ -113,20 +119,12 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args, config: ProxyConfig) -> anyhow::Result<()> {
-    let threads = args.threads.max(1);
-    // One thread: a current-thread runtime (no cross-thread wake-ups, like nutcracker's
-    // single event loop). More: tokio's work-stealing pool.
-    let rt = if threads == 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .enable_all()
-            .build()
-    }
-    .context("building the runtime")?;
+    // The accepting thread's runtime: listeners, the stats port, metrics, SIGHUP. Client
+    // connections run on the worker threads `start` starts, one event loop each.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building the runtime")?;
     if let Some(p) = &args.pid_file {
         std::fs::write(p, format!("{}\n", std::process::id()))
             .with_context(|| format!("writing pid file {}", p.display()))?;
@@ -144,14 +142,21 @@ fn run(args: Args, config: ProxyConfig) -> anyhow::Result<()> {
         read_buf_mem_limit,
         metrics_addr: args.metrics_listen,
         config_path: Some(args.conf.clone()),
+        threads: args.threads.max(1),
+        shared_backends: args.shared_backends,
     };
-    rt.block_on(async move {
+    let running = rt.block_on(async move {
         // SIGINT and SIGTERM are watched by the listeners' acceptors (shoal-net), as in
         // shoald and shoal-queued; SIGHUP reloads the configuration file (server.rs).
         let running = start(config, opts).await?;
         running.stopped().await;
-        anyhow::Ok(())
+        anyhow::Ok(running)
     })?;
+    // The workers finish the replies they are writing, then end; joining them blocks, so
+    // off the runtime's thread, which meanwhile keeps running any server connections
+    // shared by the workers (`--shared-backends`).
+    rt.block_on(async { tokio::task::spawn_blocking(move || running.shutdown()).await })
+        .context("stopping the workers")?;
     if let Some(p) = &args.pid_file {
         let _ = std::fs::remove_file(p);
     }

@@ -5,12 +5,10 @@
 //! server figures are a PromQL `sum by (pool)` away.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 
 use shoal_net::metrics::{Kind, Page};
 
-use crate::pool::Pool;
-use crate::stats::{unix_now, ServerStats};
+use crate::stats::{unix_now, PoolView, ServerStats};
 
 /// Process-wide figures the page starts with.
 pub struct Global {
@@ -45,7 +43,7 @@ const SERVER: [ServerStat; 10] = [
 ];
 
 /// Renders the page.
-pub fn render(g: &Global, pools: &[Arc<Pool>]) -> String {
+pub fn render(g: &Global, pools: &[PoolView]) -> String {
     let mut p = Page::new();
     p.gauge(
         "shoal_proxy_uptime_seconds",
@@ -84,7 +82,7 @@ pub fn render(g: &Global, pools: &[Arc<Pool>]) -> String {
         g.reload_failures,
     );
     for pool in pools {
-        let name = pool.config.name.as_str();
+        let name = pool.name.as_str();
         let l = [("pool", name)];
         let s = &pool.stats;
         p.counter(
@@ -120,9 +118,8 @@ pub fn render(g: &Global, pools: &[Arc<Pool>]) -> String {
         );
     }
     for pool in pools {
-        let name = pool.config.name.as_str();
-        for (server, b) in pool.names.iter().zip(&pool.backends) {
-            let st = b.stats();
+        let name = pool.name.as_str();
+        for (server, st) in &pool.servers {
             let l = [("pool", name), ("server", server.as_str())];
             for (metric, kind, help, get) in SERVER {
                 p.sample(metric, help, kind, &l, get(st) as f64);
@@ -137,10 +134,10 @@ pub fn render(g: &Global, pools: &[Arc<Pool>]) -> String {
         Kind::Histogram,
     );
     for pool in pools {
-        let name = pool.config.name.as_str();
-        for (server, b) in pool.names.iter().zip(&pool.backends) {
+        let name = pool.name.as_str();
+        for (server, st) in &pool.servers {
             let l = [("pool", name), ("server", server.as_str())];
-            let h = b.stats().latency.snapshot();
+            let h = st.latency.snapshot();
             p.histogram(
                 "shoal_proxy_server_request_duration_seconds",
                 LATENCY_HELP,

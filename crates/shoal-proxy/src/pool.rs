@@ -17,52 +17,45 @@ use crate::backend::Backend;
 use crate::config::PoolConfig;
 use crate::health::Health;
 use crate::placement::Placement;
+use crate::route::Target;
 use crate::session::ValueSize;
 use crate::stats::{PoolStats, ServerStats};
 
-/// A running pool. Cheap to share (`Arc<Pool>`) between client sessions.
-pub struct Pool {
+/// What every worker's instance of a server pool shares: the configuration, where keys
+/// go, failure counting and ejection, and the counters. Built (and its ring checked) once
+/// per configuration, before anything is switched; [`Pool::instantiate`] then gives each
+/// worker its own backend connections over it.
+pub struct PoolShared {
     /// The configuration it was built from.
     pub config: PoolConfig,
     /// Where keys go.
     pub placement: Arc<Placement>,
-    /// Failure counting and auto-eject.
+    /// Failure counting and auto-eject, for the backends of every worker.
     pub health: Arc<Health>,
-    /// One backend per server, in pool order (twemproxy's sorted order); shared with
-    /// the pool this one replaced for the servers a reload kept.
-    pub backends: Vec<Arc<Backend>>,
-    /// Where each backend reports its health.
-    routes: Vec<Arc<HealthRoute>>,
     /// Pool counters.
     pub stats: Arc<PoolStats>,
     /// Display names of the servers (configured name, else `host:port`).
     pub names: Vec<String>,
+    /// Each server's counters, shared by every worker's connections to it.
+    pub server_stats: Vec<Arc<ServerStats>>,
     /// How large retrieved values are lately: sizes multi-get batches and every
     /// connection's in-flight window (see [`crate::session`]).
     pub value_size: ValueSize,
 }
 
-impl Pool {
-    /// Builds the ring and starts the backend connection tasks (lazily connecting unless
-    /// `preconnect`). Must be called inside a tokio runtime.
-    pub fn start(config: PoolConfig, verbose: bool) -> Result<Arc<Pool>, RingError> {
-        Pool::start_after(config, verbose, None)
-    }
-
-    /// Like [`Pool::start`], for a pool replacing `previous` on a reload: the pool's
-    /// counters, and the counters of every server whose display name is unchanged, carry
-    /// on from `previous` (so stats never go backwards across a reload). A server with the
-    /// same name and address, in a pool whose `timeout`, `server_connections` and
-    /// `preconnect` are unchanged, keeps its backend and its open connections; it reports
-    /// its health to this pool once [`Pool::adopt_backends`] is called. Other backends are
-    /// new; `previous`'s close once the last request using them is done.
-    pub fn start_after(
+impl PoolShared {
+    /// Builds the ring and health tracking of a server pool. `stats` are the pool's
+    /// counters (a reload passes the replaced pool's, so they carry on); each server
+    /// whose display name `previous` has keeps its counters too. `timed`: the servers'
+    /// replies are timed for the metrics page.
+    pub fn new(
         config: PoolConfig,
         verbose: bool,
-        previous: Option<&Pool>,
-    ) -> Result<Arc<Pool>, RingError> {
+        timed: bool,
+        stats: Arc<PoolStats>,
+        previous: Option<&PoolShared>,
+    ) -> Result<Arc<PoolShared>, RingError> {
         let placement = Arc::new(Placement::new(&config)?);
-        let stats = previous.map_or_else(Arc::default, |p| p.stats.clone());
         let names: Vec<String> = config
             .servers
             .iter()
@@ -72,6 +65,11 @@ impl Pool {
             .iter()
             .map(|n| previous.and_then(|p| p.server_stats(n)).unwrap_or_default())
             .collect();
+        if timed {
+            for s in &server_stats {
+                s.set_timed(true);
+            }
+        }
         let health = Arc::new(crate::health::for_pool(
             &config,
             placement.clone(),
@@ -80,6 +78,73 @@ impl Pool {
             names.clone(),
             verbose,
         ));
+        Ok(Arc::new(PoolShared {
+            config,
+            placement,
+            health,
+            stats,
+            names,
+            server_stats,
+            value_size: ValueSize::default(),
+        }))
+    }
+
+    /// The counters of the server displayed as `name`, if the pool has one.
+    pub fn server_stats(&self, name: &str) -> Option<Arc<ServerStats>> {
+        let i = self.names.iter().position(|n| n == name)?;
+        self.server_stats.get(i).cloned()
+    }
+
+    /// The pool's section of the stats document.
+    pub fn stats_json(&self) -> serde_json::Value {
+        crate::stats::pool_json(
+            &self.stats,
+            self.names
+                .iter()
+                .cloned()
+                .zip(self.server_stats.iter().map(|s| &**s)),
+        )
+    }
+}
+
+/// A running server pool as one worker sees it: the shared part and this worker's
+/// connections to the servers, one [`Backend`] per server. Cheap to share
+/// (`Arc<Pool>`) between that worker's client sessions.
+pub struct Pool {
+    /// What every worker's instance shares (also reachable through `Deref`).
+    pub shared: Arc<PoolShared>,
+    /// One backend per server, in pool order (twemproxy's sorted order); shared with
+    /// the pool this one replaced (on the same worker) for the servers a reload kept.
+    pub backends: Vec<Arc<Backend>>,
+    /// Where each backend reports its health.
+    routes: Vec<Arc<HealthRoute>>,
+}
+
+impl std::ops::Deref for Pool {
+    type Target = PoolShared;
+
+    fn deref(&self) -> &PoolShared {
+        &self.shared
+    }
+}
+
+impl Pool {
+    /// Builds a pool with fresh counters and starts its backends on the current runtime
+    /// (lazily connecting unless `preconnect`). Must be called inside a tokio runtime.
+    pub fn start(config: PoolConfig, verbose: bool) -> Result<Arc<Pool>, RingError> {
+        let shared = PoolShared::new(config, verbose, false, Arc::default(), None)?;
+        Ok(Pool::instantiate(shared, None))
+    }
+
+    /// One worker's instance of `shared`: starts its backend connection tasks on the
+    /// current runtime (enter the worker's runtime first). For a pool replacing
+    /// `previous` (the same worker's) on a reload, a server with the same name and
+    /// address, in a pool whose `timeout`, `server_connections` and `preconnect` are
+    /// unchanged, keeps its backend and its open connections; it reports its health to
+    /// this pool once [`Pool::adopt_backends`] is called. Other backends are new;
+    /// `previous`'s close once the last request using them is done.
+    pub fn instantiate(shared: Arc<PoolShared>, previous: Option<&Pool>) -> Arc<Pool> {
+        let config = &shared.config;
         // Backend connections are sized and timed by these: any change means new ones.
         let reusable = previous.filter(|p| {
             p.config.timeout == config.timeout
@@ -88,16 +153,15 @@ impl Pool {
         });
         let mut backends = Vec::with_capacity(config.servers.len());
         let mut routes = Vec::with_capacity(config.servers.len());
-        for (i, (s, st)) in config.servers.iter().zip(&server_stats).enumerate() {
+        for (i, (s, st)) in config.servers.iter().zip(&shared.server_stats).enumerate() {
             let kept = reusable.and_then(|p| {
-                let j =
-                    p.config.servers.iter().zip(&p.names).position(|(o, n)| {
-                        o.host_port() == s.host_port() && names.get(i) == Some(n)
-                    })?;
+                let j = p.config.servers.iter().zip(&p.names).position(|(o, n)| {
+                    o.host_port() == s.host_port() && shared.names.get(i) == Some(n)
+                })?;
                 Some((p.backends.get(j)?.clone(), p.routes.get(j)?.clone()))
             });
             let (backend, route) = kept.unwrap_or_else(|| {
-                let route = Arc::new(HealthRoute::new(health.clone(), i));
+                let route = Arc::new(HealthRoute::new(shared.health.clone(), i));
                 let backend = Backend::start(
                     i,
                     s.host_port(),
@@ -112,16 +176,11 @@ impl Pool {
             backends.push(backend);
             routes.push(route);
         }
-        Ok(Arc::new(Pool {
-            config,
-            placement,
-            health,
+        Arc::new(Pool {
+            shared,
             backends,
             routes,
-            stats,
-            names,
-            value_size: ValueSize::default(),
-        }))
+        })
     }
 
     /// Makes every backend this pool kept from the pool it replaces report its health
@@ -132,44 +191,28 @@ impl Pool {
             r.point(self.health.clone(), i);
         }
     }
-
-    /// The counters of the server displayed as `name`, if the pool has one.
-    pub fn server_stats(&self, name: &str) -> Option<Arc<ServerStats>> {
-        let i = self.names.iter().position(|n| n == name)?;
-        self.backends.get(i).map(|b| b.stats().clone())
-    }
-
-    /// The pool's section of the stats document.
-    pub fn stats_json(&self) -> serde_json::Value {
-        crate::stats::pool_json(
-            &self.stats,
-            self.names
-                .iter()
-                .cloned()
-                .zip(self.backends.iter().map(|b| &**b.stats())),
-        )
-    }
 }
 
-/// Where a listening pool's current [`Pool`] lives, so a reload can swap it while client
-/// connections stay open. Sessions check [`PoolSlot::generation`] (one atomic load) and
-/// take the lock only when a reload has happened since they last looked.
+/// Where a listening pool's current [`Target`] (its server pool, or its route) lives for
+/// one worker, so a reload can swap it while client connections stay open. Sessions
+/// check [`PoolSlot::generation`] (one atomic load) and take the lock only when a reload
+/// has happened since they last looked.
 pub struct PoolSlot {
     generation: AtomicU64,
-    pool: RwLock<Arc<Pool>>,
+    pool: RwLock<Target>,
 }
 
 impl PoolSlot {
-    /// A slot holding `pool`.
-    pub fn new(pool: Arc<Pool>) -> PoolSlot {
+    /// A slot holding `target`.
+    pub fn new(target: Target) -> PoolSlot {
         PoolSlot {
             generation: AtomicU64::new(0),
-            pool: RwLock::new(pool),
+            pool: RwLock::new(target),
         }
     }
 
-    /// The pool new requests should use.
-    pub fn load(&self) -> Arc<Pool> {
+    /// What new requests should use.
+    pub fn load(&self) -> Target {
         self.pool.read().clone()
     }
 
@@ -179,10 +222,10 @@ impl PoolSlot {
         self.generation.load(Acquire)
     }
 
-    /// Makes `pool` the one new requests use; requests already holding the old one
+    /// Makes `target` the one new requests use; requests already holding the old one
     /// finish on it.
-    pub fn store(&self, pool: Arc<Pool>) {
-        *self.pool.write() = pool;
+    pub fn store(&self, target: Target) {
+        *self.pool.write() = target;
         self.generation.fetch_add(1, Release);
     }
 }

@@ -17,7 +17,13 @@
 //!   keeps its counters and those of the servers it still has;
 //! - a new pool starts listening; a removed pool stops listening (its open connections
 //!   are served until they close); a pool whose `listen` changed binds the new address
-//!   first and then closes the old one, without touching the other pools.
+//!   first and then closes the old one, without touching the other pools;
+//! - every worker thread switches: each changed or new pool gets one instance per worker,
+//!   built on that worker's runtime (so its server connections are that worker's), and
+//!   every route is rebuilt over the new pools; a pool may become a route or stop being
+//!   one, keeping its listener, its client connections and its counters.
+//!
+//! Starting is the same switch from no pools at all (`Shared::apply`).
 //!
 //! Pools are matched by name, so a renamed pool is a removed one plus a new one (and its
 //! new listener cannot take over the address the old one still holds during the reload).
@@ -27,8 +33,10 @@ use std::sync::Arc;
 
 use crate::config::{Listen, PoolConfig, ProxyConfig};
 use crate::error::ConfigError;
-use crate::pool::{Pool, PoolSlot};
-use crate::server::{Bound, Live, Shared, StartError};
+use crate::pool::{Pool, PoolShared, PoolSlot};
+use crate::route::{Router, Target};
+use crate::server::{Bound, Entry, Shared, StartError};
+use crate::stats::PoolStats;
 
 /// Why a reload was refused. Whatever the reason, nothing changed.
 #[derive(Debug, thiserror::Error)]
@@ -66,12 +74,18 @@ impl fmt::Display for ReloadReport {
     }
 }
 
-/// One pool's part of a reload, prepared before anything is switched.
-enum Step {
-    Keep(usize),
-    Swap(usize, Arc<Pool>),
-    Rebind(usize, Arc<Pool>, Bound),
-    Add(Arc<Pool>, Bound),
+/// One pool's part of a switch, prepared before anything is switched.
+struct Step {
+    config: PoolConfig,
+    stats: Arc<PoolStats>,
+    /// A server pool's shared part: the old one if unchanged, else new.
+    shared: Option<Arc<PoolShared>>,
+    /// The entry serving under this name now, if any.
+    old: Option<usize>,
+    /// A server pool whose configuration did not change: its targets are kept.
+    unchanged: bool,
+    /// A new listener to start (new pool, or changed `listen`).
+    bound: Option<Bound>,
 }
 
 impl Shared {
@@ -98,81 +112,217 @@ impl Shared {
             source,
         })?;
         // Held throughout, so reloads never interleave.
-        let mut live = self.live();
-        let current: Vec<Arc<Pool>> = live.iter().map(|l| l.slot.load()).collect();
-        let mut claimed = vec![false; current.len()];
+        let mut state = self.state();
+        Ok(self.apply(config, &mut state)?)
+    }
+
+    /// Switches from the pools serving now (`entries`; none at start) to `config`.
+    /// Everything that can fail (building rings, binding new addresses) is done first; if
+    /// it fails nothing has changed. Then every worker gets its instance of each new or
+    /// changed pool and of every route, and all listeners switch.
+    pub(crate) fn apply(
+        self: &Arc<Self>,
+        config: ProxyConfig,
+        entries: &mut Vec<Entry>,
+    ) -> Result<ReloadReport, StartError> {
+        let mut claimed = vec![false; entries.len()];
         let mut report = ReloadReport::default();
-        let mut steps = Vec::new();
+        let mut steps: Vec<Step> = Vec::with_capacity(config.pools.len());
         for pc in config.pools {
-            let old = current.iter().enumerate().position(|(i, p)| {
-                !claimed.get(i).copied().unwrap_or(true) && p.config.name == pc.name
-            });
-            let Some(i) = old else {
-                let bound = self.bind(&pc)?;
-                report.changes.push(format!("pool {} added", pc.name));
-                steps.push(Step::Add(self.start_pool(pc, None)?, bound));
-                continue;
-            };
-            if let Some(c) = claimed.get_mut(i) {
-                *c = true;
+            let old =
+                (0..entries.len()).find(|&i| !claimed[i] && entries[i].config.name == pc.name);
+            let cur = old.map(|i| &entries[i]);
+            if let Some(i) = old {
+                claimed[i] = true;
             }
-            let Some(cur) = current.get(i) else { continue };
-            if cur.config == pc {
-                steps.push(Step::Keep(i));
-                continue;
+            let stats = cur.map_or_else(Arc::default, |e| e.stats.clone());
+            let unchanged = cur.is_some_and(|e| e.config == pc);
+            match cur {
+                None => report.changes.push(format!("pool {} added", pc.name)),
+                Some(e) if !unchanged => describe(&e.config, &pc, &mut report.changes),
+                Some(_) => {}
             }
-            describe(&cur.config, &pc, &mut report.changes);
-            if cur.config.listen != pc.listen {
-                let bound = self.bind(&pc)?;
-                steps.push(Step::Rebind(i, self.start_pool(pc, Some(cur))?, bound));
+            let shared = if pc.route.is_some() {
+                None
+            } else if let Some(s) = cur.filter(|_| unchanged).and_then(|e| e.shared.clone()) {
+                Some(s)
             } else {
-                steps.push(Step::Swap(i, self.start_pool(pc, Some(cur))?));
-            }
+                let previous = cur.and_then(|e| e.shared.as_deref());
+                let name = pc.name.clone();
+                Some(
+                    PoolShared::new(
+                        pc.clone(),
+                        self.verbose,
+                        self.timed,
+                        stats.clone(),
+                        previous,
+                    )
+                    .map_err(|source| StartError::Ring { pool: name, source })?,
+                )
+            };
+            let rebind = match (&pc.listen, cur) {
+                (None, _) => false,
+                (Some(l), Some(e)) => e.live.is_none() || e.config.listen.as_ref() != Some(l),
+                (Some(_), None) => true,
+            };
+            let bound = match (&pc.listen, rebind) {
+                (Some(l), true) => Some(self.bind(&pc.name, l, pc.backlog)?),
+                _ => None,
+            };
+            steps.push(Step {
+                config: pc,
+                stats,
+                shared,
+                old,
+                unchanged: unchanged && cur.is_some_and(|e| e.shared.is_some()),
+                bound,
+            });
         }
-        for (p, _) in current.iter().zip(&claimed).filter(|(_, c)| !**c) {
+        for (e, _) in entries.iter().zip(&claimed).filter(|(_, c)| !**c) {
             report
                 .changes
-                .push(format!("pool {} removed", p.config.name));
+                .push(format!("pool {} removed", e.config.name));
         }
         // Nothing below can fail: the switch is all or nothing.
-        let mut old: Vec<Option<Live>> = live.drain(..).map(Some).collect();
-        let mut take = |i: usize| old.get_mut(i).and_then(Option::take);
-        let mut next = Vec::new();
-        for step in steps {
-            match step {
-                Step::Keep(i) => next.extend(take(i)),
-                Step::Swap(i, pool) => {
-                    if let Some(l) = take(i) {
-                        pool.adopt_backends();
-                        l.slot.store(pool);
-                        next.push(l);
+        let targets = self.targets(&steps, entries);
+        let mut old: Vec<Option<Entry>> = entries.drain(..).map(Some).collect();
+        for (step, targets) in steps.into_iter().zip(targets) {
+            let prev = step.old.and_then(|i| old.get_mut(i).and_then(Option::take));
+            if !step.unchanged {
+                for t in &targets {
+                    if let Target::Pool(p) = t {
+                        p.adopt_backends();
                     }
-                }
-                Step::Rebind(i, pool, bound) => {
-                    if let Some(l) = take(i) {
-                        pool.adopt_backends();
-                        l.slot.store(pool);
-                        next.push(self.listen(bound, l.slot.clone()));
-                        // Dropping `l` closes the old listener; its clients carry on.
-                    }
-                }
-                Step::Add(pool, bound) => {
-                    next.push(self.listen(bound, Arc::new(PoolSlot::new(pool))));
                 }
             }
+            let prev_live = prev.and_then(|e| e.live);
+            let live = match (step.config.listen.is_some(), step.bound, prev_live) {
+                (false, _, _) => None,
+                (true, Some(bound), prev) => {
+                    // New, or moved: the old listener (if any) closes when `prev` drops,
+                    // after the new one is bound; its connections keep their slots.
+                    let slots = prev.as_ref().map_or_else(
+                        || self.new_slots(&targets),
+                        |l| {
+                            self.store(&l.slots, &targets);
+                            l.slots.clone()
+                        },
+                    );
+                    Some(self.listen(&step.config.name, bound, slots))
+                }
+                (true, None, Some(l)) => {
+                    self.store(&l.slots, &targets);
+                    Some(l)
+                }
+                (true, None, None) => None,
+            };
+            entries.push(Entry {
+                config: step.config,
+                stats: step.stats,
+                shared: step.shared,
+                targets,
+                live,
+            });
         }
         // Whatever is left in `old` was removed: dropping it closes those listeners.
         drop(old);
-        *live = next;
         Ok(report)
+    }
+
+    /// Each step's target on every home runtime: unchanged server pools keep theirs;
+    /// changed and new ones get a fresh instance whose backends start on that home's
+    /// runtime (reusing the servers they keep); routes are rebuilt over the result.
+    fn targets(&self, steps: &[Step], entries: &[Entry]) -> Vec<Vec<Target>> {
+        let mut out: Vec<Vec<Target>> = vec![Vec::with_capacity(self.homes.len()); steps.len()];
+        for (h, home) in self.homes.iter().enumerate() {
+            let _on_home = home.enter();
+            let mut built: Vec<Option<Target>> = vec![None; steps.len()];
+            for (i, step) in steps.iter().enumerate() {
+                let prev = step
+                    .old
+                    .and_then(|o| entries.get(o))
+                    .and_then(|e| e.targets.get(h));
+                let Some(shared) = &step.shared else { continue };
+                let target = match prev {
+                    Some(t @ Target::Pool(_)) if step.unchanged => t.clone(),
+                    Some(Target::Pool(p)) => {
+                        Target::Pool(Pool::instantiate(shared.clone(), Some(p)))
+                    }
+                    _ => Target::Pool(Pool::instantiate(shared.clone(), None)),
+                };
+                built[i] = Some(target);
+            }
+            for i in 0..steps.len() {
+                let t = build_route(i, steps, &mut built);
+                if let Some(list) = out.get_mut(i) {
+                    list.extend(t);
+                }
+            }
+        }
+        out
+    }
+
+    /// One slot per worker, each holding its home's target.
+    fn new_slots(&self, targets: &[Target]) -> Arc<[Arc<PoolSlot>]> {
+        (0..self.threads)
+            .filter_map(|w| targets.get(w % targets.len().max(1)))
+            .map(|t| Arc::new(PoolSlot::new(t.clone())))
+            .collect()
+    }
+
+    /// Switches every worker's slot to its home's target.
+    fn store(&self, slots: &[Arc<PoolSlot>], targets: &[Target]) {
+        for (w, slot) in slots.iter().enumerate() {
+            if let Some(t) = targets.get(w % targets.len().max(1)) {
+                slot.store(t.clone());
+            }
+        }
     }
 }
 
+/// The target of step `i` on one home: built server pools as they are, routes built
+/// (once) over their targets, recursively; a validated configuration has no loops.
+fn build_route(i: usize, steps: &[Step], built: &mut Vec<Option<Target>>) -> Option<Target> {
+    if let Some(t) = built.get(i).cloned().flatten() {
+        return Some(t);
+    }
+    let step = steps.get(i)?;
+    let names: Vec<String> = step
+        .config
+        .route
+        .as_ref()?
+        .targets()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let mut found: Vec<(String, Target)> = Vec::new();
+    for n in names {
+        let j = steps.iter().position(|s| s.config.name == n)?;
+        if j == i {
+            return None;
+        }
+        found.push((n, build_route(j, steps, built)?));
+    }
+    let lookup = |name: &str| {
+        found
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t.clone())
+    };
+    let router = Router::build(&step.config, step.stats.clone(), &lookup)?;
+    let t = Target::Route(router);
+    if let Some(slot) = built.get_mut(i) {
+        *slot = Some(t.clone());
+    }
+    Some(t)
+}
+
 /// A listen address as the configuration file spells it.
-fn shown(listen: &Listen) -> String {
+fn shown(listen: &Option<Listen>) -> String {
     match listen {
-        Listen::Tcp(addr) => addr.clone(),
-        Listen::Unix { path, .. } => path.display().to_string(),
+        Some(Listen::Tcp(addr)) => addr.clone(),
+        Some(Listen::Unix { path, .. }) => path.display().to_string(),
+        None => "(none)".to_string(),
     }
 }
 
@@ -233,6 +383,9 @@ fn describe(old: &PoolConfig, new: &PoolConfig, out: &mut Vec<String>) {
         client_connections,
         replicas
     );
+    if old.route != new.route {
+        changed.push("route");
+    }
     if !changed.is_empty() {
         out.push(format!("pool {name}: {} changed", changed.join(", ")));
     }

@@ -1,5 +1,13 @@
-//! Listeners: one per pool (TCP or unix socket), plus the stats port, bound and accepted
-//! with shoal-net's [`Listener`] and [`Acceptor`].
+//! Listeners: one per listening pool (TCP or unix socket), plus the stats port, bound and
+//! accepted with shoal-net's [`Listener`] and [`Acceptor`] on the accepting thread; the
+//! client connections are served by `--threads` worker threads (shoal-net's
+//! [`WorkerPool`]), each connection on one worker for its whole life.
+//!
+//! Each worker keeps its own connections to the servers (one [`crate::pool::Pool`] per pool per
+//! worker), so a request never crosses threads; what the workers share is per pool
+//! ([`PoolShared`]): the ring, failure counting and ejection, and every counter, so the
+//! stats and the metrics page add up over workers. With `shared_backends` the workers
+//! instead share one set of server connections, run by the accepting thread.
 //!
 //! Every client connection holds a [`ConnGuard`] from the moment it is accepted: the
 //! `client_connections` limit and the connection counters are given back when the guard
@@ -11,21 +19,23 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_net::{Acceptor, Budget, Event, Incoming, Listener};
+use shoal_net::{Acceptor, Budget, Event, Incoming, Listener, WorkerPool, WorkerService};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
+use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
-use tokio::task::JoinSet;
 
 use crate::config::{Listen, PoolConfig, ProxyConfig};
-use crate::pool::{Pool, PoolSlot};
+use crate::pool::{PoolShared, PoolSlot};
 use crate::reload::{ReloadError, ReloadReport};
+use crate::route::Target;
 use crate::session::serve;
-use crate::stats::{decr, document, incr, unix_now, PoolStats};
+use crate::stats::{decr, document, incr, unix_now, PoolStats, PoolView};
 
 /// Listen backlog of the stats port.
 const STATS_BACKLOG: u32 = 128;
@@ -34,6 +44,8 @@ const STATS_BACKLOG: u32 = 128;
 const STATS_COMMAND_WAIT: Duration = Duration::from_millis(100);
 /// Longest command line the stats port reads.
 const STATS_COMMAND_MAX: usize = 256;
+/// How long workers let open connections finish their replies when the proxy stops.
+const DRAIN: Duration = Duration::from_millis(500);
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +71,9 @@ pub enum StartError {
     /// The SIGHUP handler could not be installed.
     #[error("cannot watch SIGHUP: {0}")]
     Signal(std::io::Error),
+    /// The worker threads could not be started.
+    #[error("cannot start the worker threads: {0}")]
+    Workers(std::io::Error),
 }
 
 /// Runtime options outside the configuration file.
@@ -77,16 +92,20 @@ pub struct Options {
     /// The configuration file the proxy was started from: what a reload re-reads, and
     /// when set, SIGHUP reloads it (`None`: reloads fail, SIGHUP keeps its default).
     pub config_path: Option<PathBuf>,
+    /// Worker threads serving client connections (at least one).
+    pub threads: usize,
+    /// All workers share one set of server connections, run by the accepting thread,
+    /// instead of each worker keeping its own.
+    pub shared_backends: bool,
 }
 
-/// A started proxy: the pools and the addresses they actually listen on. Dropping it
-/// (or calling [`Running::stop`]) stops accepting connections; so does SIGINT or SIGTERM,
+/// A started proxy and the addresses its pools actually listen on. Dropping it (or
+/// calling [`Running::stop`]) stops accepting connections; so does SIGINT or SIGTERM,
 /// which every listener's [`Acceptor`] watches ([`Running::stopped`] says when).
+/// [`Running::shutdown`] then ends the workers and their connections.
 pub struct Running {
-    /// The pools as started, in configuration order (after a reload,
-    /// [`Running::current_pools`] has the ones serving).
-    pub pools: Vec<Arc<Pool>>,
-    /// For each pool, the bound address (TCP) or socket path.
+    /// For each listening pool, in configuration order, the bound address (TCP) or
+    /// socket path.
     pub addrs: Vec<String>,
     /// The stats port's bound address, if any.
     pub stats_addr: Option<SocketAddr>,
@@ -118,17 +137,24 @@ impl Running {
         self.shared.reload()
     }
 
-    /// The pools serving now, in configuration order.
-    pub fn current_pools(&self) -> Vec<Arc<Pool>> {
-        self.shared.pools()
+    /// Stops accepting, then stops the workers: each gives its connections up to half a
+    /// second to finish the replies they are writing, then closes them. Blocks until the
+    /// worker threads have ended; call it outside the runtime.
+    pub fn shutdown(self) {
+        self.stop();
+        let _ = self.shared.workers_stop.send(true);
+        if let Some(workers) = self.shared.workers.lock().take() {
+            workers.join();
+        }
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
         // The acceptors hold the sender too (a signal seen by one stops them all), so
-        // dropping this one alone would not end them.
+        // dropping this one alone would not end them. The workers end on their own.
         self.stop();
+        let _ = self.shared.workers_stop.send(true);
     }
 }
 
@@ -140,23 +166,46 @@ struct Counters {
     reload_failures: AtomicU64,
 }
 
-/// What the listeners, the stats port, the metrics page and reloads share.
+/// What the listeners, the workers, the stats port, the metrics page and reloads share.
 pub(crate) struct Shared {
     counters: Arc<Counters>,
     budget: Budget,
     shutdown: Arc<watch::Sender<bool>>,
-    verbose: bool,
+    pub(crate) verbose: bool,
     /// Backends time their replies (only when metrics are served).
-    timed: bool,
+    pub(crate) timed: bool,
     config_path: Option<PathBuf>,
-    /// The listening pools, in configuration order. Held for a whole reload, which
+    /// The runtimes server connections run on: each worker's, or with shared backends
+    /// the accepting thread's alone.
+    pub(crate) homes: Vec<Handle>,
+    /// How many workers (each listener has one slot per worker).
+    pub(crate) threads: usize,
+    /// The worker threads, until [`Running::shutdown`] takes them.
+    workers: parking_lot::Mutex<Option<WorkerPool<ClientConn>>>,
+    workers_stop: watch::Sender<bool>,
+    /// The pools serving now, in configuration order. Held for a whole reload, which
     /// therefore never overlaps another.
-    live: parking_lot::Mutex<Vec<Live>>,
+    state: parking_lot::Mutex<Vec<Entry>>,
+}
+
+/// One pool of the configuration serving now.
+pub(crate) struct Entry {
+    /// Its configuration.
+    pub(crate) config: PoolConfig,
+    /// Its counters, which carry on across reloads under the same name.
+    pub(crate) stats: Arc<PoolStats>,
+    /// A server pool's part every worker shares (`None` for a route pool).
+    pub(crate) shared: Option<Arc<PoolShared>>,
+    /// The pool as each home runtime's connections see it (see [`Shared::homes`]).
+    pub(crate) targets: Vec<Target>,
+    /// Its listener, if it has a `listen` address.
+    pub(crate) live: Option<Live>,
 }
 
 /// A listening pool.
 pub(crate) struct Live {
-    pub(crate) slot: Arc<PoolSlot>,
+    /// What each worker's connections of this listener use, one slot per worker.
+    pub(crate) slots: Arc<[Arc<PoolSlot>]>,
     /// The bound address (TCP) or socket path.
     pub(crate) addr: String,
     /// Dropping it stops this pool's listener (its open connections carry on).
@@ -179,12 +228,12 @@ struct ConnGuard {
 }
 
 impl ConnGuard {
-    fn new(pool: &Pool, counters: &Arc<Counters>) -> ConnGuard {
-        incr(&pool.stats.client_connections);
+    fn new(stats: &Arc<PoolStats>, counters: &Arc<Counters>) -> ConnGuard {
+        incr(&stats.client_connections);
         incr(&counters.total);
         incr(&counters.current);
         ConnGuard {
-            stats: pool.stats.clone(),
+            stats: stats.clone(),
             counters: counters.clone(),
         }
     }
@@ -197,10 +246,35 @@ impl Drop for ConnGuard {
     }
 }
 
-/// Binds every listener and starts serving; returns once all are bound. Every
-/// listening address is printed to stderr as `pool NAME listening on ADDR` (and the stats
-/// port as `stats listening on ADDR`), so callers can use port 0. Must be called inside
-/// a multi-threaded or current-thread tokio runtime that keeps running afterwards.
+/// An accepted client connection on its way to a worker: the socket, its listener's
+/// slots (the worker picks its own) and its place in the counters.
+pub(crate) struct ClientConn {
+    conn: Incoming,
+    slots: Arc<[Arc<PoolSlot>]>,
+    guard: ConnGuard,
+}
+
+/// One worker thread's service: serves the connections handed to it, on its own event
+/// loop, with its own server connections.
+struct Worker {
+    index: usize,
+    budget: Budget,
+}
+
+impl WorkerService<ClientConn> for Worker {
+    async fn serve(self: Rc<Self>, c: ClientConn) {
+        let Some(slot) = c.slots.get(self.index % c.slots.len().max(1)).cloned() else {
+            return;
+        };
+        serve_client(c.conn, slot, self.budget.clone(), c.guard).await;
+    }
+}
+
+/// Binds every listener, starts the worker threads and starts serving; returns once all
+/// are bound. Every listening address is printed to stderr as
+/// `pool NAME listening on ADDR` (and the stats port as `stats listening on ADDR`), so
+/// callers can use port 0. Must be called inside a current-thread tokio runtime that keeps
+/// running afterwards (the accepting thread's).
 pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartError> {
     let counters = Arc::new(Counters {
         total: AtomicU64::new(0),
@@ -211,6 +285,22 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
     });
     let budget = Budget::new(opts.read_buf_mem_limit);
     let shutdown = Arc::new(watch::channel(false).0);
+    let threads = opts.threads.max(1);
+    let (workers_stop, workers_stop_rx) = watch::channel(false);
+    let make = {
+        let budget = budget.clone();
+        move |index| Worker {
+            index,
+            budget: budget.clone(),
+        }
+    };
+    let workers = WorkerPool::start(threads, "shoal-proxy", &workers_stop_rx, DRAIN, make)
+        .map_err(StartError::Workers)?;
+    let homes = if opts.shared_backends {
+        vec![Handle::current()]
+    } else {
+        workers.handles().to_vec()
+    };
     let shared = Arc::new(Shared {
         counters: counters.clone(),
         budget: budget.clone(),
@@ -218,18 +308,30 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         verbose: opts.verbose,
         timed: opts.metrics_addr.is_some(),
         config_path: opts.config_path.clone(),
-        live: parking_lot::Mutex::new(Vec::new()),
+        homes,
+        threads,
+        workers: parking_lot::Mutex::new(Some(workers)),
+        workers_stop,
+        state: parking_lot::Mutex::new(Vec::new()),
     });
-    let mut pools = Vec::new();
-    let mut addrs = Vec::new();
-    for pc in config.pools {
-        let bound = shared.bind(&pc)?;
-        let pool = shared.start_pool(pc, None)?;
-        let live = shared.listen(bound, Arc::new(PoolSlot::new(pool.clone())));
-        addrs.push(live.addr.clone());
-        shared.live.lock().push(live);
-        pools.push(pool);
-    }
+    // Watched before anything is announced as listening, so a SIGHUP sent as soon as the
+    // proxy says it is up reloads rather than kills it.
+    let hup = if shared.config_path.is_some() {
+        Some(
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+                .map_err(StartError::Signal)?,
+        )
+    } else {
+        None
+    };
+    let addrs = {
+        let mut state = shared.state.lock();
+        shared.apply(config, &mut state)?;
+        state
+            .iter()
+            .filter_map(|e| e.live.as_ref().map(|l| l.addr.clone()))
+            .collect()
+    };
     let mut stats_addr = None;
     if let Some(addr) = opts.stats_addr {
         let listen_err = |source| StartError::Listen {
@@ -268,17 +370,14 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
                 reloads: c.reloads.load(Relaxed),
                 reload_failures: c.reload_failures.load(Relaxed),
             };
-            crate::metrics::render(&g, &shared.pools())
+            crate::metrics::render(&g, &shared.views())
         };
         tokio::spawn(server.serve(Arc::new(render)));
     }
-    if shared.config_path.is_some() {
-        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            .map_err(StartError::Signal)?;
+    if let Some(hup) = hup {
         tokio::spawn(reload_on_sighup(hup, shared.clone()));
     }
     Ok(Running {
-        pools,
         addrs,
         stats_addr,
         metrics_addr,
@@ -306,13 +405,32 @@ async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, shared: Arc<Shar
 }
 
 impl Shared {
-    /// The pools serving now, in configuration order.
-    pub(crate) fn pools(&self) -> Vec<Arc<Pool>> {
-        self.live.lock().iter().map(|l| l.slot.load()).collect()
+    /// What the stats port and the metrics page report: every pool serving now, in
+    /// configuration order (route pools have no servers).
+    pub(crate) fn views(&self) -> Vec<PoolView> {
+        self.state
+            .lock()
+            .iter()
+            .map(|e| PoolView {
+                name: e.config.name.clone(),
+                stats: e.stats.clone(),
+                servers: e
+                    .shared
+                    .as_ref()
+                    .map(|s| {
+                        s.names
+                            .iter()
+                            .cloned()
+                            .zip(s.server_stats.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect()
     }
 
-    pub(crate) fn live(&self) -> parking_lot::MutexGuard<'_, Vec<Live>> {
-        self.live.lock()
+    pub(crate) fn state(&self) -> parking_lot::MutexGuard<'_, Vec<Entry>> {
+        self.state.lock()
     }
 
     pub(crate) fn config_path(&self) -> Option<&std::path::Path> {
@@ -324,31 +442,19 @@ impl Shared {
         incr(if ok { &c.reloads } else { &c.reload_failures });
     }
 
-    /// Starts `pc`'s pool, taking over `previous`'s counters (see [`Pool::start_after`]).
-    pub(crate) fn start_pool(
+    /// Binds `listen` for pool `name`.
+    pub(crate) fn bind(
         &self,
-        pc: PoolConfig,
-        previous: Option<&Pool>,
-    ) -> Result<Arc<Pool>, StartError> {
-        let name = pc.name.clone();
-        let pool = Pool::start_after(pc, self.verbose, previous)
-            .map_err(|source| StartError::Ring { pool: name, source })?;
-        if self.timed {
-            for b in &pool.backends {
-                b.stats().set_timed(true);
-            }
-        }
-        Ok(pool)
-    }
-
-    /// Binds `pc`'s listen address.
-    pub(crate) fn bind(&self, pc: &PoolConfig) -> Result<Bound, StartError> {
-        let (label, bound) = match &pc.listen {
-            Listen::Tcp(addr) => (addr.clone(), bind_tcp(addr, pc.backlog)),
+        name: &str,
+        listen: &Listen,
+        backlog: u32,
+    ) -> Result<Bound, StartError> {
+        let (label, bound) = match listen {
+            Listen::Tcp(addr) => (addr.clone(), bind_tcp(addr, backlog)),
             Listen::Unix { path, mode } => (path.display().to_string(), bind_unix(path, *mode)),
         };
         let listen_err = |source| StartError::Listen {
-            pool: pc.name.clone(),
+            pool: name.to_string(),
             addr: label.clone(),
             source,
         };
@@ -360,22 +466,23 @@ impl Shared {
         Ok(Bound { acceptor, shown })
     }
 
-    /// Starts accepting on `bound` for the pool in `slot`.
-    pub(crate) fn listen(self: &Arc<Self>, bound: Bound, slot: Arc<PoolSlot>) -> Live {
+    /// Starts accepting on `bound` for the pool whose per-worker targets `slots` hold.
+    pub(crate) fn listen(
+        self: &Arc<Self>,
+        name: &str,
+        bound: Bound,
+        slots: Arc<[Arc<PoolSlot>]>,
+    ) -> Live {
         let (close, closed) = oneshot::channel();
-        tracing::info!(
-            "pool {} listening on {}",
-            slot.load().config.name,
-            bound.shown
-        );
+        tracing::info!("pool {name} listening on {}", bound.shown);
         tokio::spawn(accept_clients(
             bound.acceptor,
             self.clone(),
-            slot.clone(),
+            slots.clone(),
             closed,
         ));
         Live {
-            slot,
+            slots,
             addr: bound.shown,
             _close: close,
         }
@@ -405,28 +512,22 @@ fn bind_unix(path: &std::path::Path, mode: Option<u32>) -> std::io::Result<Liste
     }
 }
 
-fn over_limit(pool: &Pool, limit: usize) -> bool {
-    limit > 0 && pool.stats.client_connections.load(Relaxed) >= limit as u64
+fn over_limit(target: &Target, limit: usize) -> bool {
+    limit > 0 && target.stats().client_connections.load(Relaxed) >= limit as u64
 }
 
 /// Accepts a pool's clients until the proxy stops (a signal, or [`Running`] dropped) or
-/// a reload closes this listener (`closed`), serving each on its own task and logging
-/// the tasks that panic.
+/// a reload closes this listener (`closed`), handing each to the next worker in turn.
 async fn accept_clients(
     mut acceptor: Acceptor,
     shared: Arc<Shared>,
-    slot: Arc<PoolSlot>,
+    slots: Arc<[Arc<PoolSlot>]>,
     mut closed: oneshot::Receiver<()>,
 ) {
-    let mut tasks = JoinSet::new();
     loop {
         let event = tokio::select! {
             event = acceptor.next() => event,
             _ = &mut closed => break,
-            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                log_panic(done);
-                continue;
-            }
         };
         let conn = match event {
             Event::Conn(conn) => conn,
@@ -438,22 +539,26 @@ async fn accept_clients(
             Event::Shutdown => break,
         };
         // The limit is the current configuration's: a reload may change it.
-        let pool = slot.load();
-        if over_limit(&pool, pool.config.client_connections) {
+        let Some(target) = slots.first().map(|s| s.load()) else {
+            continue;
+        };
+        if over_limit(&target, target.config().client_connections) {
             // twemproxy closes a connection over the pool's limit at once.
             continue;
         }
-        // Counted before the task runs, so a burst of accepts cannot pass the limit.
-        let guard = ConnGuard::new(&pool, &shared.counters);
-        tasks.spawn(serve_client(
+        // Counted before a worker takes it, so a burst of accepts cannot pass the limit.
+        let guard = ConnGuard::new(target.stats(), &shared.counters);
+        let c = ClientConn {
             conn,
-            slot.clone(),
-            shared.budget.clone(),
+            slots: slots.clone(),
             guard,
-        ));
+        };
+        if let Some(workers) = shared.workers.lock().as_mut() {
+            // A stopped worker gives the connection back; dropping it closes the socket
+            // and gives its counts back.
+            let _ = workers.dispatch(c);
+        }
     }
-    // Connections already open finish on their own; only accepting stops.
-    tasks.detach_all();
 }
 
 async fn serve_client(conn: Incoming, slot: Arc<PoolSlot>, budget: Budget, guard: ConnGuard) {
@@ -470,19 +575,6 @@ async fn serve_client(conn: Incoming, slot: Arc<PoolSlot>, budget: Budget, guard
             if let Ok(s) = UnixStream::from_std(s) {
                 serve(s, slot, budget).await;
             }
-        }
-    }
-}
-
-/// Logs a connection task that panicked; its guard has already given its slot back.
-fn log_panic(done: Result<(), tokio::task::JoinError>) {
-    if let Err(e) = done {
-        if e.is_panic() {
-            let panic = e.into_panic();
-            tracing::error!(
-                "shoal-proxy: a connection task panicked: {}",
-                shoal_net::panic_message(&*panic)
-            );
         }
     }
 }
@@ -556,9 +648,9 @@ fn stats_json(shared: &Shared) -> String {
         c.reloads.load(Relaxed),
         c.reload_failures.load(Relaxed),
         shared
-            .pools()
+            .views()
             .iter()
-            .map(|p| (p.config.name.clone(), p.stats_json()))
+            .map(|v| (v.name.clone(), v.stats_json()))
             .collect(),
     )
     .to_string()

@@ -25,6 +25,27 @@ pub struct PoolStats {
     pub fragments: AtomicU64,
 }
 
+/// One pool as the stats port and the metrics page report it: its counters, and its
+/// servers' (none for a route pool), whichever workers' connections counted them.
+pub struct PoolView {
+    /// The pool's name.
+    pub name: String,
+    /// Pool counters.
+    pub stats: std::sync::Arc<PoolStats>,
+    /// Each server's display name and counters, in pool order.
+    pub servers: Vec<(String, std::sync::Arc<ServerStats>)>,
+}
+
+impl PoolView {
+    /// The pool's section of the stats document.
+    pub fn stats_json(&self) -> Value {
+        pool_json(
+            &self.stats,
+            self.servers.iter().map(|(n, s)| (n.clone(), &**s)),
+        )
+    }
+}
+
 /// Seconds since the Unix epoch.
 pub fn unix_now() -> u64 {
     SystemTime::now()

@@ -66,7 +66,7 @@ fn sighup_adds_a_server_under_load_without_failures_or_dropped_connections() {
 }
 
 #[test]
-fn sighup_under_load_on_the_work_stealing_runtime() {
+fn sighup_under_load_with_two_worker_threads() {
     add_a_server_under_load(2);
 }
 

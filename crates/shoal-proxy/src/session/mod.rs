@@ -43,13 +43,20 @@ use shoal_protocol::{decode_key, parse, reply, Keys, Limits, Parsed, Request};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::frame::ReplyKind;
-use crate::pool::{Pool, PoolSlot};
+use crate::pool::PoolSlot;
+use crate::route::Target;
 use crate::stats::incr;
 
+pub(crate) use multiget::entries;
 use multiget::{plan, reassemble, send_plan};
-use pending::{Batch, Pending};
+use pending::Pending;
+use pending::{Batch, BatchParts};
 use resolve::{finish_fragments, push_reply, resolve};
-use route::{dispatch, servers_for, write};
+use route::{dispatch, local_reply, servers_for, write};
+pub(crate) use route::{
+    finish_pool, pool_flush, pool_get, pool_keyed, read_order, servers_for as write_servers,
+    PoolFlight,
+};
 pub use value_size::ValueSize;
 
 /// Largest value a client may send through the proxy (backends enforce their own limit).
@@ -93,10 +100,10 @@ struct GetStream {
 
 /// A connection's requests in flight and replies not yet written.
 struct Session<'a> {
-    /// The pool this connection's requests in flight were sent on; replaced by the
-    /// slot's current one only when nothing is in flight, so every request finishes on
-    /// the pool it started on.
-    pool: Arc<Pool>,
+    /// The pool (or route) this connection's requests in flight were sent on; replaced
+    /// by the slot's current one only when nothing is in flight, so every request
+    /// finishes on the pool it started on.
+    target: Target,
     slot: &'a PoolSlot,
     /// The slot's generation when `pool` was loaded.
     generation: u64,
@@ -126,7 +133,7 @@ where
 {
     let generation = slot.generation();
     let mut s = Session {
-        pool: slot.load(),
+        target: slot.load(),
         slot: &slot,
         generation,
         budget: &budget,
@@ -139,12 +146,12 @@ where
     };
     let end = connection::serve(&mut stream, &mut s, &budget, &connection::Config::default()).await;
     match end {
-        End::Eof => incr(&s.pool.stats.client_eof),
+        End::Eof => incr(&s.target.stats().client_eof),
         End::Error | End::LineTooLong => s.client_err = true,
         _ => {}
     }
     if s.client_err {
-        incr(&s.pool.stats.client_err);
+        incr(&s.target.stats().client_err);
     }
 }
 
@@ -272,7 +279,7 @@ impl Session<'_> {
     fn follow_reload(&mut self) {
         let generation = self.slot.generation();
         if generation != self.generation {
-            self.pool = self.slot.load();
+            self.target = self.slot.load();
             self.generation = generation;
         }
     }
@@ -313,11 +320,11 @@ impl Session<'_> {
 
     /// Forwards one request (or starts forwarding a large multi-get in batches).
     async fn forward(&mut self, req: &Request<'_>, raw: &[u8]) {
-        let est = self.pool.value_size.get();
+        let est = self.target.value_size().get();
         let reply_cost = match req {
             Request::Get { keys, .. } | Request::GetAndTouch { keys, .. } => {
                 let n = keys.iter().count();
-                if n > 1 && n > self.pool.value_size.keys_for(IN_FLIGHT_LIMIT) {
+                if n > 1 && n > self.target.value_size().keys_for(IN_FLIGHT_LIMIT) {
                     self.start_stream(req, keys);
                     return;
                 }
@@ -326,7 +333,13 @@ impl Session<'_> {
             Request::MetaGet { .. } | Request::MetaDebug { .. } => est,
             _ => LINE_REPLY_COST,
         };
-        let p = dispatch(&self.pool, req, raw).await;
+        let p = match &self.target {
+            Target::Pool(pool) => dispatch(pool, req, raw).await,
+            Target::Route(router) => match local_reply(req) {
+                Some(p) => p,
+                None => Pending::Routed(Box::new(crate::route::dispatch(router, req, raw).await)),
+            },
+        };
         self.push(p, raw.len().saturating_add(reply_cost));
     }
 
@@ -360,14 +373,13 @@ impl Session<'_> {
     /// Forwards the next batch of the batched multi-get, as many keys as the window has
     /// room for.
     async fn next_batch(&mut self) {
-        let pool = self.pool.clone();
-        let pool = &*pool;
+        let target = self.target.clone();
         let Some(st) = self.stream.as_mut() else {
             return;
         };
-        let est = pool.value_size.get();
-        let n = pool
-            .value_size
+        let est = target.value_size().get();
+        let n = target
+            .value_size()
             .keys_for(IN_FLIGHT_LIMIT.saturating_sub(self.in_flight));
         let mut list: Vec<&[u8]> = Vec::with_capacity(n);
         let mut end = st.next;
@@ -388,12 +400,19 @@ impl Session<'_> {
         let last = end >= st.keys.len();
         let (get, cmd, exptime) = (st.id, st.cmd, st.exptime);
         let cost = list.iter().map(|k| k.len() + 1).sum::<usize>() + list.len() * est;
-        let parts = match plan(pool, &list) {
-            Ok(plan) => send_plan(pool, plan, cmd, exptime).await,
-            Err(e) => {
-                incr(&pool.stats.forward_error);
-                Err(e.reply())
-            }
+        let parts = match &target {
+            Target::Pool(pool) => match plan(pool, &list) {
+                Ok(plan) => send_plan(pool, plan, cmd, exptime)
+                    .await
+                    .map(BatchParts::Pool),
+                Err(e) => {
+                    incr(&pool.stats.forward_error);
+                    Err(e.reply())
+                }
+            },
+            Target::Route(router) => Ok(BatchParts::Routed(
+                crate::route::send_get(router, &list, cmd, exptime).await,
+            )),
         };
         st.next = end;
         if last || parts.is_err() {
@@ -410,9 +429,10 @@ impl Session<'_> {
             return false;
         };
         self.in_flight = self.in_flight.saturating_sub(slot.cost);
-        match slot.pending {
-            Pending::Batch(b) => self.resolve_batch(*b, wbuf).await,
-            p => resolve(&self.pool, p, wbuf).await,
+        match (slot.pending, &self.target) {
+            (Pending::Batch(b), _) => self.resolve_batch(*b, wbuf).await,
+            (p, Target::Pool(pool)) => resolve(pool, p, wbuf).await,
+            (p, Target::Route(_)) => resolve::resolve_routed(p, wbuf).await,
         }
         true
     }
@@ -421,30 +441,46 @@ impl Session<'_> {
         if self.failed_get == Some(b.get) {
             return;
         }
-        let m = match b.parts {
-            Ok(m) => m,
+        let parts = match b.parts {
+            Ok(p) => p,
             Err(reply) => {
                 wbuf.extend_from_slice(&reply);
                 self.failed_get = Some(b.get);
                 return;
             }
         };
-        match finish_fragments(&self.pool, m.frags).await {
-            Ok(replies) => {
-                reassemble(&m.keys, &m.spans, &replies, wbuf);
-                if b.last {
-                    wbuf.extend_from_slice(reply::END);
+        let ok = match (parts, &self.target) {
+            (BatchParts::Pool(m), Target::Pool(pool)) => {
+                match finish_fragments(pool, m.frags).await {
+                    Ok(replies) => {
+                        reassemble(&m.keys, &m.spans, &replies, wbuf);
+                        true
+                    }
+                    Err(r) => {
+                        push_reply(pool, r, wbuf);
+                        false
+                    }
                 }
             }
-            Err(r) => {
-                // Values already written stay written (as when memcached fails half-way
-                // through a multi-get); the error line ends the reply and the rest of the
-                // keys are not asked for.
-                push_reply(&self.pool, r, wbuf);
-                self.failed_get = Some(b.get);
-                if self.stream.as_ref().is_some_and(|st| st.id == b.get) {
-                    self.stream = None;
-                }
+            (BatchParts::Routed(f), Target::Route(router)) => {
+                crate::route::finish_get_into(router, f, wbuf).await
+            }
+            // A session changes target only with nothing in flight.
+            (BatchParts::Pool(_), Target::Route(_)) | (BatchParts::Routed(_), Target::Pool(_)) => {
+                false
+            }
+        };
+        if ok {
+            if b.last {
+                wbuf.extend_from_slice(reply::END);
+            }
+        } else {
+            // Values already written stay written (as when memcached fails half-way
+            // through a multi-get); the error line ends the reply and the rest of the
+            // keys are not asked for.
+            self.failed_get = Some(b.get);
+            if self.stream.as_ref().is_some_and(|st| st.id == b.get) {
+                self.stream = None;
             }
         }
     }
@@ -455,9 +491,6 @@ impl Session<'_> {
     async fn remove_old(&mut self, key: &[u8], base64: bool) {
         let mut tmp = [0u8; 256];
         let Ok(real) = decode_key(key, base64, &mut tmp) else {
-            return;
-        };
-        let Ok(servers) = servers_for(&self.pool, real) else {
             return;
         };
         let (bytes, kind) = if base64 {
@@ -471,7 +504,14 @@ impl Session<'_> {
             b.extend_from_slice(b" noreply\r\n");
             (b, ReplyKind::None)
         };
-        drop(write(&self.pool, servers, bytes, kind).await);
+        match &self.target {
+            Target::Pool(pool) => {
+                if let Ok(servers) = servers_for(pool, real) {
+                    drop(write(pool, servers, bytes, kind).await);
+                }
+            }
+            Target::Route(router) => crate::route::send_and_forget(router, real, bytes, kind).await,
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! putting the fragments' replies back in the request's key order.
 
 use super::pending::{MultiGet, Pending};
-use super::route::{read, route_error, servers_for};
+use super::route::{read, read_order, route_error};
 use crate::error::BackendError;
 use crate::frame::ReplyKind;
 use crate::pool::Pool;
@@ -32,7 +32,7 @@ pub(super) fn plan(pool: &Pool, list: &[&[u8]]) -> Result<Plan, BackendError> {
         keys_of: Vec::new(),
     };
     for key in list {
-        let servers = servers_for(pool, key)?;
+        let servers = read_order(pool, key)?;
         let f = if replicated {
             None
         } else {
@@ -113,13 +113,13 @@ pub(super) async fn multi_get(
 }
 
 /// One `VALUE` entry of a fragment reply: the key's and the whole entry's byte ranges.
-pub(super) struct Entry {
-    pub(super) key: (usize, usize),
-    pub(super) all: (usize, usize),
+pub(crate) struct Entry {
+    pub(crate) key: (usize, usize),
+    pub(crate) all: (usize, usize),
 }
 
 /// The entries of a framed retrieval reply, in order (stops at `END` or anything else).
-pub(super) fn entries(b: &[u8]) -> impl Iterator<Item = Entry> + '_ {
+pub(crate) fn entries(b: &[u8]) -> impl Iterator<Item = Entry> + '_ {
     let mut pos = 0;
     std::iter::from_fn(move || {
         let rest = b.get(pos..)?;

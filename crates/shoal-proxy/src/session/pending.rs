@@ -25,8 +25,11 @@ pub(super) enum Pending {
     Multi(Box<MultiGet>),
     /// One batch of keys of a multi-get forwarded in batches.
     Batch(Box<Batch>),
-    /// Sent to several servers (replicated write): the first successful reply in order.
-    First(Vec<ReplyRx>),
+    /// Sent to several servers (replicated write): every reply awaited, the worst one
+    /// answered (mcrouter's AllSyncRoute; see [`crate::route::severity`]).
+    Worst(Vec<ReplyRx>),
+    /// Sent through a route (see [`crate::route`]).
+    Routed(Box<crate::route::RouteFlight>),
     /// `flush_all` to every server: `OK` if all say so, else the first other reply.
     All(Vec<ReplyRx>),
 }
@@ -46,5 +49,13 @@ pub(super) struct Batch {
     /// The last batch: its reply ends with `END`.
     pub(super) last: bool,
     /// The forwarded fragments, or the error reply that ends the multi-get here.
-    pub(super) parts: Result<MultiGet, Vec<u8>>,
+    pub(super) parts: Result<BatchParts, Vec<u8>>,
+}
+
+/// What one batch of a batched multi-get was sent as.
+pub(super) enum BatchParts {
+    /// Within the connection's server pool, one fragment per server.
+    Pool(MultiGet),
+    /// Through the connection's route.
+    Routed(crate::route::GetFlight),
 }

@@ -91,31 +91,26 @@ pub(super) async fn resolve(pool: &Pool, p: Pending, out: &mut Vec<u8>) {
             let r = finish(pool, a).await;
             push_reply(pool, r, out);
         }
-        Pending::First(rxs) => {
-            let mut first_err = None;
-            let mut done = false;
+        Pending::Worst(rxs) => {
+            // Every reply is awaited; the worst (the first of the worst, in replica order)
+            // is the answer.
+            let mut worst: Option<(u8, Reply)> = None;
             for rx in rxs {
                 let r = rx.await.unwrap_or(Err(BackendError::Closed));
-                if done {
-                    continue;
-                }
-                match r {
-                    Ok(b) => {
-                        out.extend_from_slice(&b);
-                        done = true;
-                    }
-                    Err(e) => {
-                        first_err.get_or_insert(e);
-                    }
+                let rank = match &r {
+                    Ok(b) => crate::route::severity(b),
+                    Err(_) => crate::route::SEVERITY_ERROR,
+                };
+                let worse = match &worst {
+                    Some((w, _)) => rank > *w,
+                    None => true,
+                };
+                if worse {
+                    worst = Some((rank, r));
                 }
             }
-            if !done {
-                push_reply(
-                    pool,
-                    Err(first_err.unwrap_or(BackendError::NoLiveServers)),
-                    out,
-                );
-            }
+            let r = worst.map_or(Err(BackendError::NoLiveServers), |(_, r)| r);
+            push_reply(pool, r, out);
         }
         Pending::All(rxs) => {
             let mut bad: Option<Reply> = None;
@@ -138,7 +133,19 @@ pub(super) async fn resolve(pool: &Pool, p: Pending, out: &mut Vec<u8>) {
             }
             Err(r) => push_reply(pool, r, out),
         },
-        // Batches are resolved by the session, which knows which multi-get failed.
-        Pending::Batch(_) => {}
+        // Batches are resolved by the session, which knows which multi-get failed; routed
+        // requests by `resolve_routed` (only route sessions make them).
+        Pending::Batch(_) | Pending::Routed(_) => {}
+    }
+}
+
+/// Resolves what a route session waits for: replies through its route, or replies the
+/// proxy made itself (nothing else is dispatched on a route).
+pub(super) async fn resolve_routed(p: Pending, out: &mut Vec<u8>) {
+    match p {
+        Pending::Ready(v) => out.extend_from_slice(&v),
+        Pending::Static(s) => out.extend_from_slice(s),
+        Pending::Routed(f) => crate::route::finish(*f, out).await,
+        _ => {}
     }
 }

@@ -1,9 +1,11 @@
-//! Routing one parsed request: which servers it goes to, and what the connection then
-//! waits for.
+//! Routing one parsed request within a server pool: which servers it goes to, and what
+//! the connection then waits for. Also the same, one request at a time, for the routes
+//! of [`crate::route`] ([`pool_get`], [`pool_keyed`], [`pool_flush`], [`finish_pool`]).
 
 use super::get_command;
 use super::multiget::multi_get;
 use super::pending::{Attempt, Pending};
+use super::resolve::resolve;
 use crate::backend::ReplyRx;
 use crate::error::BackendError;
 use crate::frame::ReplyKind;
@@ -16,14 +18,28 @@ pub(super) fn route_error(pool: &Pool, e: BackendError) -> Pending {
     Pending::Ready(e.reply())
 }
 
-/// Servers for `key`: the replicas in failover order (one server unless replicated).
-pub(super) fn servers_for(pool: &Pool, key: &[u8]) -> Result<Vec<usize>, BackendError> {
+/// Servers holding `key`: its ring server, then the other replicas (one server unless
+/// replicated). Writes go to all of them.
+pub(crate) fn servers_for(pool: &Pool, key: &[u8]) -> Result<Vec<usize>, BackendError> {
     let r = if pool.placement.replica_count() > 1 {
         pool.placement.replicas(key)
     } else {
         pool.placement.locate(key).map(|i| vec![i])
     };
     r.map_err(|_| BackendError::NoLiveServers)
+}
+
+/// The servers a read of `key` tries, in order: in a replicated pool, mcrouter's
+/// LatestRoute order, which starts at the replica this proxy host prefers
+/// ([`crate::route::latest::host_seed`]) and fails over to the others; else the one
+/// server.
+pub(crate) fn read_order(pool: &Pool, key: &[u8]) -> Result<Vec<usize>, BackendError> {
+    let mut servers = servers_for(pool, key)?;
+    if servers.len() > 1 {
+        let n = servers.len();
+        servers.rotate_left((crate::route::latest::host_seed() % n as u64) as usize);
+    }
+    Ok(servers)
 }
 
 pub(super) async fn send(
@@ -64,7 +80,8 @@ pub(super) async fn read(
     })
 }
 
-/// A write: to every server holding the key.
+/// A write: to every server holding the key. In a replicated pool it waits for every
+/// replica and answers the worst reply (mcrouter's AllSyncRoute).
 pub(super) async fn write(
     pool: &Pool,
     servers: Vec<usize>,
@@ -92,7 +109,7 @@ pub(super) async fn write(
     if kind == ReplyKind::None {
         Pending::Nothing
     } else {
-        Pending::First(rxs)
+        Pending::Worst(rxs)
     }
 }
 
@@ -103,7 +120,7 @@ pub(super) async fn dispatch(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> Pend
             let list: Vec<&[u8]> = keys.iter().collect();
             match list.as_slice() {
                 [] => Pending::Static(reply::END),
-                [key] => match servers_for(pool, key) {
+                [key] => match read_order(pool, key) {
                     Ok(s) => read(pool, s, raw.to_vec(), ReplyKind::Retrieval).await,
                     Err(e) => route_error(pool, e),
                 },
@@ -138,7 +155,13 @@ pub(super) async fn dispatch(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> Pend
             let Ok(real) = decode_key(key, flags.base64(), &mut tmp) else {
                 return Pending::Static(b"CLIENT_ERROR error decoding key\r\n");
             };
-            let servers = match servers_for(pool, real) {
+            let is_read = matches!(req, Request::MetaGet { .. } | Request::MetaDebug { .. });
+            let found = if is_read {
+                read_order(pool, real)
+            } else {
+                servers_for(pool, real)
+            };
+            let servers = match found {
                 Ok(s) => s,
                 Err(e) => return route_error(pool, e),
             };
@@ -150,32 +173,42 @@ pub(super) async fn dispatch(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> Pend
             } else {
                 ReplyKind::Meta
             };
-            match req {
-                Request::MetaGet { .. } | Request::MetaDebug { .. } => {
-                    read(pool, servers, bytes, kind).await
-                }
-                _ => write(pool, servers, bytes, kind).await,
+            if is_read {
+                read(pool, servers, bytes, kind).await
+            } else {
+                write(pool, servers, bytes, kind).await
             }
         }
+        Request::FlushAll { noreply, .. } => flush_all(pool, raw, *noreply).await,
+        _ => local_reply(req).unwrap_or(Pending::Static(reply::ERROR)),
+    }
+}
+
+/// `flush_all` to every live server of the pool: `OK` if all say so.
+async fn flush_all(pool: &Pool, raw: &[u8], noreply: bool) -> Pending {
+    let kind = if noreply {
+        ReplyKind::None
+    } else {
+        ReplyKind::Line
+    };
+    let mut rxs = Vec::new();
+    for s in pool.placement.live() {
+        if let Some(rx) = send(pool, s, raw.to_vec(), kind).await {
+            rxs.push(rx);
+        }
+    }
+    if noreply {
+        Pending::Nothing
+    } else {
+        Pending::All(rxs)
+    }
+}
+
+/// The reply to a request the proxy answers itself, whatever its pool (`None` for a
+/// request that goes to servers).
+pub(super) fn local_reply(req: &Request<'_>) -> Option<Pending> {
+    Some(match req {
         Request::MetaNoop => Pending::Static(reply::MN),
-        Request::FlushAll { noreply, .. } => {
-            let kind = if *noreply {
-                ReplyKind::None
-            } else {
-                ReplyKind::Line
-            };
-            let mut rxs = Vec::new();
-            for s in pool.placement.live() {
-                if let Some(rx) = send(pool, s, raw.to_vec(), kind).await {
-                    rxs.push(rx);
-                }
-            }
-            if *noreply {
-                Pending::Nothing
-            } else {
-                Pending::All(rxs)
-            }
-        }
         Request::Version => Pending::Ready(
             format!("VERSION {} shoal-proxy\r\n", env!("CARGO_PKG_VERSION")).into_bytes(),
         ),
@@ -198,9 +231,92 @@ pub(super) async fn dispatch(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> Pend
                 Pending::Static(b"CLIENT_ERROR invalid exptime argument\r\n")
             }
         }
+        Request::Get { .. }
+        | Request::GetAndTouch { .. }
+        | Request::Store { .. }
+        | Request::Delete { .. }
+        | Request::Arithmetic { .. }
+        | Request::Touch { .. }
+        | Request::MetaGet { .. }
+        | Request::MetaSet { .. }
+        | Request::MetaDelete { .. }
+        | Request::MetaArithmetic { .. }
+        | Request::MetaDebug { .. }
+        | Request::FlushAll { .. } => return None,
         // Server administration (`stats`, `cache_memlimit`, `lru_crawler`, `watch`, and
         // whatever the parser learns next) has no meaning across a pool: twemproxy
         // answers ERROR.
         _ => Pending::Static(reply::ERROR),
+    })
+}
+
+/// A request forwarded within one server pool on a route's behalf, not yet answered.
+pub(crate) struct PoolFlight(Pending);
+
+/// Sends `cmd [exptime] keys...` (a get-family request) to `pool`, split over its
+/// servers as a client's multi-get is.
+pub(crate) async fn pool_get(
+    pool: &Pool,
+    keys: &[&[u8]],
+    cmd: &str,
+    exptime: Option<i64>,
+) -> PoolFlight {
+    let mut raw = Vec::with_capacity(keys.iter().map(|k| k.len() + 1).sum::<usize>() + 24);
+    raw.extend_from_slice(cmd.as_bytes());
+    if let Some(t) = exptime {
+        raw.push(b' ');
+        raw.extend_from_slice(t.to_string().as_bytes());
     }
+    for k in keys {
+        raw.push(b' ');
+        raw.extend_from_slice(k);
+    }
+    raw.extend_from_slice(b"\r\n");
+    PoolFlight(match keys {
+        [] => Pending::Static(reply::END),
+        [key] => match read_order(pool, key) {
+            Ok(s) => read(pool, s, raw, ReplyKind::Retrieval).await,
+            Err(e) => route_error(pool, e),
+        },
+        _ => multi_get(pool, keys, &raw, cmd, exptime).await,
+    })
+}
+
+/// Sends a one-key request (`bytes`, complete, expecting a `kind` reply) to the server(s)
+/// of `key` in `pool`: a read to its first replica with failover, a write to all.
+pub(crate) async fn pool_keyed(
+    pool: &Pool,
+    key: &[u8],
+    bytes: Vec<u8>,
+    kind: ReplyKind,
+    is_read: bool,
+) -> PoolFlight {
+    let found = if is_read {
+        read_order(pool, key)
+    } else {
+        servers_for(pool, key)
+    };
+    PoolFlight(match found {
+        Ok(s) if is_read => read(pool, s, bytes, kind).await,
+        Ok(s) => write(pool, s, bytes, kind).await,
+        Err(e) if kind == ReplyKind::None => {
+            incr(&pool.stats.forward_error);
+            let _ = e;
+            Pending::Nothing
+        }
+        Err(e) => route_error(pool, e),
+    })
+}
+
+/// Sends `flush_all` (`raw`) to every live server of `pool`.
+pub(crate) async fn pool_flush(pool: &Pool, raw: &[u8], noreply: bool) -> PoolFlight {
+    PoolFlight(flush_all(pool, raw, noreply).await)
+}
+
+/// Waits for a [`PoolFlight`]'s reply: the bytes a client of `pool` would have got
+/// (a transport failure as `SERVER_ERROR <reason>`).
+pub(crate) async fn finish_pool(pool: &Pool, f: PoolFlight) -> Vec<u8> {
+    let mut out = Vec::new();
+    resolve(pool, f.0, &mut out).await;
+    out
 }

@@ -107,6 +107,37 @@ impl Shoald {
     }
 }
 
+/// A real memcached on a free loopback port, in a [`Shoald`] (same handle), or `None`
+/// after a visible skip when memcached is not installed (CI requires it).
+pub fn memcached() -> Option<Shoald> {
+    let bin = shoal_test_support::peer("memcached", "memcached")?;
+    let port = free_port();
+    let mut cmd = Command::new(bin);
+    // `-u root` only matters (and is only needed) when the tests run as root.
+    cmd.args([
+        "-p",
+        &port.to_string(),
+        "-U",
+        "0",
+        "-l",
+        "127.0.0.1",
+        "-m",
+        "64",
+    ])
+    .args(["-u", "root"]);
+    let proc = Proc::spawn(cmd);
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "memcached did not start on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(Shoald { proc, addr })
+}
+
 /// Three shoald backends.
 pub fn three_backends() -> Vec<Shoald> {
     (0..3).map(|_| Shoald::start()).collect()
@@ -154,13 +185,16 @@ impl Proxy {
         Proxy::start_threads(conf, npools, 1)
     }
 
-    /// Like [`Proxy::start`] with `--threads threads` (the work-stealing runtime when > 1).
+    /// Like [`Proxy::start`] with `--threads threads` worker threads.
     pub fn start_threads(conf: &str, npools: usize, threads: usize) -> Proxy {
+        Proxy::start_args(conf, npools, &["--threads", &threads.to_string()])
+    }
+
+    /// Like [`Proxy::start`] with more command-line arguments.
+    pub fn start_args(conf: &str, npools: usize, args: &[&str]) -> Proxy {
         let path = write_conf(conf);
         let mut cmd = Command::new(proxy_bin());
-        cmd.arg("-c")
-            .arg(&path)
-            .args(["-s", "0", "--threads", &threads.to_string()]);
+        cmd.arg("-c").arg(&path).args(["-s", "0"]).args(args);
         let proc = Proc::spawn(cmd);
         let mut pools = Vec::new();
         for _ in 0..npools {
