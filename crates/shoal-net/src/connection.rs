@@ -44,6 +44,10 @@ pub struct Config {
     /// Requests handled in one turn before the connection yields to the others on its
     /// thread (memcached's `-R`; `usize::MAX`: no limit; 0 counts as 1).
     pub requests_per_turn: usize,
+    /// Values of at least this many bytes are sent from where they lie rather than copied
+    /// into the reply, on streams that take vectored writes ([`Reply::refers`];
+    /// `usize::MAX`: always copy).
+    pub min_referenced_value: usize,
 }
 
 impl Default for Config {
@@ -51,6 +55,7 @@ impl Default for Config {
         Config {
             idle_timeout: None,
             requests_per_turn: usize::MAX,
+            min_referenced_value: crate::reply::MIN_REFERENCED_VALUE,
         }
     }
 }
@@ -264,7 +269,12 @@ where
     // At least one request per turn, or a connection would never make progress.
     let per_turn = config.requests_per_turn.max(1);
     let mut rbuf = ReadBuffer::new(budget);
-    let mut buf: Reply<H::Value> = Reply::new(READ_CHUNK, stream.is_write_vectored());
+    let min_referenced = if stream.is_write_vectored() {
+        config.min_referenced_value
+    } else {
+        usize::MAX
+    };
+    let mut buf: Reply<H::Value> = Reply::new(READ_CHUNK, min_referenced);
     // The request at the head of the input was refused by the budget: ask again, as such.
     let mut refused = false;
     loop {

@@ -22,8 +22,9 @@ use std::task::Poll;
 use tokio::io::AsyncWrite;
 
 /// Values shorter than this are copied into the reply rather than referred to: below it,
-/// the extra iovec entry (and pinning the value's memory) costs more than the copy. Chosen
-/// by measurement (docs/benchmarks/2026-11-25-zero-copy.md).
+/// the extra iovec entry (and pinning the value's memory) costs more than the copy. The
+/// default of [`crate::connection::Config::min_referenced_value`], chosen by measurement
+/// (docs/benchmarks/2026-11-25-data-path.md).
 pub const MIN_REFERENCED_VALUE: usize = 4096;
 
 /// Most iovec entries passed to one vectored write (Linux accepts 1024; a reply at the
@@ -49,22 +50,23 @@ pub struct Reply<V> {
     values: Vec<(usize, V)>,
     /// Sum of the values' lengths.
     value_bytes: usize,
-    /// Whether values may be referred to (the stream writes iovecs in one call); if not,
-    /// every value is copied.
-    refer: bool,
+    /// Values at least this long are referred to (`usize::MAX`: none, as when the stream
+    /// does not write iovecs in one call).
+    min_referenced: usize,
     /// Where unsent output is assembled when a write would block (kept for reuse).
     spare: Vec<u8>,
 }
 
 impl<V: AsRef<[u8]>> Reply<V> {
-    /// An empty reply with room for `capacity` bytes; `vectored`: whether the stream it is
-    /// written to takes vectored writes (else values are always copied).
-    pub fn new(capacity: usize, vectored: bool) -> Reply<V> {
+    /// An empty reply with room for `capacity` bytes that refers to values of
+    /// `min_referenced` bytes or more and copies shorter ones (`usize::MAX`: copies every
+    /// value; use it when the stream does not take vectored writes).
+    pub fn new(capacity: usize, min_referenced: usize) -> Reply<V> {
         Reply {
             bytes: Vec::with_capacity(capacity),
             values: Vec::new(),
             value_bytes: 0,
-            refer: vectored,
+            min_referenced,
             spare: Vec::new(),
         }
     }
@@ -93,7 +95,7 @@ impl<V: AsRef<[u8]>> Reply<V> {
     /// [`Reply::bytes`].
     #[inline]
     pub fn refers(&self, len: usize) -> bool {
-        self.refer && len >= MIN_REFERENCED_VALUE
+        len >= self.min_referenced
     }
 
     /// Appends a value by reference (or copies it, if this reply copies values of its
@@ -294,7 +296,14 @@ mod tests {
     }
 
     fn build(live: &Arc<AtomicUsize>, vectored: bool) -> Reply<Counted> {
-        let mut r = Reply::new(64, vectored);
+        let mut r = Reply::new(
+            64,
+            if vectored {
+                MIN_REFERENCED_VALUE
+            } else {
+                usize::MAX
+            },
+        );
         r.bytes().extend_from_slice(b"VALUE a 0 4106\r\n");
         r.push_value(Counted::new(big(b'a'), live));
         r.bytes().extend_from_slice(b"\r\nVALUE b 0 3\r\n");

@@ -610,6 +610,9 @@ pub struct Settings {
     /// `--io-uring` / `-o io_uring`: the io_uring data path was asked for (it is used
     /// where the kernel supports it; see `shoal_net::uring`).
     pub io_uring: bool,
+    /// `-o zero_copy_min=BYTES`: hits at least this long are sent from segment memory
+    /// rather than copied into the reply (`-o no_zero_copy`: `usize::MAX`, never).
+    pub zero_copy_min: usize,
 }
 
 impl Settings {
@@ -829,6 +832,7 @@ impl Args {
             inert,
             metrics_listen: self.metrics_listen,
             io_uring: self.io_uring,
+            zero_copy_min: shoal_net::MIN_REFERENCED_VALUE,
         };
         for opt in &self.extended {
             apply_extended(&mut s, opt)?;
@@ -1055,6 +1059,12 @@ fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigError> {
         // shoald's own: the io_uring data path (not a memcached option).
         "io_uring" => s.io_uring = true,
         "no_io_uring" => s.io_uring = false,
+        // shoald's own: values of this many bytes or more are sent from segment memory.
+        "zero_copy_min" => {
+            let n: u64 = o.number("Missing numeric argument for zero_copy_min")?;
+            s.zero_copy_min = usize::try_from(n).map_err(|_| o.unparsable())?;
+        }
+        "no_zero_copy" => s.zero_copy_min = usize::MAX,
         "hashpower" => {
             let hp: i64 = o.number("Missing numeric argument for hashpower")?;
             if hp < 12 {
@@ -1639,6 +1649,22 @@ mod tests {
         assert!(s.inert.is_empty(), "these all have an effect");
         assert!(settings(&["-o", "bogus=1"]).is_err());
         assert!(settings(&["-o", "idle_timeout=x"]).is_err());
+    }
+
+    #[test]
+    fn data_path_options() {
+        let s = settings(&[]).unwrap();
+        assert!(!s.io_uring);
+        assert_eq!(s.zero_copy_min, shoal_net::MIN_REFERENCED_VALUE);
+        let s = settings(&["-o", "io_uring,zero_copy_min=1000"]).unwrap();
+        assert!(s.io_uring);
+        assert_eq!(s.zero_copy_min, 1000);
+        assert!(settings(&["--io-uring"]).unwrap().io_uring);
+        let s = settings(&["--io-uring", "-o", "no_io_uring,no_zero_copy"]).unwrap();
+        assert!(!s.io_uring);
+        assert_eq!(s.zero_copy_min, usize::MAX);
+        assert!(settings(&["-o", "zero_copy_min=lots"]).is_err());
+        assert!(s.inert.is_empty(), "these all have an effect");
     }
 
     #[test]

@@ -40,6 +40,7 @@ where
             s => Some(Duration::from_secs(s)),
         },
         requests_per_turn: shared.settings.reqs_per_event,
+        min_referenced_value: shared.settings.zero_copy_min,
     };
     let mut conn = Conn {
         worker,

@@ -344,6 +344,10 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
     // Live, as in memcached, where `lru_crawler enable|disable` changes this setting.
     strs(out, "lru_crawler", yes_no(sh.crawler.enabled()));
     strs(out, "io_uring", yes_no(sh.io_uring));
+    match sh.settings.zero_copy_min {
+        usize::MAX => strs(out, "zero_copy_min", "off"),
+        n => reply::stat_u64(out, "zero_copy_min", n as u64),
+    }
     let crawler = &sh.crawler;
     u64s(
         out,
