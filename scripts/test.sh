@@ -34,6 +34,25 @@ export SHOAL_VECTORS_DIR="${SHOAL_VECTORS_DIR:-$root/crates/shoal-ring/tests/dat
 target="${CARGO_TARGET_DIR:-$root/target}"
 export CARGO_TARGET_DIR="$target"
 
+# docs/grafana/shoal.json must load through Grafana's import unedited. Grafana itself is not
+# available here, so tests/grafana applies what the import does to the file and strictly
+# decodes the result with Grafana's Foundation SDK (types generated from Grafana's
+# dashboard schema), plus checks the schema cannot express; its Go tests show it rejects
+# broken copies. Only the SDK comes from the Go module proxy (pinned in go.sum); the
+# first run on a machine compiles it (about a minute), later runs take under a second.
+log "Grafana dashboard: simulated import + strict schema check (tests/grafana)"
+command -v go >/dev/null || { echo "the Go toolchain is required for tests/grafana"; exit 1; }
+(
+  cd tests/grafana
+  unformatted=$(gofmt -l .)
+  [ -z "$unformatted" ] || { echo "gofmt would change: $unformatted"; exit 1; }
+  go vet ./...
+  # -count=1: go's test cache does not notice changes to files outside the module, and
+  # the tests read docs/grafana/shoal.json.
+  go test -count=1 ./...
+  go run . ../../docs/grafana/shoal.json
+)
+
 log "cargo fmt --check"
 cargo fmt --all -- --check
 
