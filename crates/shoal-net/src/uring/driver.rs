@@ -386,7 +386,7 @@ impl Driver {
     }
 
     /// Ready once the connection's last copied write has been sent (or failed).
-    pub(super) fn poll_flush(&self, token: usize, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    pub(super) fn poll_sent(&self, token: usize, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut inner = self.inner.borrow_mut();
         let Some(c) = inner.conns.get_mut(token).and_then(Option::as_mut) else {
             return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));

@@ -128,12 +128,17 @@ impl AsyncWrite for UringStream {
         true
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.driver.poll_flush(self.token, cx)
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Nothing to push: a write is queued for the kernel as soon as it returns (the
+        // driver submits it with the turn's batch), and its outcome is reported by the
+        // next write or by shutdown. Waiting here for the send to complete would cost
+        // every turn a round trip through the event loop.
+        Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.driver.poll_flush(self.token, cx) {
+        // Everything written goes out before the end of the stream.
+        match self.driver.poll_sent(self.token, cx) {
             Poll::Ready(Ok(())) => {}
             other => return other,
         }
