@@ -323,14 +323,14 @@ struct CompareArgs {
     keys: u64,
     /// A shoald configuration to compare as well: NAME=FLAGS (flags space-separated),
     /// e.g. `io_uring=--io-uring`. Repeatable.
-    #[arg(long = "variant", value_name = "NAME=FLAGS")]
+    #[arg(long = "variant", value_name = "NAME=FLAGS", allow_hyphen_values = true)]
     variants: Vec<String>,
     /// Also run every server rate-limited at these fractions of memcached's median
     /// throughput (e.g. `0.5,0.8,0.95`), to compare latency at equal offered load.
     #[arg(long, value_delimiter = ',')]
     equal_load: Vec<f64>,
     /// Flags given to every server (replacing `-t 2 -m 256`), space-separated.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     server_args: Option<String>,
     /// Skip the memory benchmark.
     #[arg(long)]
