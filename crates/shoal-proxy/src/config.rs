@@ -7,6 +7,7 @@ use std::time::Duration;
 use shoal_ring::{HashAlgorithm, Server};
 
 use crate::error::ConfigError;
+use crate::sasl::SaslConfig;
 use crate::yaml::{self, Node};
 
 /// How a pool spreads keys, as twemproxy's `distribution:` names them.
@@ -77,6 +78,9 @@ pub struct PoolConfig {
     /// `servers`, in twemproxy's order (sorted by name: length, then bytes; see
     /// `shoal_ring::twemproxy`), which is the order `modula` and `random` index.
     pub servers: Vec<Server>,
+    /// Shoal extension `sasl:` (see [`crate::sasl`]): binary clients must authenticate
+    /// (SASL PLAIN) as one of these users; text clients are refused.
+    pub sasl: Option<SaslConfig>,
 }
 
 /// A whole configuration file.
@@ -139,7 +143,7 @@ impl ProxyConfig {
     }
 }
 
-fn scalar<'a>(key: &str, line: usize, node: &'a Node) -> Result<&'a str, ConfigError> {
+pub(crate) fn scalar<'a>(key: &str, line: usize, node: &'a Node) -> Result<&'a str, ConfigError> {
     match node {
         Node::Scalar(s) if !s.is_empty() => Ok(s),
         Node::Scalar(_) => Err(ConfigError::at(line, key, "missing value")),
@@ -153,7 +157,7 @@ fn number<T: std::str::FromStr>(key: &str, line: usize, node: &Node) -> Result<T
         .map_err(|_| ConfigError::at(line, key, format!("'{s}' is not a valid number")))
 }
 
-fn boolean(key: &str, line: usize, node: &Node) -> Result<bool, ConfigError> {
+pub(crate) fn boolean(key: &str, line: usize, node: &Node) -> Result<bool, ConfigError> {
     match scalar(key, line, node)? {
         "true" => Ok(true),
         "false" => Ok(false),
@@ -190,6 +194,7 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<PoolConfig, Co
         client_connections: 0,
         replicas: 1,
         servers: Vec::new(),
+        sasl: None,
     };
     let mut servers_line = None;
     for (key, line, value) in entries {
@@ -283,6 +288,7 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<PoolConfig, Co
             "tcpkeepalive" | "redis_auth" | "redis_db" => {
                 scalar(k, line, &value)?;
             }
+            "sasl" => pool.sasl = Some(SaslConfig::parse(k, line, value)?),
             "servers" => {
                 servers_line = Some(line);
                 let Node::List(items) = value else {

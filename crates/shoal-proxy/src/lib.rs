@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod placement;
 pub mod pool;
 pub mod reload;
+pub mod sasl;
 pub mod server;
 pub mod session;
 pub mod stats;

@@ -202,6 +202,7 @@ impl Drop for ConnGuard {
 /// port as `stats listening on ADDR`), so callers can use port 0. Must be called inside
 /// a multi-threaded or current-thread tokio runtime that keeps running afterwards.
 pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartError> {
+    crate::stats::process_started();
     let counters = Arc::new(Counters {
         total: AtomicU64::new(0),
         current: AtomicU64::new(0),

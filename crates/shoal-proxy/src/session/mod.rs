@@ -28,10 +28,12 @@
 //!   for (`SERVER_ERROR out of memory storing object`) and its bytes are discarded as they
 //!   arrive, so stalled senders together hold at most the budget.
 
+mod binary;
 mod multiget;
 mod pending;
 mod resolve;
 mod route;
+mod translate;
 mod value_size;
 
 use std::collections::VecDeque;
@@ -48,7 +50,8 @@ use crate::stats::incr;
 
 use multiget::{plan, reassemble, send_plan};
 use pending::{Batch, Pending};
-use resolve::{finish_fragments, push_reply, resolve};
+use resolve::{finish, finish_fragments, push_reply, resolve};
+use translate::BinaryReply;
 use route::{dispatch, servers_for, write};
 pub use value_size::ValueSize;
 
@@ -75,7 +78,24 @@ const INITIAL_VALUE_ESTIMATE: usize = 16 * 1024;
 struct Slot {
     pending: Pending,
     cost: usize,
+    /// A binary client's request: how its (meta) reply becomes a binary packet.
+    binary: Option<BinaryReply>,
 }
+
+/// The protocol a connection speaks, fixed by its first byte as memcached does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    /// Nothing received yet.
+    Unknown,
+    /// Text and meta.
+    Text,
+    /// Binary (the first byte was the request magic `0x80`).
+    Binary,
+}
+
+/// The reply to a text request on a pool that requires SASL (only binary clients can
+/// authenticate), before the connection is closed; shoald's words for the same case.
+const SASL_ONLY: &[u8] = b"CLIENT_ERROR authentication required (binary SASL only)\r\n";
 
 /// The keys of a batched multi-get not yet forwarded.
 struct GetStream {
@@ -113,6 +133,16 @@ struct Session<'a> {
     /// The connection ends because of the client (a protocol error that closes, a failed
     /// read or write), counted in `client_err`.
     client_err: bool,
+    /// Text or binary, from the first byte.
+    protocol: Protocol,
+    /// A binary client has authenticated (SASL), when its pool requires it.
+    authenticated: bool,
+    /// Failed SASL attempts on this connection (each doubles the next delay).
+    auth_failures: u32,
+    /// Where a binary request is rewritten as the backend command.
+    scratch: Vec<u8>,
+    /// Where a binary request's backend reply is collected before it is rewritten.
+    text_reply: Vec<u8>,
 }
 
 /// Serves one client until it quits, disconnects, or sends something that closes the
@@ -136,6 +166,11 @@ where
         failed_get: None,
         gets: 0,
         client_err: false,
+        protocol: Protocol::Unknown,
+        authenticated: false,
+        auth_failures: 0,
+        scratch: Vec::new(),
+        text_reply: Vec::new(),
     };
     let end = connection::serve(&mut stream, &mut s, &budget, &connection::Config::default()).await;
     match end {
@@ -169,6 +204,20 @@ impl Handler for Session<'_> {
         }
         if self.pending.is_empty() && self.stream.is_none() {
             self.follow_reload();
+        }
+        if self.protocol == Protocol::Unknown {
+            self.protocol = match input.first() {
+                Some(&shoal_protocol::binary::REQUEST_MAGIC) => Protocol::Binary,
+                _ => Protocol::Text,
+            };
+        }
+        if self.protocol == Protocol::Binary {
+            return self.binary_request(input, refused, out).await;
+        }
+        if self.pool.config.sasl.is_some() {
+            self.push(Pending::Static(SASL_ONLY), 0);
+            self.client_err = true;
+            return Step::Close;
         }
         match parse(input, if refused { &REFUSE_VALUES } else { &LIMITS }) {
             Parsed::Incomplete { needed } => Step::Incomplete { needed },
@@ -280,8 +329,16 @@ impl Session<'_> {
     }
 
     fn push(&mut self, pending: Pending, cost: usize) {
-        self.in_flight += cost;
-        self.pending.push_back(Slot { pending, cost });
+        self.push_slot(Slot {
+            pending,
+            cost,
+            binary: None,
+        });
+    }
+
+    fn push_slot(&mut self, slot: Slot) {
+        self.in_flight += slot.cost;
+        self.pending.push_back(slot);
     }
 
     /// Waits until the next request may be forwarded: pipelined requests reach the
@@ -405,9 +462,29 @@ impl Session<'_> {
             return false;
         };
         self.in_flight = self.in_flight.saturating_sub(slot.cost);
-        match slot.pending {
-            Pending::Batch(b) => self.resolve_batch(*b, wbuf).await,
-            p => resolve(&self.pool, p, wbuf).await,
+        match (slot.pending, slot.binary) {
+            (Pending::Batch(b), _) => self.resolve_batch(*b, wbuf).await,
+            (p, None) => resolve(&self.pool, p, wbuf).await,
+            (Pending::One(a), Some(r)) => {
+                // The common case, translated straight from the backend's buffer.
+                match finish(&self.pool, a).await {
+                    Ok(b) => translate::response(&r, &b, wbuf),
+                    Err(e) => {
+                        incr(&self.pool.stats.forward_error);
+                        translate::response(&r, &e.reply(), wbuf);
+                    }
+                }
+            }
+            (p, Some(r)) => {
+                let mut text = std::mem::take(&mut self.text_reply);
+                text.clear();
+                resolve(&self.pool, p, &mut text).await;
+                translate::response(&r, &text, wbuf);
+                if text.capacity() > OUTPUT_HIGH_WATER {
+                    text = Vec::new();
+                }
+                self.text_reply = text;
+            }
         }
         true
     }
