@@ -155,7 +155,14 @@ impl<W: AsyncWrite + Unpin + ?Sized> Output<'_, W> {
         if n == 0 {
             return Ok(0);
         }
-        if let Err(e) = self.writer.write_all(self.buf).await {
+        // The flush sends what a TLS stream still holds once the socket would block (a
+        // no-op for plain sockets); without it the tail of a reply could wait for the
+        // next one.
+        let written = match self.writer.write_all(self.buf).await {
+            Ok(()) => self.writer.flush().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
             self.failed = true;
             return Err(e);
         }

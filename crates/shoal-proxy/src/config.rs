@@ -8,6 +8,7 @@ use shoal_ring::{HashAlgorithm, Server};
 
 use crate::error::ConfigError;
 use crate::sasl::SaslConfig;
+use crate::tls::{ListenTls, ServerTls};
 use crate::yaml::{self, Node};
 
 /// How a pool spreads keys, as twemproxy's `distribution:` names them.
@@ -81,6 +82,10 @@ pub struct PoolConfig {
     /// Shoal extension `sasl:` (see [`crate::sasl`]): binary clients must authenticate
     /// (SASL PLAIN) as one of these users; text clients are refused.
     pub sasl: Option<SaslConfig>,
+    /// Shoal extension `tls:` (see [`crate::tls`]): TLS on the listener.
+    pub tls: Option<ListenTls>,
+    /// Shoal extension `server_tls:` (see [`crate::tls`]): TLS to the servers.
+    pub server_tls: Option<ServerTls>,
 }
 
 /// A whole configuration file.
@@ -195,7 +200,10 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<PoolConfig, Co
         replicas: 1,
         servers: Vec::new(),
         sasl: None,
+        tls: None,
+        server_tls: None,
     };
+    let mut server_tls_line = pool_line;
     let mut servers_line = None;
     for (key, line, value) in entries {
         let k = key.as_str();
@@ -289,6 +297,11 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<PoolConfig, Co
                 scalar(k, line, &value)?;
             }
             "sasl" => pool.sasl = Some(SaslConfig::parse(k, line, value)?),
+            "tls" => pool.tls = Some(ListenTls::parse(k, line, value)?),
+            "server_tls" => {
+                server_tls_line = line;
+                pool.server_tls = Some(ServerTls::parse(k, line, value)?);
+            }
             "servers" => {
                 servers_line = Some(line);
                 let Node::List(items) = value else {
@@ -345,6 +358,13 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<PoolConfig, Co
                 format!("two servers are named '{a}'"),
             ));
         }
+    }
+    if let Some(t) = &pool.server_tls {
+        t.check_hosts(
+            pool.servers.iter().map(|s| s.host.as_str()),
+            server_tls_line,
+            "server_tls",
+        )?;
     }
     if pool.replicas > pool.servers.len() {
         return Err(ConfigError::at(

@@ -22,6 +22,7 @@ pub mod sasl;
 pub mod server;
 pub mod session;
 pub mod stats;
+pub mod tls;
 pub mod yaml;
 
 pub use config::{PoolConfig, ProxyConfig};

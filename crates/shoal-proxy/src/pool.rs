@@ -85,6 +85,7 @@ impl Pool {
             p.config.timeout == config.timeout
                 && p.config.server_connections == config.server_connections
                 && p.config.preconnect == config.preconnect
+                && p.config.server_tls == config.server_tls
         });
         let mut backends = Vec::with_capacity(config.servers.len());
         let mut routes = Vec::with_capacity(config.servers.len());
@@ -98,7 +99,7 @@ impl Pool {
             });
             let (backend, route) = kept.unwrap_or_else(|| {
                 let route = Arc::new(HealthRoute::new(health.clone(), i));
-                let backend = Backend::start(
+                let backend = Backend::start_tls(
                     i,
                     s.host_port(),
                     config.server_connections,
@@ -106,6 +107,10 @@ impl Pool {
                     config.preconnect,
                     route.clone(),
                     st.clone(),
+                    config
+                        .server_tls
+                        .as_ref()
+                        .and_then(|t| t.for_server(&s.host)),
                 );
                 (Arc::new(backend), route)
             });

@@ -68,7 +68,8 @@ impl SaslConfig {
     /// Checks a SASL PLAIN message (`authzid \0 user \0 password`).
     pub fn check_plain(&self, data: &[u8]) -> bool {
         let mut parts = data.splitn(3, |&b| b == 0);
-        let (Some(_authzid), Some(user), Some(password)) = (parts.next(), parts.next(), parts.next())
+        let (Some(_authzid), Some(user), Some(password)) =
+            (parts.next(), parts.next(), parts.next())
         else {
             return false;
         };
@@ -93,12 +94,17 @@ impl SaslConfig {
             match k.as_str() {
                 "users" => {
                     let Node::List(items) = value else {
-                        return Err(ConfigError::at(l, &field, "expected a list of user:password"));
+                        return Err(ConfigError::at(
+                            l,
+                            &field,
+                            "expected a list of user:password",
+                        ));
                     };
                     for (item_line, item) in items {
                         let s = scalar(&field, item_line, &item)?;
-                        let entry = split_entry(s.as_bytes())
-                            .ok_or_else(|| ConfigError::at(item_line, &field, "expected user:password"))?;
+                        let entry = split_entry(s.as_bytes()).ok_or_else(|| {
+                            ConfigError::at(item_line, &field, "expected user:password")
+                        })?;
                         cfg.users.push(entry);
                     }
                 }
@@ -116,7 +122,11 @@ impl SaslConfig {
                             ConfigError::at(
                                 l,
                                 &field,
-                                format!("{}, line {}: expected user:password", path.display(), i + 1),
+                                format!(
+                                    "{}, line {}: expected user:password",
+                                    path.display(),
+                                    i + 1
+                                ),
                             )
                         })?;
                         cfg.users.push(entry);
@@ -176,7 +186,10 @@ mod tests {
         assert!(c.check_plain(b"\0alice\0wonderland"));
         assert!(c.check_plain(b"authz\0bob\0pw:with:colons"));
         assert!(!c.check_plain(b"alice"));
-        assert!(!format!("{c:?}").contains("wonderland"), "passwords are not printed");
+        assert!(
+            !format!("{c:?}").contains("wonderland"),
+            "passwords are not printed"
+        );
         std::fs::write(&path, "nocolon\n").unwrap();
         let e = section(&format!("sasl:\n  password_file: {}\n", path.display())).unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (2, "sasl.password_file"));

@@ -108,7 +108,11 @@ impl Session<'_> {
 
     /// Appends a reply the proxy makes itself, after every reply still awaited: straight
     /// to the output when nothing is in flight, else queued behind them.
-    fn emit<W: AsyncWrite + Unpin>(&mut self, out: &mut Output<'_, W>, f: impl FnOnce(&mut Vec<u8>)) {
+    fn emit<W: AsyncWrite + Unpin>(
+        &mut self,
+        out: &mut Output<'_, W>,
+        f: impl FnOnce(&mut Vec<u8>),
+    ) {
         if self.pending.is_empty() {
             f(out.buf());
         } else {
@@ -198,7 +202,8 @@ impl Session<'_> {
         }
         self.authenticated = false;
         self.auth_failures = self.auth_failures.saturating_add(1);
-        let delay = Duration::from_millis(100u64 << self.auth_failures.min(6)).min(MAX_AUTH_PENALTY);
+        let delay =
+            Duration::from_millis(100u64 << self.auth_failures.min(6)).min(MAX_AUTH_PENALTY);
         tracing::warn!(
             pool = %self.pool.config.name,
             failures = self.auth_failures,
@@ -268,7 +273,8 @@ impl Session<'_> {
             ("pid".to_string(), std::process::id().to_string()),
             (
                 "uptime".to_string(),
-                now.saturating_sub(crate::stats::process_started()).to_string(),
+                now.saturating_sub(crate::stats::process_started())
+                    .to_string(),
             ),
             ("time".to_string(), now.to_string()),
             ("version".to_string(), env!("CARGO_PKG_VERSION").to_string()),

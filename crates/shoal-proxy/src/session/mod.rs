@@ -51,8 +51,8 @@ use crate::stats::incr;
 use multiget::{plan, reassemble, send_plan};
 use pending::{Batch, Pending};
 use resolve::{finish, finish_fragments, push_reply, resolve};
-use translate::BinaryReply;
 use route::{dispatch, servers_for, write};
+use translate::BinaryReply;
 pub use value_size::ValueSize;
 
 /// Largest value a client may send through the proxy (backends enforce their own limit).

@@ -92,11 +92,7 @@ pub(super) fn request(
     out: &mut Vec<u8>,
 ) -> Result<BinaryReply, Untranslatable> {
     out.clear();
-    let key_of = |key: &[u8]| {
-        attrs
-            .key_return
-            .then(|| Box::<[u8]>::from(key))
-    };
+    let key_of = |key: &[u8]| attrs.key_return.then(|| Box::<[u8]>::from(key));
     let check = |key: &[u8]| {
         if !text_safe(key) && key.len() > MAX_BASE64_KEY {
             Err(Untranslatable::KeyTooLong)
@@ -424,7 +420,10 @@ mod tests {
             },
         );
         assert_eq!(s, "ma n MI D18446744073709551615 C5 v c\r\n");
-        let (s, _) = req(&attrs(op::FLUSH, false, false, 0), Command::Flush { delay: 0 });
+        let (s, _) = req(
+            &attrs(op::FLUSH, false, false, 0),
+            Command::Flush { delay: 0 },
+        );
         assert_eq!(s, "flush_all\r\n");
         let long = [0u8; 188];
         assert_eq!(
@@ -481,9 +480,16 @@ mod tests {
         assert_eq!(status_of(&out), Status::KeyExists as u16);
         out.clear();
         response(&add, b"HD c42\r\n", &mut out);
-        assert_eq!((status_of(&out), &out[16..24]), (0, &42u64.to_be_bytes()[..]));
+        assert_eq!(
+            (status_of(&out), &out[16..24]),
+            (0, &42u64.to_be_bytes()[..])
+        );
         out.clear();
-        response(&add, b"SERVER_ERROR object too large for cache\r\n", &mut out);
+        response(
+            &add,
+            b"SERVER_ERROR object too large for cache\r\n",
+            &mut out,
+        );
         assert_eq!(status_of(&out), Status::TooLarge as u16);
 
         let incr = BinaryReply {
