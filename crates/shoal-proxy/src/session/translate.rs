@@ -67,8 +67,8 @@ fn push_key(out: &mut Vec<u8>, key: &[u8]) -> bool {
 }
 
 /// Longest key (in bytes) that can be sent base64-encoded: memcached limits the encoded
-/// token to 250 characters.
-const MAX_BASE64_KEY: usize = 187;
+/// token to 250 characters (62 blocks of 4 characters, 3 bytes each).
+const MAX_BASE64_KEY: usize = 186;
 
 /// Appends ` <flag><number>` (formatting into a `Vec` allocates nothing beyond it).
 fn flag(out: &mut Vec<u8>, f: u8, n: impl std::fmt::Display) {
@@ -425,7 +425,7 @@ mod tests {
             Command::Flush { delay: 0 },
         );
         assert_eq!(s, "flush_all\r\n");
-        let long = [0u8; 188];
+        let long = [0u8; 187];
         assert_eq!(
             request(
                 &attrs(op::GET, false, false, 0),
