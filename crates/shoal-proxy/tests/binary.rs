@@ -697,3 +697,114 @@ fn memccapable_binary_suite_through_the_proxy() {
         "memccapable -b through shoal-proxy:\n{text}"
     );
 }
+
+/// A real memcached on a free loopback port, killed on drop.
+fn memcached(bin: &std::path::Path) -> (Proc, SocketAddr) {
+    let port = free_port();
+    let mut cmd = std::process::Command::new(bin);
+    // `-u root` only matters (and is only needed) when the tests run as root.
+    cmd.args([
+        "-p",
+        &port.to_string(),
+        "-U",
+        "0",
+        "-l",
+        "127.0.0.1",
+        "-u",
+        "root",
+    ]);
+    let proc = Proc::spawn(cmd);
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect(addr).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "memcached did not start on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (proc, addr)
+}
+
+#[test]
+fn real_memcached_backends_serve_binary_clients() {
+    let Some(bin) = shoal_test_support::peer("memcached", "memcached") else {
+        return;
+    };
+    let nodes: Vec<(Proc, SocketAddr)> = (0..3).map(|_| memcached(&bin)).collect();
+    let mut conf =
+        "alpha:\n  listen: 127.0.0.1:0\n  hash: md5\n  timeout: 1000\n  servers:\n".to_string();
+    for (_, a) in &nodes {
+        conf.push_str(&format!("   - {a}:1\n"));
+    }
+    let proxy = Proxy::start(&conf, 1);
+    let mut c = Bin::connect(proxy.pools[0]);
+    // A quiet batch over the three memcached: hits only, in order, then the NOOP.
+    let mut batch = Vec::new();
+    for i in 0..200u32 {
+        let k = format!("m:{i}");
+        if i % 2 == 0 {
+            batch.extend(packet(
+                op::SETQ,
+                i,
+                0,
+                &store_extras(i, 0),
+                k.as_bytes(),
+                b"v",
+            ));
+        }
+    }
+    for i in 0..200u32 {
+        batch.extend(packet(
+            op::GETKQ,
+            1000 + i,
+            0,
+            &[],
+            format!("m:{i}").as_bytes(),
+            &[],
+        ));
+    }
+    batch.extend(noop(9));
+    c.send(&batch);
+    let got = until_noop(&mut c, 9);
+    let opaques: Vec<u32> = got.iter().map(|r| r.opaque).collect();
+    let want: Vec<u32> = (0..200u32)
+        .filter(|i| i % 2 == 0)
+        .map(|i| 1000 + i)
+        .chain([9])
+        .collect();
+    assert_eq!(opaques, want);
+    for (_, a) in &nodes {
+        let mut direct = Conn::connect(*a);
+        assert!(
+            direct.cmd("stats").starts_with("STAT"),
+            "a memcached node answers"
+        );
+        let held = (0..200).filter(|i| {
+            let k = format!("m:{i}");
+            direct
+                .get(&[k.as_str()])
+                .map(|v| !v.is_empty())
+                .unwrap_or(false)
+        });
+        assert!(held.count() > 0, "every memcached holds some of the keys");
+    }
+    if let Some(capable) = shoal_test_support::peer("memccapable", "libmemcached-tools") {
+        let out = std::process::Command::new(capable)
+            .args([
+                "-b",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &proxy.pools[0].port().to_string(),
+            ])
+            .output()
+            .expect("run memccapable");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            text.contains("All tests passed"),
+            "memccapable -b through shoal-proxy over memcached:\n{text}"
+        );
+    }
+}
