@@ -304,3 +304,73 @@ fn bad_tls_configuration_is_refused_with_its_line() {
         assert!(err.contains(want), "wanted '{want}' in: {err}");
     }
 }
+
+/// `openssl s_client` (a TLS client that is not rustls) with `input`; its stdout.
+fn s_client(
+    openssl: &std::path::Path,
+    addr: SocketAddr,
+    pki: &Pki,
+    cert: bool,
+    input: &[u8],
+) -> String {
+    let mut cmd = Command::new(openssl);
+    cmd.args([
+        "s_client",
+        "-quiet",
+        "-ign_eof",
+        "-verify_return_error",
+        "-connect",
+    ])
+    .arg(addr.to_string())
+    .args(["-servername", "localhost", "-CAfile"])
+    .arg(pki.file("ca.pem"));
+    if cert {
+        cmd.arg("-cert")
+            .arg(pki.file("client.pem"))
+            .arg("-key")
+            .arg(pki.file("client.key"));
+    }
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run openssl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("openssl s_client did not finish");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    String::from_utf8_lossy(&child.wait_with_output().expect("output").stdout).into_owned()
+}
+
+#[test]
+fn openssl_s_client_through_the_proxy() {
+    let Some(openssl) = shoal_test_support::peer("openssl", "openssl") else {
+        return;
+    };
+    let pki = Pki::new("openssl");
+    let (_backend, backend_addr) = tls_shoald(&pki, "server.pem", "server.key");
+    let proxy = Proxy::start(&conf(&pki, "alpha", backend_addr, "ca.pem"), 1);
+    let addr = proxy.pools[0];
+    let out = s_client(
+        &openssl,
+        addr,
+        &pki,
+        true,
+        b"set k 0 0 2\r\nhi\r\nget k\r\nquit\r\n",
+    );
+    assert_eq!(out, "STORED\r\nVALUE k 0 2\r\nhi\r\nEND\r\n");
+    // Without a client certificate the proxy ends the handshake: nothing is served.
+    let out = s_client(&openssl, addr, &pki, false, b"get k\r\nquit\r\n");
+    assert!(!out.contains("VALUE") && !out.contains("END"), "{out}");
+}
