@@ -231,7 +231,10 @@ fn describe(old: &PoolConfig, new: &PoolConfig, out: &mut Vec<String>) {
         server_retry_timeout,
         server_failure_limit,
         client_connections,
-        replicas
+        replicas,
+        sasl,
+        tls,
+        server_tls
     );
     if !changed.is_empty() {
         out.push(format!("pool {name}: {} changed", changed.join(", ")));

@@ -25,6 +25,8 @@ struct Pki {
     ca: CertificateDer<'static>,
     client: CertKey,
     stranger: CertKey,
+    /// The CA's certificate and key, to sign renewed certificates with.
+    authority: (rcgen::Certificate, KeyPair),
 }
 
 fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
@@ -82,7 +84,15 @@ impl Pki {
             ca: authority.0.der().clone(),
             client: (client.0.der().clone(), client.1.serialize_der()),
             stranger: (stranger.0.der().clone(), stranger.1.serialize_der()),
+            authority,
         }
+    }
+
+    /// Replaces server.pem and server.key with a new certificate from the same CA.
+    fn renew_server(&self) {
+        let server = leaf("localhost", false, &self.authority);
+        std::fs::write(self.dir.join("server.pem"), server.0.pem()).expect("write pem");
+        std::fs::write(self.dir.join("server.key"), server.1.serialize_pem()).expect("write key");
     }
 
     fn file(&self, name: &str) -> String {
@@ -373,4 +383,62 @@ fn openssl_s_client_through_the_proxy() {
     // Without a client certificate the proxy ends the handshake: nothing is served.
     let out = s_client(&openssl, addr, &pki, false, b"get k\r\nquit\r\n");
     assert!(!out.contains("VALUE") && !out.contains("END"), "{out}");
+}
+
+/// Sends `reload` to the stats port; the answer.
+fn reload(proxy: &Proxy) -> String {
+    let mut s = TcpStream::connect_timeout(&proxy.stats, IO_TIMEOUT).expect("stats");
+    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    s.write_all(b"reload\r\n").expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    out
+}
+
+/// The certificate a TLS listener presents.
+fn presented(
+    addr: SocketAddr,
+    root: &CertificateDer<'static>,
+    cert: &CertKey,
+) -> CertificateDer<'static> {
+    let mut s = tls_client(addr, root, Some(cert));
+    assert!(text(&mut s, b"version\r\n", b"\r\n").is_some(), "served");
+    s.conn.peer_certificates().expect("a certificate")[0].clone()
+}
+
+#[test]
+fn reload_rotates_certificates_and_turns_on_sasl() {
+    let pki = Pki::new("reload");
+    let backend = Shoald::start();
+    let plain_pool = |extra: &str| {
+        format!(
+            "alpha:\n  listen: 127.0.0.1:0\n  tls:\n    cert: {}\n    key: {}\n    ca: {}\n{extra}  servers:\n   - {}:1\n",
+            pki.file("server.pem"),
+            pki.file("server.key"),
+            pki.file("ca.pem"),
+            backend.addr
+        )
+    };
+    let proxy = Proxy::start(&plain_pool(""), 1);
+    let addr = proxy.pools[0];
+    let before = presented(addr, &pki.ca, &pki.client);
+    let mut open = Bin::over(tls_client(addr, &pki.ca, Some(&pki.client)));
+    assert_eq!(open.set(b"k", b"v", 0).status, status::OK);
+
+    // A certificate renewed in place, and SASL turned on, by a reload.
+    pki.renew_server();
+    std::fs::write(
+        &proxy.conf,
+        plain_pool("  sasl:\n    users:\n      - alice:wonderland\n"),
+    )
+    .expect("conf");
+    assert_eq!(reload(&proxy), "OK\r\n");
+    proxy.proc.wait_for("sasl, tls changed");
+    let after = presented(addr, &pki.ca, &pki.client);
+    assert_ne!(before, after, "new connections get the renewed certificate");
+    // The open connection stays open, and now has to authenticate.
+    assert_eq!(open.get(b"k").status, status::AUTH_ERROR);
+    let ok = open.call(op::SASL_AUTH, 1, 0, &[], b"PLAIN", b"\0alice\0wonderland");
+    assert_eq!(ok.status, status::OK);
+    assert_eq!(open.get(b"k").value, b"v");
 }
