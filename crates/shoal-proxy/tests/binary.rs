@@ -326,8 +326,17 @@ fn set_keys(
 
 #[test]
 fn getkq_batches_split_over_servers_return_hits_in_order() {
+    getkq_batches(1);
+}
+
+#[test]
+fn getkq_batches_on_the_work_stealing_runtime() {
+    getkq_batches(2);
+}
+
+fn getkq_batches(threads: usize) {
     let backends = three_backends();
-    let proxy = Proxy::start(&pool_conf(&backends, ""), 1);
+    let proxy = Proxy::start_threads(&pool_conf(&backends, ""), 1, threads);
     let mut c = Bin::connect(proxy.pools[0]);
     let (keys, holders) = set_keys(&mut c, &backends, 400, 2);
     let servers: std::collections::HashSet<usize> = holders.iter().flatten().copied().collect();
