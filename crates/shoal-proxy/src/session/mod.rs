@@ -7,6 +7,10 @@
 //! malformed request gets memcached's error reply (from the shared parser) and affects no
 //! other client; a backend failure becomes `SERVER_ERROR ...` for the requests it held.
 //!
+//! A connection whose first byte is `0x80` speaks the binary protocol (`binary.rs`): its
+//! requests are rewritten as meta commands (`translate.rs`) and go through the same routing,
+//! window and bounds, and their replies are rewritten as binary packets.
+//!
 //! The connection loop is shoal-net's ([`shoal_net::connection::serve`]), shared with
 //! shoald and shoal-queued; this module is its [`Handler`]: requests are forwarded as they
 //! are parsed, and their replies collected in order before each write.
