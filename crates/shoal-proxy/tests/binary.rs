@@ -342,6 +342,7 @@ fn getkq_batches(threads: usize) {
     let servers: std::collections::HashSet<usize> = holders.iter().flatten().copied().collect();
     assert_eq!(servers.len(), 3, "the hits live on every server");
 
+    let before = server_requests(&proxy);
     // 400 GETKQ (half of them misses) then NOOP, in one write; twice, so the second
     // batch also follows a first one still being answered.
     let mut batch = Vec::new();
@@ -374,6 +375,9 @@ fn getkq_batches(threads: usize) {
             assert_ne!(r.cas, 0);
         }
     }
+    // Gathered into a few `gets` per server, not 800 requests.
+    let sent = server_requests(&proxy) - before;
+    assert!(sent <= 30, "{sent} backend requests for 800 gets");
 
     // Loud GETK: every key answered, misses with their key.
     let mut batch = Vec::new();
@@ -391,6 +395,68 @@ fn getkq_batches(threads: usize) {
         };
         assert_eq!(r.status, want);
     }
+}
+
+/// Requests the proxy sent to its servers so far (the stats port's per-server counters).
+fn server_requests(proxy: &Proxy) -> u64 {
+    use std::io::Read;
+    let mut s = TcpStream::connect_timeout(&proxy.stats, IO_TIMEOUT).expect("stats");
+    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    s.write_all(b"stats\r\n").expect("write");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("json");
+    doc["alpha"]
+        .as_object()
+        .expect("pool")
+        .values()
+        .filter_map(|v| v.get("requests").and_then(|r| r.as_u64()))
+        .sum()
+}
+
+#[test]
+fn gathered_gets_keep_repeated_keys_and_expiries_apart() {
+    let backends = three_backends();
+    let proxy = Proxy::start(&pool_conf(&backends, ""), 1);
+    let mut c = Bin::connect(proxy.pools[0]);
+    assert_eq!(c.set(b"a", b"A", 1).status, status::OK);
+    assert_eq!(c.set(b"b", b"B", 2).status, status::OK);
+    let t = |n: u32| n.to_be_bytes();
+    let mut batch = Vec::new();
+    batch.extend(packet(op::GETKQ, 1, 0, &[], b"a", &[]));
+    batch.extend(packet(op::GETKQ, 2, 0, &[], b"a", &[]));
+    batch.extend(packet(op::GETK, 3, 0, &[], b"b", &[]));
+    batch.extend(packet(op::GETKQ, 4, 0, &[], b"missing", &[]));
+    batch.extend(packet(op::GETKQ, 5, 0, &[], b"a", &[]));
+    batch.extend(packet(op::GATQ, 6, 0, &t(100), b"b", &[]));
+    batch.extend(packet(op::GATKQ, 7, 0, &t(100), b"a", &[]));
+    batch.extend(packet(op::GAT, 8, 0, &t(200), b"missing", &[]));
+    batch.extend(packet(op::GATK, 9, 0, &t(0), b"b", &[]));
+    batch.extend(packet(op::GETQ, 10, 0, &[], b"b", &[]));
+    batch.extend(packet(op::GET, 11, 0, &[], b"missing", &[]));
+    batch.extend(noop(12));
+    c.send(&batch);
+    let got: Vec<(u32, u16, Vec<u8>, Vec<u8>)> = until_noop(&mut c, 12)
+        .into_iter()
+        .map(|r| (r.opaque, r.status, r.key, r.value))
+        .collect();
+    let hit = |o: u32, k: &[u8], v: &[u8]| (o, status::OK, k.to_vec(), v.to_vec());
+    assert_eq!(
+        got,
+        vec![
+            hit(1, b"a", b"A"),
+            hit(2, b"a", b"A"),
+            hit(3, b"b", b"B"),
+            hit(5, b"a", b"A"),
+            hit(6, b"", b"B"),
+            hit(7, b"a", b"A"),
+            (8, status::NOT_FOUND, vec![], b"Not found".to_vec()),
+            hit(9, b"b", b"B"),
+            hit(10, b"", b"B"),
+            (11, status::NOT_FOUND, vec![], b"Not found".to_vec()),
+            (12, status::OK, vec![], vec![]),
+        ]
+    );
 }
 
 #[test]

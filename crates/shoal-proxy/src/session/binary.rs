@@ -6,7 +6,10 @@
 //! Each request is framed and decoded by shoal-protocol ([`parse_binary`], [`decode`]).
 //! Requests for data are rewritten as meta commands ([`super::translate`]) and routed like
 //! any text request, over the shared pipelined backend connections; their replies are
-//! rewritten as binary packets when they are collected. The rest is answered here:
+//! rewritten as binary packets when they are collected. Consecutive gets (a client's
+//! multi-get: `GETKQ ... NOOP`) are gathered and sent as one `gets` per server
+//! ([`super::getrun`]), as a text multi-get would be, and answered request by request.
+//! The rest is answered here:
 //! - `NOOP`, `VERSION`, `VERBOSITY`: answered by the proxy (a `NOOP` after quiet gets is
 //!   answered after their hits, since replies leave in request order);
 //! - `QUIT`/`QUITQ`: close once earlier replies are written (`QUIT` answers first);
@@ -29,10 +32,11 @@ use shoal_protocol::binary::{self, decode, opcode, reply, Attrs, Command, Malfor
 use shoal_protocol::{parse, parse_binary, BinaryParsed, Parsed};
 use tokio::io::AsyncWrite;
 
+use super::getrun::GetRun;
 use super::pending::Pending;
-use super::route::dispatch;
-use super::translate::{self, Op, Untranslatable};
-use super::{Session, Slot, LIMITS, LINE_REPLY_COST, REFUSE_VALUES};
+use super::route::{dispatch, servers_for};
+use super::translate::{self, text_safe, Op, Untranslatable};
+use super::{Reframe, Session, Slot, IN_FLIGHT_LIMIT, LIMITS, LINE_REPLY_COST, REFUSE_VALUES};
 use crate::sasl::MECHANISMS;
 
 /// Longest delay before answering a failed authentication.
@@ -53,6 +57,7 @@ impl Session<'_> {
             BinaryParsed::Incomplete { needed } => Step::Incomplete { needed },
             BinaryParsed::Invalid { opcode, opaque } => {
                 // Framing that cannot be trusted: memcached answers and closes.
+                self.flush_run().await;
                 self.emit(out, |b| {
                     binary::error(b, opcode, Status::InvalidArguments, opaque)
                 });
@@ -68,6 +73,7 @@ impl Session<'_> {
             } => {
                 // Answered even for quiet opcodes; a `SET` that fails removes the old value,
                 // as memcached does, so it is never read back as if overwritten.
+                self.flush_run().await;
                 let is_set = matches!(opcode, opcode::SET | opcode::SETQ);
                 if is_set && self.authorized() {
                     self.remove_old_binary(key).await;
@@ -82,6 +88,7 @@ impl Session<'_> {
             }
             BinaryParsed::Request { request, consumed } => match decode(request) {
                 Err(Malformed { attrs }) => {
+                    self.flush_run().await;
                     self.emit(out, |b| reply::status(b, &attrs, Status::InvalidArguments));
                     self.client_err = true;
                     Step::Close
@@ -131,6 +138,11 @@ impl Session<'_> {
         command: Command<'_>,
         out: &mut Output<'_, W>,
     ) -> bool {
+        if self.authorized() && self.gather(a, &command).await {
+            return false;
+        }
+        // Whatever else comes is answered after the gets gathered before it.
+        self.flush_run().await;
         if !self.authorized() && !command.allowed_unauthenticated() {
             self.emit(out, |b| reply::status(b, &a, Status::AuthError));
             return false;
@@ -177,6 +189,72 @@ impl Session<'_> {
             _ => self.forward_binary(a, command, out).await,
         }
         false
+    }
+
+    /// Adds a get to the run of gets being gathered (see [`super::getrun`]); false when it
+    /// is not one that can join (a `TOUCH`, a key text cannot carry, no live server), and
+    /// is to be served on its own.
+    async fn gather(&mut self, a: Attrs, command: &Command<'_>) -> bool {
+        let (key, exptime) = match *command {
+            Command::Get { key } => (key, None),
+            Command::GetAndTouch {
+                key,
+                exptime,
+                value: true,
+            } => (key, Some(exptime)),
+            _ => return false,
+        };
+        if !text_safe(key) {
+            return false;
+        }
+        let Some(server) = servers_for(&self.pool, key)
+            .ok()
+            .and_then(|s| s.first().copied())
+        else {
+            return false;
+        };
+        if self.run.as_ref().is_some_and(|r| !r.accepts(exptime)) {
+            self.flush_run().await;
+        }
+        let cost = (key.len() + 1).saturating_add(self.pool.value_size.get());
+        let run = self.run.get_or_insert_with(|| GetRun::new(exptime));
+        if !run.add(a, key, server, cost) {
+            // The key is in the run already: send the run, start another.
+            self.flush_run().await;
+            let run = self.run.insert(GetRun::new(exptime));
+            run.add(a, key, server, cost);
+        }
+        let full = self.run.as_ref().is_some_and(|r| {
+            !r.accepts(exptime) || self.in_flight.saturating_add(r.cost) >= IN_FLIGHT_LIMIT
+        });
+        if full {
+            self.flush_run().await;
+        }
+        true
+    }
+
+    /// Sends the gathered gets, one `gets` (or `gats`) per server, routed like any text
+    /// multi-get; their replies are collected as one slot.
+    pub(super) async fn flush_run(&mut self) {
+        let Some(mut run) = self.run.take() else {
+            return;
+        };
+        let pool = self.pool.clone();
+        for g in &mut run.groups {
+            g.line.extend_from_slice(b"\r\n");
+            g.pending = match parse(&g.line, &LIMITS) {
+                Parsed::Request { request, .. } => dispatch(&pool, &request, &g.line).await,
+                // The keys are text-safe and at most 250 bytes, so this always parses;
+                // answered rather than assumed.
+                _ => Pending::Static(b"SERVER_ERROR unparsable get\r\n"),
+            };
+        }
+        let cost = run.cost;
+        self.push_slot(Slot {
+            pending: Pending::Nothing,
+            cost,
+            reframe: Reframe::Run(Box::new(run)),
+        });
     }
 
     /// `SASL_AUTH` (PLAIN) against the pool's users; `SASL_STEP` always fails (PLAIN has
@@ -234,7 +312,7 @@ impl Session<'_> {
                     self.push_slot(Slot {
                         pending,
                         cost: scratch.len().saturating_add(reply_cost),
-                        binary: Some(r),
+                        reframe: Reframe::Binary(r),
                     });
                 }
                 // The translation is ours, and always parses; answered rather than assumed.

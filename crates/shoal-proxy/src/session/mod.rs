@@ -33,6 +33,7 @@
 //!   arrive, so stalled senders together hold at most the budget.
 
 mod binary;
+mod getrun;
 mod multiget;
 mod pending;
 mod resolve;
@@ -52,6 +53,7 @@ use crate::frame::ReplyKind;
 use crate::pool::{Pool, PoolSlot};
 use crate::stats::incr;
 
+use getrun::GetRun;
 use multiget::{plan, reassemble, send_plan};
 use pending::{Batch, Pending};
 use resolve::{finish, finish_fragments, push_reply, resolve};
@@ -82,8 +84,18 @@ const INITIAL_VALUE_ESTIMATE: usize = 16 * 1024;
 struct Slot {
     pending: Pending,
     cost: usize,
-    /// A binary client's request: how its (meta) reply becomes a binary packet.
-    binary: Option<BinaryReply>,
+    /// How the reply reaches the client.
+    reframe: Reframe,
+}
+
+/// How a slot's reply reaches the client.
+enum Reframe {
+    /// As it is (text and meta, or a binary reply the proxy made itself).
+    Verbatim,
+    /// A binary request's meta reply, rewritten as its binary packet.
+    Binary(BinaryReply),
+    /// A run of binary gets, answered request by request from the servers' `gets` replies.
+    Run(Box<GetRun>),
 }
 
 /// The protocol a connection speaks, fixed by its first byte as memcached does.
@@ -147,6 +159,8 @@ struct Session<'a> {
     scratch: Vec<u8>,
     /// Where a binary request's backend reply is collected before it is rewritten.
     text_reply: Vec<u8>,
+    /// Binary gets gathered to be sent as one `gets` per server (see [`getrun`]).
+    run: Option<GetRun>,
 }
 
 /// Serves one client until it quits, disconnects, or sends something that closes the
@@ -175,6 +189,7 @@ where
         auth_failures: 0,
         scratch: Vec::new(),
         text_reply: Vec::new(),
+        run: None,
     };
     let end = connection::serve(&mut stream, &mut s, &budget, &connection::Config::default()).await;
     match end {
@@ -206,7 +221,7 @@ impl Handler for Session<'_> {
             // The client is gone; the loop sees the failed write.
             return Step::Close;
         }
-        if self.pending.is_empty() && self.stream.is_none() {
+        if self.pending.is_empty() && self.stream.is_none() && self.run.is_none() {
             self.follow_reload();
         }
         if self.protocol == Protocol::Unknown {
@@ -286,7 +301,8 @@ impl Handler for Session<'_> {
     async fn before_write<W: AsyncWrite + Unpin>(&mut self, out: &mut Output<'_, W>) -> Proceed {
         // Everything dispatched is answered before the client is read again (a batched
         // multi-get always has a batch in flight), its replies written as they reach the
-        // high-water mark.
+        // high-water mark. Binary gets still gathered go first.
+        self.flush_run().await;
         loop {
             if out.len() >= OUTPUT_HIGH_WATER && out.flush().await.is_err() {
                 break;
@@ -336,7 +352,7 @@ impl Session<'_> {
         self.push_slot(Slot {
             pending,
             cost,
-            binary: None,
+            reframe: Reframe::Verbatim,
         });
     }
 
@@ -466,10 +482,10 @@ impl Session<'_> {
             return false;
         };
         self.in_flight = self.in_flight.saturating_sub(slot.cost);
-        match (slot.pending, slot.binary) {
+        match (slot.pending, slot.reframe) {
             (Pending::Batch(b), _) => self.resolve_batch(*b, wbuf).await,
-            (p, None) => resolve(&self.pool, p, wbuf).await,
-            (Pending::One(a), Some(r)) => {
+            (p, Reframe::Verbatim) => resolve(&self.pool, p, wbuf).await,
+            (Pending::One(a), Reframe::Binary(r)) => {
                 // The common case, translated straight from the backend's buffer.
                 match finish(&self.pool, a).await {
                     Ok(b) => translate::response(&r, &b, wbuf),
@@ -479,18 +495,36 @@ impl Session<'_> {
                     }
                 }
             }
-            (p, Some(r)) => {
+            (p, Reframe::Binary(r)) => {
                 let mut text = std::mem::take(&mut self.text_reply);
                 text.clear();
                 resolve(&self.pool, p, &mut text).await;
                 translate::response(&r, &text, wbuf);
-                if text.capacity() > OUTPUT_HIGH_WATER {
-                    text = Vec::new();
+                self.keep_text_buffer(text);
+            }
+            (_, Reframe::Run(mut run)) => {
+                let mut text = std::mem::take(&mut self.text_reply);
+                text.clear();
+                let mut spans = Vec::with_capacity(run.groups.len());
+                for g in &mut run.groups {
+                    let p = std::mem::replace(&mut g.pending, Pending::Nothing);
+                    let start = text.len();
+                    resolve(&self.pool, p, &mut text).await;
+                    spans.push((start, text.len()));
                 }
-                self.text_reply = text;
+                run.respond(&text, &spans, wbuf);
+                self.keep_text_buffer(text);
             }
         }
         true
+    }
+
+    /// Keeps `text` for the next binary reply, unless a large one grew it.
+    fn keep_text_buffer(&mut self, mut text: Vec<u8>) {
+        if text.capacity() > OUTPUT_HIGH_WATER {
+            text = Vec::new();
+        }
+        self.text_reply = text;
     }
 
     async fn resolve_batch(&mut self, b: Batch, wbuf: &mut Vec<u8>) {

@@ -50,7 +50,7 @@ pub(super) struct BinaryReply {
 
 /// Whether memcached's text tokenizer carries `key` unchanged: no space, no control
 /// character (so no `\r` or `\n`), no DEL.
-fn text_safe(key: &[u8]) -> bool {
+pub(super) fn text_safe(key: &[u8]) -> bool {
     key.iter().all(|&b| b > b' ' && b != 0x7f)
 }
 
@@ -265,7 +265,7 @@ fn error_with(out: &mut Vec<u8>, a: &Attrs, status: Status, text: &[u8]) {
 /// The binary status for an error line from a backend (or made by the proxy for a backend
 /// failure): memcached's status where one matches, else a temporary failure carrying the
 /// line's text.
-fn error_line(out: &mut Vec<u8>, a: &Attrs, line: &[u8]) {
+pub(super) fn error_line(out: &mut Vec<u8>, a: &Attrs, line: &[u8]) {
     let text = line
         .strip_prefix(b"SERVER_ERROR ")
         .or_else(|| line.strip_prefix(b"CLIENT_ERROR "))
