@@ -203,6 +203,15 @@ impl Drop for ConnGuard {
 /// a multi-threaded or current-thread tokio runtime that keeps running afterwards.
 pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartError> {
     crate::stats::process_started();
+    // SIGHUP is caught before anything is logged as listening: one sent as soon as a
+    // caller sees those lines is a reload, never the default action (exit).
+    let hup = match &opts.config_path {
+        Some(_) => Some(
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+                .map_err(StartError::Signal)?,
+        ),
+        None => None,
+    };
     let counters = Arc::new(Counters {
         total: AtomicU64::new(0),
         current: AtomicU64::new(0),
@@ -273,9 +282,7 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         };
         tokio::spawn(server.serve(Arc::new(render)));
     }
-    if shared.config_path.is_some() {
-        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            .map_err(StartError::Signal)?;
+    if let Some(hup) = hup {
         tokio::spawn(reload_on_sighup(hup, shared.clone()));
     }
     Ok(Running {
