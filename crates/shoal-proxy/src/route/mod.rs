@@ -58,9 +58,10 @@ mod warmup;
 use std::sync::Arc;
 
 pub(crate) use flight::{
-    dispatch, finish, finish_get_into, send_and_forget, send_get, RouteFlight,
+    dispatch, finish, finish_get_into, finish_get_outcomes, send_and_forget, send_get, RouteFlight,
 };
 pub(crate) use get::GetFlight;
+pub(crate) use keys::KeyOutcome;
 
 use crate::config::PoolConfig;
 use crate::pool::Pool;
@@ -99,6 +100,14 @@ impl Target {
         match self {
             Target::Pool(p) => &p.stats,
             Target::Route(r) => &r.stats,
+        }
+    }
+
+    /// The pool's section of the stats document (a route pool has no servers).
+    pub fn stats_json(&self) -> serde_json::Value {
+        match self {
+            Target::Pool(p) => p.stats_json(),
+            Target::Route(r) => crate::stats::pool_json(&r.stats, std::iter::empty()),
         }
     }
 
