@@ -108,7 +108,7 @@ pub(crate) async fn dispatch(router: &Arc<Router>, req: &Request<'_>, raw: &[u8]
                 key: real.to_vec(),
                 bytes,
                 kind,
-                read: matches!(req, Request::MetaGet { .. } | Request::MetaDebug { .. }),
+                read: super::meta_reads(req),
             });
             keyed(router, &op).await
         }
