@@ -94,9 +94,21 @@ pub struct PoolConfig {
     pub server_tls: Option<ServerTls>,
 }
 
-/// Directives a route pool may have besides `route`: those about its clients. The
-/// others describe servers, which a route pool has none of.
-const ROUTE_POOL_DIRECTIVES: &[&str] = &["listen", "route", "backlog", "client_connections"];
+/// Directives a route pool may have besides `route`: those about its clients (where
+/// they connect, TLS on that listener, SASL for them). The others, `server_tls`
+/// included, describe servers, which a route pool has none of.
+const ROUTE_POOL_DIRECTIVES: &[&str] = &[
+    "listen",
+    "route",
+    "backlog",
+    "client_connections",
+    "tls",
+    "sasl",
+];
+
+/// Directives about a pool's own clients, meaningless on a pool without a `listen`
+/// address (one only routes reach, whose clients are the route pool's).
+const CLIENT_DIRECTIVES: &[&str] = &["tls", "sasl"];
 
 /// A whole configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -375,6 +387,21 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, Config
             _ => {
                 return Err(ConfigError::at(line, k, "unknown directive"));
             }
+        }
+    }
+    if pool.listen.is_none() {
+        if let Some((k, line)) = seen
+            .iter()
+            .find(|(k, _)| CLIENT_DIRECTIVES.contains(&k.as_str()))
+        {
+            return Err(ConfigError::at(
+                *line,
+                k,
+                format!(
+                    "pool '{name}' has no listen address, so it has no clients of its own \
+                     to apply '{k}' to (set it on the pool they connect to)"
+                ),
+            ));
         }
     }
     if pool.route.is_some() {
