@@ -1,7 +1,10 @@
 """python-binary-memcached (module bmemcached) through shoal-proxy's binary front end, over
 three shoald backends: every command the client has, multi-gets whose keys live on all
 three servers (the client batches GETKQ ... NOOP), and SASL PLAIN at the proxy (a pool
-with a `sasl:` section): right, wrong and missing credentials.
+with a `sasl:` section): right, wrong and missing credentials. Each runs against a server
+pool and against route pools over the same servers (a failover route to a fourth backend,
+a prefix route), so binary clients are checked through routes too; the failover route's
+misses are read from the backup pool.
 
 The proxy (binary from $SHOAL_PROXY_BIN, default <repo>/target/release/shoal-proxy) and
 the backends run on ephemeral loopback ports and are killed afterwards.
@@ -70,19 +73,41 @@ class ShoalProxy:
         os.unlink(self.conf)
 
 
-def pool(name, backends, extra=""):
+def pool(name, backends, extra="", listen=True):
     servers = "".join(f"   - 127.0.0.1:{b.port}:1\n" for b in backends)
-    return f"{name}:\n  listen: 127.0.0.1:0\n  hash: md5\n  timeout: 2000\n{extra}  servers:\n{servers}"
+    at = "  listen: 127.0.0.1:0\n" if listen else ""
+    return f"{name}:\n{at}  hash: md5\n  timeout: 2000\n{extra}  servers:\n{servers}"
+
+
+def route(name, body, extra=""):
+    return f"{name}:\n  listen: 127.0.0.1:0\n{extra}  route:\n{body}"
+
+
+SASL = "  sasl:\n    users:\n      - alice:wonderland\n"
+FAILOVER = "    type: failover\n    pools: [main, backup]\n"
+# Keys starting "absent" (the misses of the multi-get test) live in the backup pool.
+PREFIX = '    type: prefix\n    prefixes:\n      "absent": backup\n    default: main\n'
+# The listening pools, in configuration order (so in `ShoalProxy.ports` order).
+POOLS = ["plain", "secure", "fo", "px", "secure_fo"]
 
 
 @pytest.fixture(scope="module")
 def cluster():
     backends = [Shoald() for _ in range(3)]
-    sasl = "  sasl:\n    users:\n      - alice:wonderland\n"
-    proxy = ShoalProxy(pool("plain", backends) + pool("secure", backends, sasl), 2)
-    yield backends, proxy
+    backup = Shoald()
+    conf = (
+        pool("plain", backends)
+        + pool("secure", backends, SASL)
+        + route("fo", FAILOVER)
+        + route("px", PREFIX)
+        + route("secure_fo", FAILOVER, SASL)
+        + pool("main", backends, listen=False)
+        + pool("backup", [backup], listen=False)
+    )
+    proxy = ShoalProxy(conf, len(POOLS))
+    yield backends, proxy, backup
     proxy.stop()
-    for b in backends:
+    for b in backends + [backup]:
         b.stop()
 
 
@@ -90,10 +115,12 @@ def client(port, *auth):
     return bmemcached.Client([f"127.0.0.1:{port}"], *auth, socket_timeout=IO_TIMEOUT)
 
 
-@pytest.fixture
-def bc(cluster):
-    _, proxy = cluster
-    c = client(proxy.ports[0])
+@pytest.fixture(params=["plain", "fo", "px"])
+def bc(request, cluster):
+    """A client of a server pool, of a failover route and of a prefix route."""
+    _, proxy, _ = cluster
+    c = client(proxy.ports[POOLS.index(request.param)])
+    c.pool_name = request.param
     assert c.flush_all() is True
     yield c
     c.disconnect_all()
@@ -136,7 +163,7 @@ def test_cas(bc):
 
 
 def test_multi_get_over_every_server(bc, cluster):
-    backends, _ = cluster
+    backends, _, _ = cluster
     values = {f"key{i}": f"value{i}".encode() for i in range(300)}
     assert not bc.set_multi(values)
     got = bc.get_multi(list(values) + [f"absent{i}" for i in range(50)])
@@ -151,15 +178,38 @@ def test_multi_get_over_every_server(bc, cluster):
 
 
 def test_stats(bc, cluster):
-    _, proxy = cluster
+    _, proxy, _ = cluster
     (stats,) = bc.stats().values()
     assert int(stats["pid"]) == proxy.proc.pid
-    assert stats["pool"] in (b"plain", "plain")
+    assert stats["pool"] in (bc.pool_name.encode(), bc.pool_name)
 
 
-def test_sasl_at_the_proxy(cluster):
-    _, proxy = cluster
-    port = proxy.ports[1]
+def test_failover_route_reads_misses_from_backup(cluster):
+    _, proxy, backup = cluster
+    fo = client(proxy.ports[POOLS.index("fo")])
+    plain = client(proxy.ports[POOLS.index("plain")])
+    assert fo.flush_all() is True
+    direct = backup.client()
+    for i in range(20):
+        # Flags 0: python-binary-memcached reads them back as text.
+        direct.set(f"old{i}", f"backup{i}".encode())
+    assert fo.set("fresh", b"main") is True
+    assert fo.get("old3") == "backup3"
+    assert plain.get("old3") is None
+    want = {f"old{i}": f"backup{i}" for i in range(20)}
+    want["fresh"] = b"main"
+    assert fo.get_multi(list(want) + ["gone"]) == want
+    # Writes fail over on errors only: the new value is main's alone.
+    assert plain.get("fresh") == b"main"
+    assert direct.get("fresh") is None
+    fo.disconnect_all()
+    plain.disconnect_all()
+
+
+@pytest.mark.parametrize("name", ["secure", "secure_fo"])
+def test_sasl_at_the_proxy(cluster, name):
+    _, proxy, _ = cluster
+    port = proxy.ports[POOLS.index(name)]
     good = client(port, "alice", "wonderland")
     assert good.set("private", b"data") is True
     assert good.get("private") == b"data"

@@ -1,8 +1,10 @@
 # Ruby Dalli (Debian's ruby-dalli, binary protocol) through shoal-proxy.
 #
-# Usage: ruby dalli_proxy.rb PLAIN_PORT SASL_PORT
-#   PLAIN_PORT: a pool over several servers without authentication;
-#   SASL_PORT:  a pool whose `sasl:` section has the user alice:wonderland.
+# Usage: ruby dalli_proxy.rb PLAIN_PORT SASL_PORT [POOL_NAME]
+#   PLAIN_PORT: a pool over several servers without authentication (a server pool, or a
+#               route pool over one);
+#   SASL_PORT:  a pool whose `sasl:` section has the user alice:wonderland;
+#   POOL_NAME:  the name of PLAIN_PORT's pool, as STAT reports it (default: plain).
 # Exits non-zero (with the failed check) on the first mismatch. Run by
 # crates/shoal-proxy/tests/dalli.rs.
 
@@ -30,7 +32,8 @@ rescue error
   $checks += 1
 end
 
-plain_port, sasl_port = ARGV.map(&:to_i)
+plain_port, sasl_port = ARGV.first(2).map(&:to_i)
+pool_name = ARGV[2] || 'plain'
 opts = { socket_timeout: 5, socket_max_failures: 1, down_retry_delay: 0.1 }
 dc = Dalli::Client.new("127.0.0.1:#{plain_port}", opts)
 
@@ -93,7 +96,7 @@ check('quiet deletes', dc.get_multi(values.keys, raw: true), bang.drop(100).to_h
 
 # Stats: the proxy's own.
 stats = dc.stats.values.first
-check('stats pool', stats['pool'], 'plain')
+check('stats pool', stats['pool'], pool_name)
 check('stats pid', stats['pid'].to_i > 0, true)
 dc.close
 

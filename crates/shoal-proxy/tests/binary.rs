@@ -330,7 +330,7 @@ fn getkq_batches_split_over_servers_return_hits_in_order() {
 }
 
 #[test]
-fn getkq_batches_on_the_work_stealing_runtime() {
+fn getkq_batches_on_two_worker_threads() {
     getkq_batches(2);
 }
 

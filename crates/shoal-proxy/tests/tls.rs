@@ -442,3 +442,222 @@ fn reload_rotates_certificates_and_turns_on_sasl() {
     assert_eq!(ok.status, status::OK);
     assert_eq!(open.get(b"k").value, b"v");
 }
+
+fn stats_json(proxy: &Proxy) -> serde_json::Value {
+    let mut s = TcpStream::connect_timeout(&proxy.stats, IO_TIMEOUT).expect("stats");
+    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read stats");
+    serde_json::from_str(&out).expect("stats json")
+}
+
+/// A failover route pool `front` with TLS on its listener (client certificates
+/// required) over `main`, a TLS server verified against `server_ca` (the proxy presents
+/// its client certificate), and `backup`, a plain one.
+fn route_conf(pki: &Pki, main: SocketAddr, backup: SocketAddr, server_ca: &str) -> String {
+    format!(
+        "front:\n  listen: 127.0.0.1:0\n  tls:\n    cert: {}\n    key: {}\n    ca: {}\n    require_client_cert: true\n  route:\n    type: failover\n    pools: [main, backup]\nmain:\n  timeout: 2000\n  server_tls:\n    ca: {}\n    cert: {}\n    key: {}\n  servers:\n   - {main}:1\nbackup:\n  timeout: 2000\n  servers:\n   - {backup}:1\n",
+        pki.file("server.pem"),
+        pki.file("server.key"),
+        pki.file("ca.pem"),
+        pki.file(server_ca),
+        pki.file("client.pem"),
+        pki.file("client.key"),
+    )
+}
+
+/// Two text and two binary TLS clients through `addr`, ten sets and gets each, every
+/// reply checked; the clients, still open.
+fn four_tls_clients(pki: &Pki, addr: SocketAddr, tag: &str) -> (Vec<Tls>, Vec<Bin<Tls>>) {
+    let mut texts: Vec<Tls> = (0..2)
+        .map(|_| tls_client(addr, &pki.ca, Some(&pki.client)))
+        .collect();
+    let mut bins: Vec<Bin<Tls>> = (0..2)
+        .map(|_| Bin::over(tls_client(addr, &pki.ca, Some(&pki.client))))
+        .collect();
+    for i in 0..10 {
+        for (n, s) in texts.iter_mut().enumerate() {
+            let k = format!("{tag}-t{n}-{i}");
+            let set = format!("set {k} 0 0 1\r\nv\r\n");
+            assert_eq!(
+                text(s, set.as_bytes(), b"\r\n").as_deref(),
+                Some(&b"STORED\r\n"[..])
+            );
+            let want = format!("VALUE {k} 0 1\r\nv\r\nEND\r\n");
+            assert_eq!(
+                text(s, format!("get {k}\r\n").as_bytes(), b"END\r\n"),
+                Some(want.into_bytes())
+            );
+        }
+        for (n, b) in bins.iter_mut().enumerate() {
+            let k = format!("{tag}-b{n}-{i}");
+            assert_eq!(b.set(k.as_bytes(), b"w", 0).status, status::OK);
+            assert_eq!(b.get(k.as_bytes()).value, b"w");
+        }
+    }
+    (texts, bins)
+}
+
+#[test]
+fn tls_listener_and_tls_servers_with_worker_threads() {
+    let pki = Pki::new("threads");
+    let (_main, main_addr) = tls_shoald(&pki, "server.pem", "server.key");
+    let backup = Shoald::start();
+    let conf = route_conf(&pki, main_addr, backup.addr, "ca.pem");
+    for (args, per_server) in [
+        (&["--threads", "2"][..], 2),
+        (&["--threads", "2", "--shared-backends"][..], 1),
+    ] {
+        let proxy = Proxy::start_args(&conf, 1, args);
+        let addr = proxy.pools[0];
+        // A client that connects and never starts its handshake holds up no one: the
+        // handshake runs on the worker that serves the connection, like its requests.
+        let _stalled = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
+        let _clients = four_tls_clients(&pki, addr, "w");
+        let st = stats_json(&proxy);
+        let server = &st["main"][main_addr.to_string()];
+        // Both workers served clients; each has its own TLS connection to the server,
+        // unless they share one.
+        assert_eq!(server["server_connections"], per_server, "{args:?}: {st}");
+        assert_eq!(server["requests"], 80, "{st}");
+        assert_eq!(st["backup"][backup.addr.to_string()]["requests"], 0, "{st}");
+        assert_eq!(st["front"]["client_connections"], 5, "{st}");
+    }
+}
+
+#[test]
+fn server_tls_follows_reloads_on_every_worker() {
+    let pki = Pki::new("tlsreload");
+    let (_main, main_addr) = tls_shoald(&pki, "server.pem", "server.key");
+    let backup = Shoald::start();
+    let proxy = Proxy::start_threads(&route_conf(&pki, main_addr, backup.addr, "ca.pem"), 1, 2);
+    let addr = proxy.pools[0];
+    let (mut texts, mut bins) = four_tls_clients(&pki, addr, "before");
+    let main_requests =
+        |st: &serde_json::Value| st["main"][main_addr.to_string()]["requests"].as_u64();
+    assert_eq!(main_requests(&stats_json(&proxy)), Some(80));
+
+    // The servers' CA changed to one that did not sign main's certificate: every worker
+    // gets new connections to main, their handshakes fail, and the route fails over to
+    // backup. The clients' own TLS connections stay open throughout.
+    std::fs::write(
+        &proxy.conf,
+        route_conf(&pki, main_addr, backup.addr, "other-ca.pem"),
+    )
+    .expect("conf");
+    assert_eq!(reload(&proxy), "OK\r\n");
+    proxy.proc.wait_for("server_tls changed");
+    for (n, s) in texts.iter_mut().enumerate() {
+        let set = format!("set moved{n} 0 0 1\r\nm\r\n");
+        assert_eq!(
+            text(s, set.as_bytes(), b"\r\n").as_deref(),
+            Some(&b"STORED\r\n"[..])
+        );
+    }
+    for (n, b) in bins.iter_mut().enumerate() {
+        assert_eq!(
+            b.set(format!("bmoved{n}").as_bytes(), b"m", 0).status,
+            status::OK
+        );
+    }
+    proxy.proc.wait_for("TLS handshake with");
+    let backup_conn = || backup.conn();
+    for k in ["moved0", "moved1", "bmoved0", "bmoved1"] {
+        assert_eq!(
+            backup_conn().get(&[k]),
+            Ok(vec![(k.to_string(), "m".to_string())]),
+            "{k} failed over to backup"
+        );
+    }
+
+    // Back to the right CA: main serves again, on every worker.
+    std::fs::write(
+        &proxy.conf,
+        route_conf(&pki, main_addr, backup.addr, "ca.pem"),
+    )
+    .expect("conf");
+    assert_eq!(reload(&proxy), "OK\r\n");
+    let before = main_requests(&stats_json(&proxy)).unwrap_or(0);
+    for (n, s) in texts.iter_mut().enumerate() {
+        let set = format!("set home{n} 0 0 1\r\nh\r\n");
+        assert_eq!(
+            text(s, set.as_bytes(), b"\r\n").as_deref(),
+            Some(&b"STORED\r\n"[..])
+        );
+    }
+    for (n, b) in bins.iter_mut().enumerate() {
+        assert_eq!(
+            b.set(format!("bhome{n}").as_bytes(), b"h", 0).status,
+            status::OK
+        );
+        assert_eq!(b.get(format!("bhome{n}").as_bytes()).value, b"h");
+    }
+    let st = stats_json(&proxy);
+    assert_eq!(main_requests(&st), Some(before + 6), "{st}");
+    assert_eq!(
+        st["main"][main_addr.to_string()]["server_connections"],
+        2,
+        "{st}"
+    );
+    for k in ["home0", "home1", "bhome0", "bhome1"] {
+        assert_eq!(backup_conn().get(&[k]), Ok(vec![]), "{k} is main's");
+    }
+}
+
+#[test]
+fn route_pools_take_client_tls_and_sasl_but_not_server_tls() {
+    let pki = Pki::new("routeconf");
+    let tls = format!(
+        "  tls:\n    cert: {}\n    key: {}\n",
+        pki.file("server.pem"),
+        pki.file("server.key")
+    );
+    let server_tls = format!("  server_tls:\n    ca: {}\n", pki.file("ca.pem"));
+    let sasl = "  sasl:\n    users:\n      - alice:wonderland\n";
+    let route = "  route:\n    type: failover\n    pools: [a, b]\n";
+    let targets = "a:\n  servers:\n   - 127.0.0.1:1:1\nb:\n  servers:\n   - 127.0.0.1:2:1\n";
+    let run = |text: &str| {
+        let path = write_conf(text);
+        let out = Command::new(proxy_bin())
+            .arg("-t")
+            .arg("-c")
+            .arg(&path)
+            .output()
+            .expect("run");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Client-side keys on a route pool: accepted.
+    let good = format!("front:\n  listen: 127.0.0.1:0\n{tls}{sasl}{route}{targets}");
+    let (code, err) = run(&good);
+    assert_eq!(code, Some(0), "{err}");
+    // server_tls on a route pool: refused at its line (line 7, after listen and tls).
+    let bad = format!("front:\n  listen: 127.0.0.1:0\n{tls}{server_tls}{route}{targets}");
+    let (code, err) = run(&bad);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("line 6: field 'server_tls': pool 'front' has a route"),
+        "{err}"
+    );
+    // tls or sasl on a pool only routes reach (no listen): refused at its line.
+    let orphan_tls = format!(
+        "front:\n  listen: 127.0.0.1:0\n{route}a:\n{tls}  servers:\n   - 127.0.0.1:1:1\nb:\n  servers:\n   - 127.0.0.1:2:1\n"
+    );
+    let (code, err) = run(&orphan_tls);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("line 7: field 'tls': pool 'a' has no listen address"),
+        "{err}"
+    );
+    let orphan_sasl = format!(
+        "front:\n  listen: 127.0.0.1:0\n{route}a:\n  servers:\n   - 127.0.0.1:1:1\nb:\n{sasl}  servers:\n   - 127.0.0.1:2:1\n"
+    );
+    let (code, err) = run(&orphan_sasl);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("line 10: field 'sasl': pool 'b' has no listen address"),
+        "{err}"
+    );
+}

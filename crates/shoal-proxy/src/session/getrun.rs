@@ -337,6 +337,48 @@ mod tests {
     }
 
     #[test]
+    fn route_outcomes_answer_each_request() {
+        let mut run = GetRun::new(None);
+        for (i, k) in [&b"a"[..], b"b", b"c", b"d"].iter().enumerate() {
+            let quiet = i != 2;
+            let opcode = if quiet { op::GETKQ } else { op::GETK };
+            assert!(run.add(attrs(opcode, i as u32, quiet, true), k, ROUTE_GROUP, 1));
+        }
+        assert!(
+            !run.add(attrs(op::GETKQ, 9, true, true), b"a", ROUTE_GROUP, 1),
+            "a repeated key ends the run"
+        );
+        let got = [
+            KeyOutcome::Hit(bytes::Bytes::from_static(b"VALUE a 3 2 42\r\nhi\r\n")),
+            KeyOutcome::Miss,
+            KeyOutcome::Miss,
+            KeyOutcome::Error(bytes::Bytes::from_static(b"SERVER_ERROR timed out\r\n")),
+        ];
+        let mut out = Vec::new();
+        run.respond_outcomes(&got, &mut out);
+        let mut packets = Vec::new();
+        let mut p = &out[..];
+        while p.len() >= 24 {
+            let body = u32::from_be_bytes([p[8], p[9], p[10], p[11]]) as usize;
+            let status = u16::from_be_bytes([p[6], p[7]]);
+            let opaque = u32::from_be_bytes([p[12], p[13], p[14], p[15]]);
+            packets.push((opaque, status, p[24..24 + body].to_vec()));
+            p = &p[24 + body..];
+        }
+        // a hit (flags, key, value); b a quiet miss (nothing); c a loud miss with its key;
+        // d failed, with the reason.
+        assert_eq!(
+            packets,
+            vec![
+                (0, 0, b"\x00\x00\x00\x03ahi".to_vec()),
+                (2, 1, b"c".to_vec()),
+                (3, 0x86, b"timed out".to_vec()),
+            ]
+        );
+        assert_eq!(&out[16..24], &42u64.to_be_bytes(), "the CAS unique");
+    }
+
+    #[test]
     fn truncated_or_lying_values_are_misses_not_panics() {
         assert!(value_at(b"VALUE a 0 5\r\nab\r\n", 0).is_none());
         assert!(value_at(b"VALUE a 0 99999999999999999999\r\n", 0).is_none());
