@@ -4,7 +4,8 @@
 //! writes and touches on errors only, quiet batches grouped through the route, a key
 //! that failed on every pool answered with its own error packet), a prefix route (a
 //! batch split over pools and back in request order, a key text cannot carry routed by
-//! its bytes, `FLUSH` to every pool), and SASL on a route pool.
+//! its bytes, `FLUSH` to every pool), warm-up, shadow and replicated routes, and SASL on a
+//! route pool.
 
 mod common;
 
@@ -30,7 +31,12 @@ fn servers(name: &str, listen: Option<&str>, backends: &[&Shoald]) -> String {
 /// A listening route pool `front` with client directives `extra` and `route` (its keys,
 /// indented by four).
 fn front(extra: &str, route: &str) -> String {
-    format!("front:\n  listen: 127.0.0.1:0\n{extra}  route:\n{route}")
+    named("front", extra, route)
+}
+
+/// A listening route pool `name` (see [`front`]).
+fn named(name: &str, extra: &str, route: &str) -> String {
+    format!("{name}:\n  listen: 127.0.0.1:0\n{extra}  route:\n{route}")
 }
 
 fn noop(opaque: u32) -> Vec<u8> {
@@ -422,4 +428,92 @@ fn sasl_on_a_route_pool() {
     assert_eq!(t.get(&["mine"]), Ok(vec![("mine".into(), "m".into())]));
     let mut anon = Bin::connect(proxy.pools[1]);
     assert_eq!(anon.get(b"mine").value, b"m");
+}
+
+/// Polls (bounded) until `f` holds.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn binary_clients_through_warmup_shadow_and_replicated_routes() {
+    let (cold, warm) = (Shoald::start(), Shoald::start());
+    let (main, shadow) = (Shoald::start(), Shoald::start());
+    let (r0, r1) = (Shoald::start(), Shoald::start());
+    let conf = named(
+        "warmup",
+        "",
+        "    type: warmup\n    cold: cold\n    warm: warm\n    exptime: 300\n",
+    ) + &named(
+        "shadowed",
+        "",
+        "    type: shadow\n    pool: main\n    shadow: test\n    fraction: 1\n",
+    ) + &named(
+        "replicated",
+        "",
+        "    type: replicated\n    pools: [r0, r1]\n",
+    ) + &servers("cold", None, &[&cold])
+        + &servers("warm", None, &[&warm])
+        + &servers("main", None, &[&main])
+        + &servers("test", None, &[&shadow])
+        + &servers("r0", None, &[&r0])
+        + &servers("r1", None, &[&r1]);
+    let proxy = Proxy::start_threads(&conf, 3, 2);
+
+    // Warm-up: a batch's keys cold lacks are read from warm and copied into cold before
+    // they are answered (binary gets carry CAS, so the token is cold's); writes go to cold.
+    set_on(&warm, "w1", "one");
+    set_on(&warm, "w2", "two");
+    set_on(&cold, "w2", "cold-two");
+    let mut c = Bin::connect(proxy.pools[0]);
+    let got = getkq_batch(&mut c, &["w1", "none", "w2"]);
+    assert_eq!(
+        hits(&got),
+        vec![hit(0, "w1", "one"), hit(2, "w2", "cold-two")]
+    );
+    assert_eq!(value_on(&cold, "w1").as_deref(), Some("one"), "copied");
+    let on_cold = cold.conn().cmd("mg w1 c");
+    assert_eq!(on_cold, format!("HD c{}", got[0].cas), "cold's CAS token");
+    assert_eq!(c.set(b"fresh", b"f", 0).status, status::OK);
+    assert_eq!(value_on(&cold, "fresh").as_deref(), Some("f"));
+    assert_eq!(value_on(&warm, "fresh"), None);
+    // A TOUCH is a write: cold only, so a key only warm has is not found.
+    set_on(&warm, "w3", "three");
+    let t = c.call(op::TOUCH, 1, 0, &60u32.to_be_bytes(), b"w3", &[]);
+    assert_eq!(t.status, status::NOT_FOUND);
+
+    // Shadow: main answers; every write (fraction 1) is copied to the test pool.
+    let mut c = Bin::connect(proxy.pools[1]);
+    assert_eq!(c.set(b"sk", b"sv", 0).status, status::OK);
+    assert_eq!(value_on(&main, "sk").as_deref(), Some("sv"));
+    eventually("the copy on the shadow pool", || {
+        value_on(&shadow, "sk").as_deref() == Some("sv")
+    });
+    set_on(&shadow, "only-shadow", "x");
+    assert_eq!(c.get(b"only-shadow").status, status::NOT_FOUND);
+    let got = getkq_batch(&mut c, &["sk", "only-shadow"]);
+    assert_eq!(hits(&got), vec![hit(0, "sk", "sv")]);
+
+    // Replicated: writes reach every replica and the worst reply answers.
+    let mut c = Bin::connect(proxy.pools[2]);
+    assert_eq!(c.set(b"rk", b"rv", 0).status, status::OK);
+    assert_eq!(value_on(&r0, "rk").as_deref(), Some("rv"));
+    assert_eq!(value_on(&r1, "rk").as_deref(), Some("rv"));
+    set_on(&r1, "dup", "x");
+    let add = c.call(op::ADD, 2, 0, &store_extras(0, 0), b"dup", b"y");
+    assert_eq!(add.status, status::EXISTS, "one replica refused");
+    assert_eq!(value_on(&r0, "dup").as_deref(), Some("y"));
+    let d = c.call(op::DELETE, 3, 0, &[], b"rk", &[]);
+    assert_eq!(d.status, status::OK);
+    assert_eq!((value_on(&r0, "rk"), value_on(&r1, "rk")), (None, None));
+    let got = getkq_batch(&mut c, &["dup", "rk"]);
+    assert_eq!(got.len(), 1, "one hit: {got:?}");
+    assert_eq!(got[0].opaque, 0);
 }
