@@ -2,7 +2,8 @@
 # Java client compatibility: XMemcached (from Maven Central) in binary-protocol mode against
 # shoald, plus SASL PLAIN against a second shoald started with -S, plus XMemcached's ketama
 # and election locators (text and binary) over a three-node cluster, checked node by node
-# and against `shoal ring`.
+# and against `shoal ring`; and XMemcached (binary) through shoal-proxy over the three-node
+# cluster, plus a shoal-proxy pool that requires SASL PLAIN.
 #
 # Builds shoald and the shoal CLI (release, the caller's CARGO_TARGET_DIR) if needed, starts
 # five shoalds on ephemeral loopback ports, runs `mvn -B test` in tests/java/xmemcached with
@@ -14,6 +15,7 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 export CARGO_TARGET_DIR="$target"
 bin="${SHOALD_BIN:-$target/release/shoald}"
 cli="${SHOAL_CLI_BIN:-$target/release/shoal}"
+proxy="${SHOAL_PROXY_BIN:-$target/release/shoal-proxy}"
 
 if ! command -v mvn >/dev/null || ! command -v java >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
@@ -25,6 +27,9 @@ if [ ! -x "$bin" ]; then
 fi
 if [ ! -x "$cli" ]; then
   cargo build --release -p shoal-cli
+fi
+if [ ! -x "$proxy" ]; then
+  cargo build --release -p shoal-proxy
 fi
 
 tmp=$(mktemp -d)
@@ -62,7 +67,27 @@ for n in 1 2 3; do
 done
 cluster_ports=$(IFS=,; echo "${cluster[*]}")
 
+# shoal-proxy over the cluster: pool "plain", and pool "secure" requiring SASL.
+{
+  for pool in plain secure; do
+    printf '%s:\n  listen: 127.0.0.1:0\n  hash: md5\n  timeout: 2000\n' "$pool"
+    [ "$pool" = secure ] && printf '  sasl:\n    users:\n      - shoal:shoalpw\n'
+    printf '  servers:\n'
+    for p in "${cluster[@]}"; do printf '   - 127.0.0.1:%s:1\n' "$p"; done
+  done
+} >"$tmp/proxy.yml"
+"$proxy" -c "$tmp/proxy.yml" -s -1 2>"$tmp/proxy.log" &
+pids+=($!)
+proxy_ports=()
+for _ in $(seq 1 200); do
+  mapfile -t proxy_ports < <(sed -n 's/.*pool [a-z]* listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/proxy.log")
+  [ ${#proxy_ports[@]} -ge 2 ] && break
+  sleep 0.05
+done
+[ ${#proxy_ports[@]} -ge 2 ] || { echo "shoal-proxy did not start" >&2; cat "$tmp/proxy.log" >&2; exit 1; }
+
 cd tests/java/xmemcached
 timeout 900 mvn -q -B test -Dshoald.port="$port" -Dshoald.sasl.port="$sasl_port" \
-  -Dshoald.cluster.ports="$cluster_ports" -Dshoal.cli="$cli"
-echo "XMemcached suites passed (shoald on $port, SASL shoald on $sasl_port, cluster on $cluster_ports)"
+  -Dshoald.cluster.ports="$cluster_ports" -Dshoal.cli="$cli" \
+  -Dproxy.port="${proxy_ports[0]}" -Dproxy.sasl.port="${proxy_ports[1]}"
+echo "XMemcached suites passed (shoald on $port, SASL shoald on $sasl_port, cluster on $cluster_ports, shoal-proxy on ${proxy_ports[*]})"

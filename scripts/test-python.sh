@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Python client compatibility suite: pymemcache against a real shoald.
+# Python client compatibility suite: pymemcache and python-binary-memcached against a real
+# shoald, and python-binary-memcached through shoal-proxy's binary front end.
 #
 # Creates (or updates) the venv at .venv, builds shoald in release mode with the caller's
 # CARGO_TARGET_DIR (default ./target), then runs pytest over tests/python. The tests start
@@ -21,6 +22,11 @@ export SHOALD_BIN="${SHOALD_BIN:-$target/release/shoald}"
 # workspace, and building one package alone would recompile its dependencies.
 if [ ! -x "$SHOALD_BIN" ]; then
   cargo build --release --workspace --bins
+fi
+# shoal-proxy, which test_proxy_binary.py puts in front of shoalds.
+export SHOAL_PROXY_BIN="${SHOAL_PROXY_BIN:-$target/release/shoal-proxy}"
+if [ ! -x "$SHOAL_PROXY_BIN" ]; then
+  cargo build --release -p shoal-proxy
 fi
 # `shoal ring`, which test_hashclient_placement.py cross-checks against pymemcache.
 export SHOAL_CLI="${SHOAL_CLI:-$target/release/shoal}"

@@ -20,6 +20,11 @@ command -v redis-server >/dev/null || need_pkgs+=(redis-server)
 # Prometheus (and its promtool) scrape and lint the daemons' /metrics pages.
 { [ -x /usr/bin/prometheus ] && command -v promtool >/dev/null; } || need_pkgs+=(prometheus)
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
+# openssl s_client: a TLS client that is not rustls, in crates/shoal-proxy/tests/tls.rs.
+command -v openssl >/dev/null || need_pkgs+=(openssl)
+# Ruby Dalli (binary protocol) through shoal-proxy: crates/shoal-proxy/tests/dalli.rs.
+command -v ruby >/dev/null || need_pkgs+=(ruby)
+{ command -v ruby >/dev/null && ruby -e 'require "dalli"' 2>/dev/null; } || need_pkgs+=(ruby-dalli)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing Debian packages: ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

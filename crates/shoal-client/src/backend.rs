@@ -13,8 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -51,6 +50,24 @@ struct Waiter {
     _in_flight: crate::stats::InFlight,
 }
 
+/// TLS to a server: the client configuration and the name its certificate must carry.
+#[derive(Clone)]
+pub struct BackendTls {
+    /// The rustls client side (roots, optional client certificate).
+    pub connector: tokio_rustls::TlsConnector,
+    /// The name the server's certificate is verified for.
+    pub server_name: rustls::pki_types::ServerName<'static>,
+}
+
+impl std::fmt::Debug for BackendTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BackendTls({:?})", self.server_name)
+    }
+}
+
+/// How long a TLS handshake with a server may take when the pool has no timeout.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// What a connection task needs to know about its server.
 struct Target {
     index: usize,
@@ -58,6 +75,7 @@ struct Target {
     timeout: Option<Duration>,
     health: Arc<dyn HealthSink>,
     stats: Arc<ServerStats>,
+    tls: Option<BackendTls>,
 }
 
 /// One server's connections.
@@ -80,12 +98,39 @@ impl Backend {
         health: Arc<dyn HealthSink>,
         stats: Arc<ServerStats>,
     ) -> Backend {
+        Backend::start_tls(
+            index,
+            addr,
+            connections,
+            timeout,
+            preconnect,
+            health,
+            stats,
+            None,
+        )
+    }
+
+    /// [`Backend::start`], with every connection wrapped in TLS when `tls` is given: a
+    /// failed handshake (an unverifiable certificate included) counts as a failed
+    /// connection, and is logged once until a connection succeeds again.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_tls(
+        index: usize,
+        addr: String,
+        connections: usize,
+        timeout: Option<Duration>,
+        preconnect: bool,
+        health: Arc<dyn HealthSink>,
+        stats: Arc<ServerStats>,
+        tls: Option<BackendTls>,
+    ) -> Backend {
         let target = Arc::new(Target {
             index,
             addr,
             timeout,
             health,
             stats: stats.clone(),
+            tls,
         });
         let conns = (0..connections.max(1))
             .map(|_| {
@@ -167,19 +212,47 @@ fn fail(reply: Option<oneshot::Sender<Reply>>, err: BackendError) {
     }
 }
 
-async fn connect(addr: &str, timeout: Option<Duration>) -> Option<TcpStream> {
-    let fut = TcpStream::connect(addr);
-    let stream = match timeout {
+/// A connected server, in plain text or TLS.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+async fn connect(target: &Target, warned: &mut bool) -> Option<Stream> {
+    let fut = TcpStream::connect(target.addr.as_str());
+    let stream = match target.timeout {
         Some(t) => tokio::time::timeout(t, fut).await.ok()?.ok()?,
         None => fut.await.ok()?,
     };
     let _ = stream.set_nodelay(true);
-    Some(stream)
+    let Some(tls) = &target.tls else {
+        return Some(Stream::Plain(stream));
+    };
+    let handshake = tls.connector.connect(tls.server_name.clone(), stream);
+    let t = target.timeout.unwrap_or(TLS_HANDSHAKE_TIMEOUT);
+    match tokio::time::timeout(t, handshake).await {
+        Ok(Ok(s)) => {
+            *warned = false;
+            Some(Stream::Tls(Box::new(s)))
+        }
+        failed => {
+            if !*warned {
+                *warned = true;
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "timed out".to_string(),
+                };
+                tracing::warn!("TLS handshake with {} failed: {why}", target.addr);
+            }
+            None
+        }
+    }
 }
 
 /// One connection's life: connect when needed, pipeline, fail cleanly, reconnect.
 async fn connection(target: Arc<Target>, mut rx: mpsc::Receiver<Forward>, preconnect: bool) {
     let mut pre = preconnect;
+    let mut warned = false;
     loop {
         let first = if pre {
             pre = false;
@@ -190,7 +263,7 @@ async fn connection(target: Arc<Target>, mut rx: mpsc::Receiver<Forward>, precon
                 None => return,
             }
         };
-        let Some(stream) = connect(&target.addr, target.timeout).await else {
+        let Some(stream) = connect(&target, &mut warned).await else {
             incr(&target.stats.server_err);
             // Count (and possibly eject) before failing the requests, so a caller that
             // sees the error already sees the rebuilt ring.
@@ -205,20 +278,32 @@ async fn connection(target: Arc<Target>, mut rx: mpsc::Receiver<Forward>, precon
         };
         incr(&target.stats.server_connections);
         let failed = Arc::new(AtomicBool::new(false));
-        session(&target, stream, &mut rx, first, &failed).await;
+        match stream {
+            Stream::Plain(s) => {
+                let (rd, wr) = s.into_split();
+                session(&target, rd, wr, &mut rx, first, &failed).await;
+            }
+            Stream::Tls(s) => {
+                let (rd, wr) = tokio::io::split(*s);
+                session(&target, rd, wr, &mut rx, first, &failed).await;
+            }
+        }
         decr(&target.stats.server_connections);
     }
 }
 
 /// Runs one connected session until the connection fails or the pool shuts down.
-async fn session(
+async fn session<R, W>(
     target: &Arc<Target>,
-    stream: TcpStream,
+    rd: R,
+    mut wr: W,
     rx: &mut mpsc::Receiver<Forward>,
     first: Option<Forward>,
     failed: &Arc<AtomicBool>,
-) {
-    let (rd, mut wr) = stream.into_split();
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin,
+{
     let (ptx, prx) = mpsc::unbounded_channel::<Waiter>();
     let mut reader = tokio::spawn(read_loop(target.clone(), rd, prx, failed.clone()));
     let mut wbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
@@ -277,7 +362,11 @@ async fn session(
         if dead {
             break;
         }
-        let write = wr.write_all(&wbuf);
+        // The flush sends what TLS still holds (a no-op for plain TCP).
+        let write = async {
+            wr.write_all(&wbuf).await?;
+            wr.flush().await
+        };
         let ok = match target.timeout {
             Some(t) => matches!(tokio::time::timeout(t, write).await, Ok(Ok(()))),
             None => write.await.is_ok(),
@@ -296,9 +385,9 @@ async fn session(
     reader.abort();
 }
 
-async fn read_loop(
+async fn read_loop<R: AsyncRead + Unpin>(
     target: Arc<Target>,
-    mut rd: OwnedReadHalf,
+    mut rd: R,
     mut prx: mpsc::UnboundedReceiver<Waiter>,
     failed: Arc<AtomicBool>,
 ) {

@@ -174,6 +174,13 @@ impl<W: AsyncWrite + Unpin + ?Sized, V: AsRef<[u8]>> Output<'_, W, V> {
                 return Err(e);
             }
         };
+        // The flush pushes out what a TLS stream still holds once the socket would block
+        // (a no-op for plain and io_uring sockets); without it the tail of a reply could
+        // wait for the next one.
+        if let Err(e) = self.writer.flush().await {
+            self.failed = true;
+            return Err(e);
+        }
         // One very large reply should not keep its buffer for the next ones; replies
         // bounded by the high-water mark never get here, so this is not paid per turn.
         if self.buf.capacity() > 2 * OUTPUT_HIGH_WATER {

@@ -88,6 +88,16 @@ pub enum Status {
     UnknownCommand = 0x0081,
     /// Out of memory.
     OutOfMemory = 0x0082,
+    /// Not supported (the protocol's code; memcached itself never sends it).
+    NotSupported = 0x0083,
+    /// Internal error (the protocol's code; what a proxy answers when a server's reply
+    /// cannot be translated).
+    InternalError = 0x0084,
+    /// Busy (the protocol's code).
+    Busy = 0x0085,
+    /// Temporary failure (the protocol's code; what a proxy answers when no server could
+    /// be reached: the request may succeed if retried).
+    TemporaryFailure = 0x0086,
 }
 
 impl Status {
@@ -105,6 +115,10 @@ impl Status {
             Status::AuthContinue => b"Auth continue",
             Status::UnknownCommand => b"Unknown command",
             Status::OutOfMemory => b"Out of memory",
+            Status::NotSupported => b"Not supported",
+            Status::InternalError => b"Internal error",
+            Status::Busy => b"Busy",
+            Status::TemporaryFailure => b"Temporary failure",
         }
     }
 }

@@ -8,6 +8,8 @@ use shoal_ring::{HashAlgorithm, Server};
 
 use crate::error::ConfigError;
 use crate::route::config::{self as route_config, PoolInfo, Reference, RouteConfig};
+use crate::sasl::SaslConfig;
+use crate::tls::{ListenTls, ServerTls};
 use crate::yaml::{self, Node};
 
 /// How a pool spreads keys, as twemproxy's `distribution:` names them.
@@ -83,11 +85,30 @@ pub struct PoolConfig {
     /// `shoal_ring::twemproxy`), which is the order `modula` and `random` index. Empty
     /// exactly when the pool has a `route`.
     pub servers: Vec<Server>,
+    /// Shoal extension `sasl:` (see [`crate::sasl`]): binary clients must authenticate
+    /// (SASL PLAIN) as one of these users; text clients are refused.
+    pub sasl: Option<SaslConfig>,
+    /// Shoal extension `tls:` (see [`crate::tls`]): TLS on the listener.
+    pub tls: Option<ListenTls>,
+    /// Shoal extension `server_tls:` (see [`crate::tls`]): TLS to the servers.
+    pub server_tls: Option<ServerTls>,
 }
 
-/// Directives a route pool may have besides `route`: those about its clients. The
-/// others describe servers, which a route pool has none of.
-const ROUTE_POOL_DIRECTIVES: &[&str] = &["listen", "route", "backlog", "client_connections"];
+/// Directives a route pool may have besides `route`: those about its clients (where
+/// they connect, TLS on that listener, SASL for them). The others, `server_tls`
+/// included, describe servers, which a route pool has none of.
+const ROUTE_POOL_DIRECTIVES: &[&str] = &[
+    "listen",
+    "route",
+    "backlog",
+    "client_connections",
+    "tls",
+    "sasl",
+];
+
+/// Directives about a pool's own clients, meaningless on a pool without a `listen`
+/// address (one only routes reach, whose clients are the route pool's).
+const CLIENT_DIRECTIVES: &[&str] = &["tls", "sasl"];
 
 /// A whole configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,7 +198,7 @@ struct Parsed {
     refs: Vec<Reference>,
 }
 
-fn scalar<'a>(key: &str, line: usize, node: &'a Node) -> Result<&'a str, ConfigError> {
+pub(crate) fn scalar<'a>(key: &str, line: usize, node: &'a Node) -> Result<&'a str, ConfigError> {
     match node {
         Node::Scalar(s) if !s.is_empty() => Ok(s),
         Node::Scalar(_) => Err(ConfigError::at(line, key, "missing value")),
@@ -191,7 +212,7 @@ fn number<T: std::str::FromStr>(key: &str, line: usize, node: &Node) -> Result<T
         .map_err(|_| ConfigError::at(line, key, format!("'{s}' is not a valid number")))
 }
 
-fn boolean(key: &str, line: usize, node: &Node) -> Result<bool, ConfigError> {
+pub(crate) fn boolean(key: &str, line: usize, node: &Node) -> Result<bool, ConfigError> {
     match scalar(key, line, node)? {
         "true" => Ok(true),
         "false" => Ok(false),
@@ -228,7 +249,11 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, Config
         client_connections: 0,
         replicas: 1,
         servers: Vec::new(),
+        sasl: None,
+        tls: None,
+        server_tls: None,
     };
+    let mut server_tls_line = pool_line;
     let mut servers_line = None;
     let mut route_line = 0;
     let mut refs = Vec::new();
@@ -331,6 +356,12 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, Config
             "tcpkeepalive" | "redis_auth" | "redis_db" => {
                 scalar(k, line, &value)?;
             }
+            "sasl" => pool.sasl = Some(SaslConfig::parse(k, line, value)?),
+            "tls" => pool.tls = Some(ListenTls::parse(k, line, value)?),
+            "server_tls" => {
+                server_tls_line = line;
+                pool.server_tls = Some(ServerTls::parse(k, line, value)?);
+            }
             "servers" => {
                 servers_line = Some(line);
                 let Node::List(items) = value else {
@@ -356,6 +387,21 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, Config
             _ => {
                 return Err(ConfigError::at(line, k, "unknown directive"));
             }
+        }
+    }
+    if pool.listen.is_none() {
+        if let Some((k, line)) = seen
+            .iter()
+            .find(|(k, _)| CLIENT_DIRECTIVES.contains(&k.as_str()))
+        {
+            return Err(ConfigError::at(
+                *line,
+                k,
+                format!(
+                    "pool '{name}' has no listen address, so it has no clients of its own \
+                     to apply '{k}' to (set it on the pool they connect to)"
+                ),
+            ));
         }
     }
     if pool.route.is_some() {
@@ -398,6 +444,13 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, Config
                 format!("two servers are named '{a}'"),
             ));
         }
+    }
+    if let Some(t) = &pool.server_tls {
+        t.check_hosts(
+            pool.servers.iter().map(|s| s.host.as_str()),
+            server_tls_line,
+            "server_tls",
+        )?;
     }
     if pool.replicas > pool.servers.len() {
         return Err(ConfigError::at(

@@ -2,8 +2,10 @@
 //!
 //! It reads twemproxy's YAML configuration ([`config`]), places every key on the server
 //! twemproxy 0.5.0 would choose for the same configuration ([`placement`], over
-//! shoal-ring), speaks memcached's text and meta protocols to clients ([`session`], over
-//! shoal-protocol's parser), pipelines requests from all clients over shared backend
+//! shoal-ring), speaks memcached's text, meta and binary protocols to clients
+//! ([`session`], over shoal-protocol's parsers; binary clients may be required to
+//! authenticate with SASL PLAIN, [`sasl`]), with TLS on either side if configured
+//! ([`tls`]), pipelines requests from all clients over shared backend
 //! connections ([`backend`]), and ejects failing servers as twemproxy does ([`health`]).
 //! Beyond twemproxy: a pool may keep each key on several servers (`replicas: N`) with
 //! mcrouter's AllSync writes and Latest reads; a pool may route to other pools in
@@ -22,9 +24,11 @@ pub mod placement;
 pub mod pool;
 pub mod reload;
 pub mod route;
+pub mod sasl;
 pub mod server;
 pub mod session;
 pub mod stats;
+pub mod tls;
 pub mod yaml;
 
 pub use config::{PoolConfig, ProxyConfig};

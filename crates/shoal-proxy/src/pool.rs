@@ -139,8 +139,10 @@ impl Pool {
     /// One worker's instance of `shared`: starts its backend connection tasks on the
     /// current runtime (enter the worker's runtime first). For a pool replacing
     /// `previous` (the same worker's) on a reload, a server with the same name and
-    /// address, in a pool whose `timeout`, `server_connections` and `preconnect` are
-    /// unchanged, keeps its backend and its open connections; it reports its health to
+    /// address, in a pool whose `timeout`, `server_connections`, `preconnect` and
+    /// `server_tls` are unchanged, keeps its backend and its open connections (a changed
+    /// `server_tls`, a renewed certificate included, means new connections with the new
+    /// one); it reports its health to
     /// this pool once [`Pool::adopt_backends`] is called. Other backends are new;
     /// `previous`'s close once the last request using them is done.
     pub fn instantiate(shared: Arc<PoolShared>, previous: Option<&Pool>) -> Arc<Pool> {
@@ -150,6 +152,7 @@ impl Pool {
             p.config.timeout == config.timeout
                 && p.config.server_connections == config.server_connections
                 && p.config.preconnect == config.preconnect
+                && p.config.server_tls == config.server_tls
         });
         let mut backends = Vec::with_capacity(config.servers.len());
         let mut routes = Vec::with_capacity(config.servers.len());
@@ -162,7 +165,7 @@ impl Pool {
             });
             let (backend, route) = kept.unwrap_or_else(|| {
                 let route = Arc::new(HealthRoute::new(shared.health.clone(), i));
-                let backend = Backend::start(
+                let backend = Backend::start_tls(
                     i,
                     s.host_port(),
                     config.server_connections,
@@ -170,6 +173,10 @@ impl Pool {
                     config.preconnect,
                     route.clone(),
                     st.clone(),
+                    config
+                        .server_tls
+                        .as_ref()
+                        .and_then(|t| t.for_server(&s.host)),
                 );
                 (Arc::new(backend), route)
             });

@@ -12,9 +12,11 @@
 //!   to the old pool, and so its backends, until its next request or until it closes.)
 //! - a pool whose configuration is unchanged keeps its backends and their connections; a
 //!   changed one gets a new ring, keeps the backends (and connections) of the servers it
-//!   still has when its `timeout`, `server_connections` and `preconnect` are unchanged,
-//!   and new ones otherwise (old ones close once their last request is answered); it
-//!   keeps its counters and those of the servers it still has;
+//!   still has when its `timeout`, `server_connections`, `preconnect` and `server_tls`
+//!   are unchanged, and new ones otherwise (old ones close once their last request is
+//!   answered); it keeps its counters and those of the servers it still has;
+//! - `tls:` applies to connections accepted after the reload (its files are re-read with
+//!   the configuration); `sasl:` to every connection's next request;
 //! - a new pool starts listening; a removed pool stops listening (its open connections
 //!   are served until they close); a pool whose `listen` changed binds the new address
 //!   first and then closes the old one, without touching the other pools;
@@ -381,7 +383,10 @@ fn describe(old: &PoolConfig, new: &PoolConfig, out: &mut Vec<String>) {
         server_retry_timeout,
         server_failure_limit,
         client_connections,
-        replicas
+        replicas,
+        sasl,
+        tls,
+        server_tls
     );
     if old.route != new.route {
         changed.push("route");

@@ -35,7 +35,7 @@ use crate::pool::{PoolShared, PoolSlot};
 use crate::reload::{ReloadError, ReloadReport};
 use crate::route::Target;
 use crate::session::serve;
-use crate::stats::{decr, document, incr, unix_now, PoolStats, PoolView};
+use crate::stats::{decr, document, incr, PoolStats, PoolView};
 
 /// Listen backlog of the stats port.
 const STATS_BACKLOG: u32 = 128;
@@ -279,7 +279,7 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
     let counters = Arc::new(Counters {
         total: AtomicU64::new(0),
         current: AtomicU64::new(0),
-        started: unix_now(),
+        started: crate::stats::process_started(),
         reloads: AtomicU64::new(0),
         reload_failures: AtomicU64::new(0),
     });
@@ -564,17 +564,66 @@ async fn accept_clients(
 async fn serve_client(conn: Incoming, slot: Arc<PoolSlot>, budget: Budget, guard: ConnGuard) {
     // Dropped when this task ends, however it ends.
     let _guard = guard;
+    // The listener's TLS as configured now (a reload changes it for later connections).
+    // This runs on the worker that serves the connection, so handshakes are spread over
+    // the workers like the connections, and never hold up the accepting thread.
+    let tls = slot
+        .load()
+        .config()
+        .tls
+        .as_ref()
+        .map(|t| t.acceptor().clone());
     match conn {
-        Incoming::Tcp(s, _) => {
+        Incoming::Tcp(s, addr) => {
             let _ = s.set_nodelay(true);
             if let Ok(s) = TcpStream::from_std(s) {
-                serve(s, slot, budget).await;
+                match tls {
+                    None => serve(s, slot, budget).await,
+                    Some(acceptor) => {
+                        if let Some(s) = handshake(&acceptor, s, &addr.to_string()).await {
+                            serve(s, slot, budget).await;
+                        }
+                    }
+                }
             }
         }
         Incoming::Unix(s) => {
             if let Ok(s) = UnixStream::from_std(s) {
-                serve(s, slot, budget).await;
+                match tls {
+                    None => serve(s, slot, budget).await,
+                    Some(acceptor) => {
+                        if let Some(s) = handshake(&acceptor, s, "a unix socket client").await {
+                            serve(s, slot, budget).await;
+                        }
+                    }
+                }
             }
+        }
+    }
+}
+
+/// How long a client may take over its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A client's TLS handshake; `None` (logged) when it fails or stalls, and the connection
+/// is dropped: a plain-text client, an unverifiable or missing required certificate.
+async fn handshake<S>(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    s: S,
+    who: &str,
+) -> Option<tokio_rustls::server::TlsStream<S>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(s)).await {
+        Ok(Ok(s)) => Some(s),
+        Ok(Err(e)) => {
+            tracing::info!("TLS handshake from {who} failed: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::info!("TLS handshake from {who} timed out");
+            None
         }
     }
 }

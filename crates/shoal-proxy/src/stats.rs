@@ -46,6 +46,13 @@ impl PoolView {
     }
 }
 
+/// When the process started serving (seconds since the Unix epoch): fixed by the first
+/// call, which [`crate::start`] makes.
+pub fn process_started() -> u64 {
+    static STARTED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *STARTED.get_or_init(unix_now)
+}
+
 /// Seconds since the Unix epoch.
 pub fn unix_now() -> u64 {
     SystemTime::now()

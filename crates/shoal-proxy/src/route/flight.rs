@@ -108,7 +108,7 @@ pub(crate) async fn dispatch(router: &Arc<Router>, req: &Request<'_>, raw: &[u8]
                 key: real.to_vec(),
                 bytes,
                 kind,
-                read: matches!(req, Request::MetaGet { .. } | Request::MetaDebug { .. }),
+                read: super::meta_reads(req),
             });
             keyed(router, &op).await
         }
@@ -233,6 +233,28 @@ pub(crate) async fn send_get(
 /// and false.
 pub(crate) async fn finish_get_into(router: &Router, f: GetFlight, out: &mut Vec<u8>) -> bool {
     write_hits(router, finish_get(f).await, out)
+}
+
+/// Awaits a get sent by [`send_get`] and gives the outcome of each of its keys, in key
+/// order (a binary client's run of gets, answered request by request), feeding the
+/// route's value-size estimate and counting every key that failed everywhere in
+/// `forward_error`.
+pub(crate) async fn finish_get_outcomes(router: &Router, f: GetFlight) -> Vec<KeyOutcome> {
+    let got = finish_get(f).await;
+    let mut largest = 0;
+    let mut count = 0;
+    for o in &got {
+        match o {
+            KeyOutcome::Hit(entry) => {
+                largest = largest.max(entry.len());
+                count += 1;
+            }
+            KeyOutcome::Error(_) => incr(&router.stats.forward_error),
+            KeyOutcome::Miss => {}
+        }
+    }
+    router.value_size.observe(largest, count);
+    got
 }
 
 /// Sends a one-key write through `router` and lets it finish unobserved (removing the old

@@ -7,7 +7,7 @@
 //!   goes to the first pool. A *get-family* request (`get`, `gets`, `gat`, `gats`, meta
 //!   `mg` and `me`) goes on to the next pool for every key that **missed or failed**
 //!   there; every other request (storage, `delete`, `incr`/`decr`, `touch`, meta `ms`,
-//!   `md`, `ma`) goes on only on an **error**: a transport failure or a `SERVER_ERROR`
+//!   `md`, `ma`, and an `mg` that only touches: see [`meta_reads`]) goes on only on an **error**: a transport failure or a `SERVER_ERROR`
 //!   reply (`CLIENT_ERROR` and `ERROR` are the request's fault and come back as they
 //!   are). A multi-get asks the next pool only for the keys still missing. The answer
 //!   for a key is the last pool's that was asked (so a miss after errors is a miss, as
@@ -58,9 +58,10 @@ mod warmup;
 use std::sync::Arc;
 
 pub(crate) use flight::{
-    dispatch, finish, finish_get_into, send_and_forget, send_get, RouteFlight,
+    dispatch, finish, finish_get_into, finish_get_outcomes, send_and_forget, send_get, RouteFlight,
 };
 pub(crate) use get::GetFlight;
+pub(crate) use keys::KeyOutcome;
 
 use crate::config::PoolConfig;
 use crate::pool::Pool;
@@ -99,6 +100,14 @@ impl Target {
         match self {
             Target::Pool(p) => &p.stats,
             Target::Route(r) => &r.stats,
+        }
+    }
+
+    /// The pool's section of the stats document (a route pool has no servers).
+    pub fn stats_json(&self) -> serde_json::Value {
+        match self {
+            Target::Pool(p) => p.stats_json(),
+            Target::Route(r) => crate::stats::pool_json(&r.stats, std::iter::empty()),
         }
     }
 
@@ -223,6 +232,19 @@ impl Router {
     }
 }
 
+/// Whether a meta command is a read (`mg`, `me`): one replica with failover, and through
+/// a route a miss counts like a get's. An `mg` that sets a TTL (`T`) without asking for
+/// the value is a touch (how a binary `TOUCH` arrives) and is routed as text `touch` is,
+/// as a write: to every replica, failing over on errors only, to a warm-up's cold pool.
+pub(crate) fn meta_reads(req: &shoal_protocol::Request<'_>) -> bool {
+    match req {
+        // A value asked for, or no TTL set: a read.
+        shoal_protocol::Request::MetaGet { flags, .. } => flags.has(b'v') || !flags.has(b'T'),
+        shoal_protocol::Request::MetaDebug { .. } => true,
+        _ => false,
+    }
+}
+
 /// [`severity`] of a reply that reports an error.
 pub(crate) const SEVERITY_ERROR: u8 = 2;
 
@@ -274,5 +296,24 @@ mod tests {
         assert_eq!(severity(b"ERROR\r\n"), 2);
         assert!(is_failure(b"SERVER_ERROR out of memory\r\n"));
         assert!(!is_failure(b"CLIENT_ERROR bad\r\n"));
+    }
+
+    #[test]
+    fn a_touch_only_mg_is_a_write() {
+        let req = |line: &[u8]| match shoal_protocol::parse(
+            line,
+            &shoal_protocol::Limits {
+                max_value_len: 1024,
+            },
+        ) {
+            shoal_protocol::Parsed::Request { request, .. } => meta_reads(&request),
+            _ => panic!("{line:?} parses"),
+        };
+        assert!(req(b"mg k v\r\n"));
+        assert!(req(b"mg k f c\r\n"), "no value, no TTL: still a read");
+        assert!(req(b"mg k v f c T30\r\n"), "get-and-touch reads");
+        assert!(!req(b"mg k f c T30\r\n"), "a binary TOUCH");
+        assert!(req(b"me k\r\n"));
+        assert!(!req(b"md k\r\n"));
     }
 }

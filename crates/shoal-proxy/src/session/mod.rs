@@ -7,6 +7,10 @@
 //! malformed request gets memcached's error reply (from the shared parser) and affects no
 //! other client; a backend failure becomes `SERVER_ERROR ...` for the requests it held.
 //!
+//! A connection whose first byte is `0x80` speaks the binary protocol (`binary.rs`): its
+//! requests are rewritten as meta commands (`translate.rs`) and go through the same routing,
+//! window and bounds, and their replies are rewritten as binary packets.
+//!
 //! The connection loop is shoal-net's ([`shoal_net::connection::serve`]), shared with
 //! shoald and shoal-queued; this module is its [`Handler`]: requests are forwarded as they
 //! are parsed, and their replies collected in order before each write.
@@ -28,10 +32,13 @@
 //!   for (`SERVER_ERROR out of memory storing object`) and its bytes are discarded as they
 //!   arrive, so stalled senders together hold at most the budget.
 
+mod binary;
+mod getrun;
 mod multiget;
 mod pending;
 mod resolve;
 mod route;
+mod translate;
 mod value_size;
 
 use std::collections::VecDeque;
@@ -47,16 +54,18 @@ use crate::pool::PoolSlot;
 use crate::route::Target;
 use crate::stats::incr;
 
+use getrun::GetRun;
 pub(crate) use multiget::entries;
 use multiget::{plan, reassemble, send_plan};
 use pending::Pending;
 use pending::{Batch, BatchParts};
-use resolve::{finish_fragments, push_reply, resolve};
+use resolve::{finish, finish_fragments, push_reply, resolve};
 use route::{dispatch, local_reply, servers_for, write};
 pub(crate) use route::{
     finish_pool, pool_flush, pool_get, pool_keyed, read_order, servers_for as write_servers,
     PoolFlight,
 };
+use translate::BinaryReply;
 pub use value_size::ValueSize;
 
 /// Largest value a client may send through the proxy (backends enforce their own limit).
@@ -82,7 +91,34 @@ const INITIAL_VALUE_ESTIMATE: usize = 16 * 1024;
 struct Slot {
     pending: Pending,
     cost: usize,
+    /// How the reply reaches the client.
+    reframe: Reframe,
 }
+
+/// How a slot's reply reaches the client.
+enum Reframe {
+    /// As it is (text and meta, or a binary reply the proxy made itself).
+    Verbatim,
+    /// A binary request's meta reply, rewritten as its binary packet.
+    Binary(BinaryReply),
+    /// A run of binary gets, answered request by request from the servers' `gets` replies.
+    Run(Box<GetRun>),
+}
+
+/// The protocol a connection speaks, fixed by its first byte as memcached does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    /// Nothing received yet.
+    Unknown,
+    /// Text and meta.
+    Text,
+    /// Binary (the first byte was the request magic `0x80`).
+    Binary,
+}
+
+/// The reply to a text request on a pool that requires SASL (only binary clients can
+/// authenticate), before the connection is closed; shoald's words for the same case.
+const SASL_ONLY: &[u8] = b"CLIENT_ERROR authentication required (binary SASL only)\r\n";
 
 /// The keys of a batched multi-get not yet forwarded.
 struct GetStream {
@@ -120,6 +156,18 @@ struct Session<'a> {
     /// The connection ends because of the client (a protocol error that closes, a failed
     /// read or write), counted in `client_err`.
     client_err: bool,
+    /// Text or binary, from the first byte.
+    protocol: Protocol,
+    /// A binary client has authenticated (SASL), when its pool requires it.
+    authenticated: bool,
+    /// Failed SASL attempts on this connection (each doubles the next delay).
+    auth_failures: u32,
+    /// Where a binary request is rewritten as the backend command.
+    scratch: Vec<u8>,
+    /// Where a binary request's backend reply is collected before it is rewritten.
+    text_reply: Vec<u8>,
+    /// Binary gets gathered to be sent as one `gets` per server (see [`getrun`]).
+    run: Option<GetRun>,
 }
 
 /// Serves one client until it quits, disconnects, or sends something that closes the
@@ -143,6 +191,12 @@ where
         failed_get: None,
         gets: 0,
         client_err: false,
+        protocol: Protocol::Unknown,
+        authenticated: false,
+        auth_failures: 0,
+        scratch: Vec::new(),
+        text_reply: Vec::new(),
+        run: None,
     };
     let end = connection::serve(&mut stream, &mut s, &budget, &connection::Config::default()).await;
     match end {
@@ -176,8 +230,22 @@ impl Handler for Session<'_> {
             // The client is gone; the loop sees the failed write.
             return Step::Close;
         }
-        if self.pending.is_empty() && self.stream.is_none() {
+        if self.pending.is_empty() && self.stream.is_none() && self.run.is_none() {
             self.follow_reload();
+        }
+        if self.protocol == Protocol::Unknown {
+            self.protocol = match input.first() {
+                Some(&shoal_protocol::binary::REQUEST_MAGIC) => Protocol::Binary,
+                _ => Protocol::Text,
+            };
+        }
+        if self.protocol == Protocol::Binary {
+            return self.binary_request(input, refused, out).await;
+        }
+        if self.target.config().sasl.is_some() {
+            self.push(Pending::Static(SASL_ONLY), 0);
+            self.client_err = true;
+            return Step::Close;
         }
         match parse(input, if refused { &REFUSE_VALUES } else { &LIMITS }) {
             Parsed::Incomplete { needed } => Step::Incomplete { needed },
@@ -245,7 +313,8 @@ impl Handler for Session<'_> {
     ) -> Proceed {
         // Everything dispatched is answered before the client is read again (a batched
         // multi-get always has a batch in flight), its replies written as they reach the
-        // high-water mark.
+        // high-water mark. Binary gets still gathered go first.
+        self.flush_run().await;
         loop {
             if out.len() >= OUTPUT_HIGH_WATER && out.flush().await.is_err() {
                 break;
@@ -259,6 +328,15 @@ impl Handler for Session<'_> {
             }
         }
         Proceed::Write
+    }
+}
+
+/// Resolves what a request sent on `target` waits for (see [`resolve`] and
+/// [`resolve::resolve_routed`]).
+async fn resolve_on(target: &Target, p: Pending, out: &mut Vec<u8>) {
+    match target {
+        Target::Pool(pool) => resolve(pool, p, out).await,
+        Target::Route(_) => resolve::resolve_routed(p, out).await,
     }
 }
 
@@ -292,8 +370,16 @@ impl Session<'_> {
     }
 
     fn push(&mut self, pending: Pending, cost: usize) {
-        self.in_flight += cost;
-        self.pending.push_back(Slot { pending, cost });
+        self.push_slot(Slot {
+            pending,
+            cost,
+            reframe: Reframe::Verbatim,
+        });
+    }
+
+    fn push_slot(&mut self, slot: Slot) {
+        self.in_flight += slot.cost;
+        self.pending.push_back(slot);
     }
 
     /// Waits until the next request may be forwarded: pipelined requests reach the
@@ -429,12 +515,51 @@ impl Session<'_> {
             return false;
         };
         self.in_flight = self.in_flight.saturating_sub(slot.cost);
-        match (slot.pending, &self.target) {
-            (Pending::Batch(b), _) => self.resolve_batch(*b, wbuf).await,
-            (p, Target::Pool(pool)) => resolve(pool, p, wbuf).await,
-            (p, Target::Route(_)) => resolve::resolve_routed(p, wbuf).await,
+        let Slot {
+            pending, reframe, ..
+        } = slot;
+        match reframe {
+            Reframe::Verbatim => match (pending, &self.target) {
+                (Pending::Batch(b), _) => self.resolve_batch(*b, wbuf).await,
+                (p, target) => resolve_on(target, p, wbuf).await,
+            },
+            Reframe::Binary(r) => {
+                let mut text = std::mem::take(&mut self.text_reply);
+                text.clear();
+                match (pending, &self.target) {
+                    (Pending::One(a), Target::Pool(pool)) => {
+                        // The common case, translated straight from the backend's buffer.
+                        match finish(pool, a).await {
+                            Ok(b) => translate::response(&r, &b, wbuf),
+                            Err(e) => {
+                                incr(&pool.stats.forward_error);
+                                translate::response(&r, &e.reply(), wbuf);
+                            }
+                        }
+                    }
+                    (p, target) => {
+                        resolve_on(target, p, &mut text).await;
+                        translate::response(&r, &text, wbuf);
+                    }
+                }
+                self.keep_text_buffer(text);
+            }
+            Reframe::Run(run) => {
+                let mut text = std::mem::take(&mut self.text_reply);
+                text.clear();
+                run.resolve(&self.target, &mut text, wbuf).await;
+                self.keep_text_buffer(text);
+            }
         }
         true
+    }
+
+    /// Keeps `text` for the next binary reply, unless a large one grew it.
+    fn keep_text_buffer(&mut self, mut text: Vec<u8>) {
+        if text.capacity() > OUTPUT_HIGH_WATER {
+            text = Vec::new();
+        }
+        self.text_reply = text;
     }
 
     async fn resolve_batch(&mut self, b: Batch, wbuf: &mut Vec<u8>) {

@@ -155,7 +155,7 @@ pub(super) async fn dispatch(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> Pend
             let Ok(real) = decode_key(key, flags.base64(), &mut tmp) else {
                 return Pending::Static(b"CLIENT_ERROR error decoding key\r\n");
             };
-            let is_read = matches!(req, Request::MetaGet { .. } | Request::MetaDebug { .. });
+            let is_read = crate::route::meta_reads(req);
             let found = if is_read {
                 read_order(pool, real)
             } else {

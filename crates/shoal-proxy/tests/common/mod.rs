@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod bin;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
