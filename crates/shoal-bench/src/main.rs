@@ -323,7 +323,11 @@ struct CompareArgs {
     keys: u64,
     /// A shoald configuration to compare as well: NAME=FLAGS (flags space-separated),
     /// e.g. `io_uring=--io-uring`. Repeatable.
-    #[arg(long = "variant", value_name = "NAME=FLAGS", allow_hyphen_values = true)]
+    #[arg(
+        long = "variant",
+        value_name = "NAME=FLAGS",
+        allow_hyphen_values = true
+    )]
     variants: Vec<String>,
     /// Also run every server rate-limited at these fractions of memcached's median
     /// throughput (e.g. `0.5,0.8,0.95`), to compare latency at equal offered load.

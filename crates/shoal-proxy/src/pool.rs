@@ -173,10 +173,7 @@ impl Pool {
                     config.preconnect,
                     route.clone(),
                     st.clone(),
-                    config
-                        .server_tls
-                        .as_ref()
-                        .and_then(|t| t.for_server(&s.host)),
+                    config.server_tls.as_ref().map(|t| t.for_server(&s.host)),
                 );
                 (Arc::new(backend), route)
             });

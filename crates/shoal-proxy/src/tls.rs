@@ -249,16 +249,26 @@ impl fmt::Debug for ServerTls {
 }
 
 impl ServerTls {
-    /// What a backend connection to the server at `host` handshakes with; `None` when
-    /// `host` is not a valid name to verify (checked by [`ServerTls::check_hosts`] when
+    /// The name the certificate of the server at `host` is verified for; `None` when
+    /// `host` is not a valid name to verify (refused by [`ServerTls::check_hosts`] when
     /// the configuration is loaded).
-    pub fn for_server(&self, host: &str) -> Option<BackendTls> {
+    fn server_name(&self, host: &str) -> Option<ServerName<'static>> {
         let name = self.server_name.as_deref().unwrap_or(host);
-        let server_name = ServerName::try_from(name.to_string()).ok()?;
-        Some(BackendTls {
+        ServerName::try_from(name.to_string()).ok()
+    }
+
+    /// What a backend connection to the server at `host` handshakes with. Fail-closed: a
+    /// host that is not a valid name (which configuration checking already refuses) gets
+    /// TLS verified against the unspecified address, which no certificate matches, so the
+    /// server is never spoken to in plain text or unverified.
+    pub fn for_server(&self, host: &str) -> BackendTls {
+        let server_name = self.server_name(host).unwrap_or(ServerName::IpAddress(
+            std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED).into(),
+        ));
+        BackendTls {
             connector: self.connector.clone(),
             server_name,
-        })
+        }
     }
 
     /// Checks that every server's certificate can be verified by name.
@@ -269,7 +279,7 @@ impl ServerTls {
         key: &str,
     ) -> Result<(), ConfigError> {
         for h in hosts {
-            if self.for_server(h).is_none() {
+            if self.server_name(h).is_none() {
                 return Err(ConfigError::at(
                     line,
                     key,
