@@ -10,14 +10,11 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
 
 use common::bin::{op, status, Bin};
 use common::*;
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-
-type CertKey = (CertificateDer<'static>, Vec<u8>);
+use rustls::pki_types::CertificateDer;
+use shoal_test_support::tls::{ca, cert_key, leaf, CertKey, Issued};
 
 /// A directory of PEM files, removed when dropped.
 struct Pki {
@@ -26,36 +23,7 @@ struct Pki {
     client: CertKey,
     stranger: CertKey,
     /// The CA's certificate and key, to sign renewed certificates with.
-    authority: (rcgen::Certificate, KeyPair),
-}
-
-fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
-    let key = KeyPair::generate().expect("CA key");
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    let cert = params.self_signed(&key).expect("CA cert");
-    (cert, key)
-}
-
-fn leaf(
-    name: &str,
-    client: bool,
-    issuer: &(rcgen::Certificate, KeyPair),
-) -> (rcgen::Certificate, KeyPair) {
-    let key = KeyPair::generate().expect("leaf key");
-    let mut params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-        .expect("leaf params");
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.extended_key_usages = vec![if client {
-        ExtendedKeyUsagePurpose::ClientAuth
-    } else {
-        ExtendedKeyUsagePurpose::ServerAuth
-    }];
-    let cert = params
-        .signed_by(&key, &issuer.0, &issuer.1)
-        .expect("signed leaf");
-    (cert, key)
+    authority: Issued,
 }
 
 impl Pki {
@@ -82,8 +50,8 @@ impl Pki {
         Pki {
             dir,
             ca: authority.0.der().clone(),
-            client: (client.0.der().clone(), client.1.serialize_der()),
-            stranger: (stranger.0.der().clone(), stranger.1.serialize_der()),
+            client: cert_key(&client),
+            stranger: cert_key(&stranger),
             authority,
         }
     }
@@ -114,28 +82,7 @@ type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
 /// A rustls client trusting `root`, optionally presenting a certificate.
 fn tls_client(addr: SocketAddr, root: &CertificateDer<'static>, cert: Option<&CertKey>) -> Tls {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(root.clone()).expect("root");
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots);
-    let config = match cert {
-        Some((c, k)) => builder
-            .with_client_auth_cert(
-                vec![c.clone()],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(k.clone())),
-            )
-            .expect("client cert"),
-        None => builder.with_no_client_auth(),
-    };
-    let name = ServerName::try_from("localhost").expect("name");
-    let session = rustls::ClientConnection::new(Arc::new(config), name).expect("client");
-    let tcp = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
-    tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    tcp.set_write_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    rustls::StreamOwned::new(session, tcp)
+    shoal_test_support::tls::connect(addr, root, cert, None, IO_TIMEOUT)
 }
 
 /// Sends `req` and reads until the reply ends with `end`; `None` if the connection fails

@@ -445,6 +445,9 @@ fn stats_settings_has_every_memcached_key_in_order() {
         ("num_napi_ids", "(null)"),
         ("memory_file", "(null)"),
         ("stat_key_prefix", ":"),
+        // shoald's own data-path settings, listed after memcached's.
+        ("io_uring", "no"),
+        ("zero_copy_min", "4096"),
     ] {
         assert_eq!(st[name], value, "{name}");
     }

@@ -7,11 +7,10 @@ mod common;
 
 use common::binproto::{self as bp, op, status};
 use common::{show, Conn, Server, IO_TIMEOUT};
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-use std::net::{SocketAddr, TcpStream};
+use rustls::pki_types::CertificateDer;
+use shoal_test_support::tls::{ca, cert_key, leaf, CertKey};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A directory of PEM files, removed when dropped.
@@ -22,38 +21,9 @@ struct Pki {
     /// The self-signed server certificate.
     self_signed: CertificateDer<'static>,
     /// A CA-signed client certificate and its key.
-    client: (CertificateDer<'static>, Vec<u8>),
+    client: CertKey,
     /// A client certificate from a CA the server does not trust.
-    stranger: (CertificateDer<'static>, Vec<u8>),
-}
-
-fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
-    let key = KeyPair::generate().expect("CA key");
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    let cert = params.self_signed(&key).expect("CA cert");
-    (cert, key)
-}
-
-fn leaf(
-    name: &str,
-    client: bool,
-    issuer: &(rcgen::Certificate, KeyPair),
-) -> (rcgen::Certificate, KeyPair) {
-    let key = KeyPair::generate().expect("leaf key");
-    let mut params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-        .expect("leaf params");
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.extended_key_usages = vec![if client {
-        ExtendedKeyUsagePurpose::ClientAuth
-    } else {
-        ExtendedKeyUsagePurpose::ServerAuth
-    }];
-    let cert = params
-        .signed_by(&key, &issuer.0, &issuer.1)
-        .expect("signed leaf");
-    (cert, key)
+    stranger: CertKey,
 }
 
 impl Pki {
@@ -81,8 +51,8 @@ impl Pki {
             dir,
             ca: authority.0.der().clone(),
             self_signed: ss.cert.der().clone(),
-            client: (client.0.der().clone(), client.1.serialize_der()),
-            stranger: (stranger.0.der().clone(), stranger.1.serialize_der()),
+            client: cert_key(&client),
+            stranger: cert_key(&stranger),
         }
     }
 
@@ -114,33 +84,12 @@ fn tls_conn(
 fn tls_conn_with(
     addr: SocketAddr,
     root: &CertificateDer<'static>,
-    client_cert: Option<&(CertificateDer<'static>, Vec<u8>)>,
+    client_cert: Option<&CertKey>,
     versions: &[&'static rustls::SupportedProtocolVersion],
 ) -> Conn {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(root.clone()).expect("root");
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(versions)
-        .expect("versions")
-        .with_root_certificates(roots);
-    let config = match client_cert {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(
-                vec![cert.clone()],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.clone())),
-            )
-            .expect("client cert"),
-        None => builder.with_no_client_auth(),
-    };
-    let name = ServerName::try_from("localhost").expect("name");
-    let session = rustls::ClientConnection::new(Arc::new(config), name).expect("client");
-    let tcp = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
-    tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    tcp.set_write_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    tcp.set_nodelay(true).expect("nodelay");
-    let handle = tcp.try_clone().expect("clone");
-    Conn::wrap(rustls::StreamOwned::new(session, tcp), Some(handle))
+    let tls = shoal_test_support::tls::connect(addr, root, client_cert, Some(versions), IO_TIMEOUT);
+    let handle = tls.sock.try_clone().expect("clone");
+    Conn::wrap(tls, Some(handle))
 }
 
 fn tls_server(pki: &Pki, cert: &str, key: &str, extra: &[&str]) -> Server {

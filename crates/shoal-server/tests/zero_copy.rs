@@ -292,3 +292,21 @@ fn a_client_that_stops_reading_does_not_hold_memory_back() {
         .expect("stalled reader gets its reply");
     assert!(first.starts_with(b"VALUE big0 0 300000\r\n"));
 }
+
+#[test]
+fn data_path_settings_are_reported_and_the_threshold_is_honoured() {
+    let uring = shoal_net::uring::supported();
+    let server = Server::with_args(&["-m", "16", "-o", "io_uring,zero_copy_min=1024"]);
+    let mut c = server.conn();
+    let st = c.stats("settings");
+    assert_eq!(st["io_uring"], if uring { "yes" } else { "no" });
+    assert_eq!(st["zero_copy_min"], "1024");
+    // Values on both sides of the threshold come back intact, one reply each.
+    for len in [1000usize, 1024, 5000] {
+        let v = value_for(7, len as u64);
+        c.set(&format!("k{len}"), &v);
+        assert_eq!(c.get(&format!("k{len}")).as_deref(), Some(v.as_slice()));
+    }
+    let copying = Server::with_args(&["-o", "no_zero_copy"]);
+    assert_eq!(copying.conn().stats("settings")["zero_copy_min"], "off");
+}

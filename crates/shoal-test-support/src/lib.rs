@@ -14,6 +14,10 @@
 //!   peer rule.
 //! - **Process measurements** for the hostile-client tests: [`rss_kib`] and
 //!   [`raise_fd_limit`].
+//! - **TLS material** for the TLS tests: certificates made at test time and a client
+//!   ([`tls`]).
+
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

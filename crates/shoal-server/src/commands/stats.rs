@@ -343,11 +343,6 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
     u64s(out, "slab_chunk_max", u64::from(t.slab_chunk_max()));
     // Live, as in memcached, where `lru_crawler enable|disable` changes this setting.
     strs(out, "lru_crawler", yes_no(sh.crawler.enabled()));
-    strs(out, "io_uring", yes_no(sh.io_uring));
-    match sh.settings.zero_copy_min {
-        usize::MAX => strs(out, "zero_copy_min", "off"),
-        n => reply::stat_u64(out, "zero_copy_min", n as u64),
-    }
     let crawler = &sh.crawler;
     u64s(
         out,
@@ -416,8 +411,13 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
         .map_or_else(|| "(null)".to_string(), |n| n.to_string());
     strs(out, "num_napi_ids", &napi);
     strs(out, "memory_file", &path_or_null(&s.memory_file));
-    // shoald's own.
+    // shoald's own, after every memcached key (tools read those in order).
     u64s(out, "segment_size", sh.store.stats().segment_size);
+    strs(out, "io_uring", yes_no(sh.io_uring));
+    match s.zero_copy_min {
+        usize::MAX => strs(out, "zero_copy_min", "off"),
+        n => reply::stat_u64(out, "zero_copy_min", n as u64),
+    }
 }
 
 /// `stats items`: class 1 holds every item (see the module documentation), printed only
