@@ -20,7 +20,7 @@
 //!   request` and the connection closed, as memcached does.
 
 use crate::options::{parse_key, ReadOptions};
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::stats::bump;
 use shoal_net::connection::{self, Handler, Output, Proceed, Step};
 use shoal_net::{NoValue, OUTPUT_HIGH_WATER};

@@ -11,6 +11,7 @@ pub mod conn;
 pub mod metrics;
 pub mod options;
 pub mod server;
+pub mod shared;
 pub mod stats;
 
 pub use config::{Args, Settings, VERSION};

@@ -3,7 +3,7 @@
 //! the server's counters, and the sync thread's fsync latency and group-commit batch
 //! histograms. Everything is read when scraped; nothing is added to the request path.
 
-use crate::server::Shared;
+use crate::shared::Shared;
 use shoal_net::metrics::{Kind, Page};
 use shoal_queue::unix_now;
 use std::sync::atomic::Ordering;

@@ -3,66 +3,19 @@
 
 use crate::config::Settings;
 use crate::conn;
-use crate::stats::Counters;
-use shoal_net::{Acceptor, Budget, Event, Incoming, Listener, WorkerPool, WorkerService};
+use crate::shared::Shared;
+use shoal_net::{Acceptor, Event, Incoming, Listener, WorkerPool, WorkerService};
 use shoal_queue::Engine;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::watch;
 
 /// How long shutdown waits for connections to finish their replies.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// State shared by every connection.
-pub struct Shared {
-    /// The validated settings.
-    pub settings: Settings,
-    /// The queues.
-    pub engine: Engine,
-    /// Server counters.
-    pub counters: Counters,
-    /// What connections' read buffers may hold beyond what each holds for free, all
-    /// together (`--read-buf-mem-limit`).
-    pub read_budget: Budget,
-    shutdown_tx: watch::Sender<bool>,
-    stopping: AtomicBool,
-}
-
-impl Shared {
-    /// The state for a server with these settings and queues.
-    pub fn new(settings: Settings, engine: Engine) -> Arc<Shared> {
-        let (shutdown_tx, _) = watch::channel(false);
-        Arc::new(Shared {
-            read_budget: Budget::new(settings.read_buf_mem_limit),
-            settings,
-            engine,
-            counters: Counters::default(),
-            shutdown_tx,
-            stopping: AtomicBool::new(false),
-        })
-    }
-
-    /// A receiver that changes when shutdown begins.
-    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
-        self.shutdown_tx.subscribe()
-    }
-
-    /// Whether shutdown has begun.
-    pub fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
-    }
-
-    /// Begins an orderly shutdown: stop accepting, let connections finish their replies.
-    pub(crate) fn begin_shutdown(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
-        let _ = self.shutdown_tx.send(true);
-    }
-}
 
 /// Binds the listening socket (so the caller can log the real port of `-p 0`).
 pub fn bind(settings: &Settings) -> std::io::Result<Listener> {

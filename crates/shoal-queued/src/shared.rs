@@ -1,0 +1,57 @@
+//! The state every connection shares: settings, queues, counters, the read budget and
+//! the shutdown signal. Its own module so that the server (which creates it), the
+//! connections and the metrics page (which read it) depend on it and not on each other.
+
+use crate::config::Settings;
+use crate::stats::Counters;
+use shoal_net::Budget;
+use shoal_queue::Engine;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// State shared by every connection.
+pub struct Shared {
+    /// The validated settings.
+    pub settings: Settings,
+    /// The queues.
+    pub engine: Engine,
+    /// Server counters.
+    pub counters: Counters,
+    /// What connections' read buffers may hold beyond what each holds for free, all
+    /// together (`--read-buf-mem-limit`).
+    pub read_budget: Budget,
+    shutdown_tx: watch::Sender<bool>,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    /// The state for a server with these settings and queues.
+    pub fn new(settings: Settings, engine: Engine) -> Arc<Shared> {
+        let (shutdown_tx, _) = watch::channel(false);
+        Arc::new(Shared {
+            read_budget: Budget::new(settings.read_buf_mem_limit),
+            settings,
+            engine,
+            counters: Counters::default(),
+            shutdown_tx,
+            stopping: AtomicBool::new(false),
+        })
+    }
+
+    /// A receiver that changes when shutdown begins.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown_tx.subscribe()
+    }
+
+    /// Whether shutdown has begun.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// Begins an orderly shutdown: stop accepting, let connections finish their replies.
+    pub(crate) fn begin_shutdown(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        let _ = self.shutdown_tx.send(true);
+    }
+}
