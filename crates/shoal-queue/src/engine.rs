@@ -6,7 +6,7 @@
 use crate::config::{EngineConfig, FsyncPolicy};
 use crate::error::{EngineError, QueueError};
 use crate::name::validate_name;
-use crate::queue::{Ctx, Queue, RecoveryReport, SyncMetrics};
+use crate::queue::{Ctx, Queue, RecoveryReport};
 use parking_lot::RwLock;
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
@@ -40,7 +40,6 @@ struct Inner {
     /// Queues whose directory could not be read at startup.
     broken: HashSet<String>,
     sync: SyncRequests,
-    sync_metrics: SyncMetrics,
     _lock: File,
 }
 
@@ -131,7 +130,6 @@ impl Engine {
             quarantined: parking_lot::Mutex::new(quarantined),
             broken,
             sync: SyncRequests::default(),
-            sync_metrics: SyncMetrics::default(),
             _lock: lock,
             cfg,
         });
@@ -228,11 +226,6 @@ impl Engine {
         let mut v: Vec<String> = self.inner.broken.iter().cloned().collect();
         v.sort();
         v
-    }
-
-    /// The sync thread's fsync latency and group-commit batch histograms.
-    pub fn sync_metrics(&self) -> &SyncMetrics {
-        &self.inner.sync_metrics
     }
 
     /// Segments quarantined as corrupt during recovery.
@@ -348,12 +341,12 @@ fn sync_main(inner: &Inner) {
         for q in batch {
             // Cleared before the fsync, so a write landing during it queues another.
             q.sync_queued.store(false, Ordering::Release);
-            q.sync_now(&inner.sync_metrics);
+            q.sync_now();
         }
         if stop || inner.sync.stop.load(Ordering::SeqCst) {
             // One last pass so everything written before shutdown is durable.
             for q in inner.queues.read().values() {
-                q.sync_now(&inner.sync_metrics);
+                q.sync_now();
             }
             return;
         }

@@ -1,7 +1,8 @@
 //! shoal-queued's `/metrics` page (`--metrics-listen`): per queue, the figures `stats`
 //! prints as `queue_<name>_<stat>` (Kestrel's names, as `shoal_queue_*{queue="<name>"}`),
-//! the server's counters, and the sync thread's fsync latency and group-commit batch
-//! histograms. Everything is read when scraped; nothing is added to the request path.
+//! the server's counters, and, also per queue, the sync thread's fsync latency and
+//! group-commit batch histograms. Everything is read when scraped; nothing is added to
+//! the request path.
 
 use crate::shared::Shared;
 use shoal_net::metrics::{Kind, Page};
@@ -83,21 +84,15 @@ pub fn render(shared: &Shared) -> String {
         &[],
         engine.unavailable().len() as u64,
     );
-    let sync = engine.sync_metrics();
-    p.histogram(
-        "shoal_queued_fsync_duration_seconds",
-        "Time each fsync (fdatasync) of a queue's active segment took.",
-        &[],
-        &sync.fsync_ns.snapshot(),
-        1e9,
-    );
-    p.histogram(
-        "shoal_queued_group_commit_writes",
-        "Writes made durable by one fsync (the group commit's batch size).",
-        &[],
-        &sync.batch_writes.snapshot(),
-        1.0,
-    );
+    // Per queue (each fsync is of one queue's active segment); declared even with no
+    // queue yet, like the families below. `sum by (le)` gives the server-wide histogram.
+    const FSYNC: &str = "shoal_queued_fsync_duration_seconds";
+    const FSYNC_HELP: &str = "Time each fsync (fdatasync) of the queue's active segment took.";
+    const BATCH: &str = "shoal_queued_group_commit_writes";
+    const BATCH_HELP: &str =
+        "Writes to the queue made durable by one fsync (the group commit's batch size).";
+    p.declare(FSYNC, FSYNC_HELP, Kind::Histogram);
+    p.declare(BATCH, BATCH_HELP, Kind::Histogram);
 
     // Declared even with no queue yet, so dashboards find the families.
     const QUEUE: [(&str, Kind, &str); 11] = [
@@ -180,6 +175,15 @@ pub fn render(shared: &Shared) -> String {
         for ((name, kind, help), v) in QUEUE.iter().zip(values) {
             p.sample(name, help, *kind, &labels, v as f64);
         }
+        let sync = q.sync_metrics();
+        p.histogram(FSYNC, FSYNC_HELP, &labels, &sync.fsync_ns.snapshot(), 1e9);
+        p.histogram(
+            BATCH,
+            BATCH_HELP,
+            &labels,
+            &sync.batch_writes.snapshot(),
+            1.0,
+        );
     }
     p.render()
 }

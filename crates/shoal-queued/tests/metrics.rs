@@ -1,5 +1,5 @@
 //! shoal-queued's `--metrics-listen` page (issue 15): per-queue figures, the server's
-//! counters and the fsync histograms, and `--log-format json`.
+//! counters and the per-queue fsync histograms, and `--log-format json`.
 
 mod common;
 
@@ -71,10 +71,18 @@ fn per_queue_figures_and_fsync_histograms() {
         ),
         Some(2.0)
     );
-    // Every acknowledged set waited for an fsync under `always`.
-    let fsyncs = value(&page, "shoal_queued_fsync_duration_seconds_count").expect("count");
+    // Every acknowledged set waited for an fsync of its queue under `always`.
+    let fsyncs = value(
+        &page,
+        "shoal_queued_fsync_duration_seconds_count{queue=\"jobs\"}",
+    )
+    .expect("count");
     assert!(fsyncs >= 1.0, "{page}");
-    let batched = value(&page, "shoal_queued_group_commit_writes_sum").expect("sum");
+    let batched = value(
+        &page,
+        "shoal_queued_group_commit_writes_sum{queue=\"jobs\"}",
+    )
+    .expect("sum");
     assert!(
         batched >= 5.0,
         "{batched}: every write is covered by some fsync"
@@ -82,9 +90,70 @@ fn per_queue_figures_and_fsync_histograms() {
     assert_eq!(
         value(
             &page,
-            "shoal_queued_fsync_duration_seconds_bucket{le=\"+Inf\"}"
+            "shoal_queued_fsync_duration_seconds_bucket{queue=\"jobs\",le=\"+Inf\"}"
         ),
         Some(fsyncs)
+    );
+}
+
+/// The fsync histograms are per queue: each queue's fsyncs count the writes to that queue
+/// only, and a deleted queue's series leave the page.
+#[test]
+fn fsync_histograms_are_per_queue_and_leave_with_the_queue() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(
+        dir.path(),
+        &["--fsync", "always", "--metrics-listen", "127.0.0.1:0"],
+    );
+    let metrics = metrics_addr(&server);
+    let page = scrape(metrics);
+    assert!(
+        page.contains("# TYPE shoal_queued_fsync_duration_seconds histogram")
+            && page.contains("# TYPE shoal_queued_group_commit_writes histogram"),
+        "declared before any queue exists: {page}"
+    );
+    let mut c = server.client();
+    for i in 0..3 {
+        assert_eq!(c.set("alpha", format!("a{i}").as_bytes()), "STORED");
+    }
+    for i in 0..2 {
+        assert_eq!(c.set("beta", format!("b{i}").as_bytes()), "STORED");
+    }
+    let page = scrape(metrics);
+    let series = |name: &str, q: &str| value(&page, &format!("{name}{{queue=\"{q}\"}}"));
+    // Only sets were written, each acknowledged after an fsync of its own queue covered
+    // it: the batches of a queue add up to exactly its writes (server-wide they would be
+    // five for both).
+    assert_eq!(
+        series("shoal_queued_group_commit_writes_sum", "alpha"),
+        Some(3.0),
+        "{page}"
+    );
+    assert_eq!(
+        series("shoal_queued_group_commit_writes_sum", "beta"),
+        Some(2.0),
+        "{page}"
+    );
+    for q in ["alpha", "beta"] {
+        let n = series("shoal_queued_fsync_duration_seconds_count", q).expect("fsyncs");
+        assert!((1.0..=3.0).contains(&n), "{q}: {n} fsyncs\n{page}");
+        assert_eq!(series("shoal_queued_group_commit_writes_count", q), Some(n));
+        assert!(series("shoal_queued_fsync_duration_seconds_sum", q).is_some_and(|s| s > 0.0));
+    }
+    assert!(
+        !page.contains("shoal_queued_fsync_duration_seconds_count "),
+        "no unlabelled series: {page}"
+    );
+
+    assert_eq!(c.cmd("delete beta"), "DELETED");
+    let page = scrape(metrics);
+    assert!(!page.contains("queue=\"beta\""), "{page}");
+    assert!(
+        value(
+            &page,
+            "shoal_queued_group_commit_writes_sum{queue=\"alpha\"}"
+        ) == Some(3.0),
+        "{page}"
     );
 }
 

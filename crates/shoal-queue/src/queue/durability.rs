@@ -16,8 +16,10 @@ pub struct Synced {
 
 impl Queue {
     /// Forces everything written so far to stable storage and publishes the new durable
-    /// position. Called by the sync thread, never on a connection's thread.
-    pub(crate) fn sync_now(&self, metrics: &SyncMetrics) {
+    /// position, recording the fsync in the queue's [`SyncMetrics`]. Called by the sync
+    /// thread, never on a connection's thread.
+    pub(crate) fn sync_now(&self) {
+        let metrics = &self.sync_metrics;
         let (file, lsn, writes) = {
             let st = self.state.lock();
             if st.written <= self.synced.borrow().lsn {
@@ -51,8 +53,10 @@ impl Queue {
     }
 }
 
-/// The sync thread's figures: how long each fsync took and how many writes it covered
-/// (the group commit's batch). Only the sync thread records; scrapes read.
+/// One queue's fsync figures: how long each fsync of its active segment took and how many
+/// writes it covered (the group commit's batch). Kept per queue because each fsync is of
+/// one queue's file; only the sync thread records (relaxed atomic adds, no lock), and
+/// scrapes read. They go away with the queue.
 #[derive(Debug)]
 pub struct SyncMetrics {
     /// fsync (fdatasync) durations, in nanoseconds.

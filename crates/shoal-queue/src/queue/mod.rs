@@ -101,6 +101,8 @@ pub struct Queue {
     arrivals: Notify,
     /// `State::writes` as of the last fsync (only the sync thread writes it).
     synced_writes: AtomicU64,
+    /// This queue's fsync latency and group-commit batch sizes.
+    sync_metrics: SyncMetrics,
 }
 
 impl Queue {
@@ -123,6 +125,7 @@ impl Queue {
             sync_queued: AtomicBool::new(false),
             arrivals: Notify::new(),
             synced_writes: AtomicU64::new(0),
+            sync_metrics: SyncMetrics::default(),
         }
     }
 
@@ -135,6 +138,12 @@ impl Queue {
     /// deleted; blocking reads wait on it instead of polling.
     pub fn arrivals(&self) -> &Notify {
         &self.arrivals
+    }
+
+    /// This queue's fsync latency and group-commit batch histograms (empty under the
+    /// `never` policy).
+    pub fn sync_metrics(&self) -> &SyncMetrics {
+        &self.sync_metrics
     }
 
     /// Counters and sizes now.
