@@ -74,11 +74,13 @@ pub struct QueueLimits {
     pub full: FullPolicy,
 }
 
-/// A test hook that makes log writes fail as a full disk would, so the write-error path
-/// can be exercised without filling a real disk. Production code never sets it.
+/// Test hooks: log writes that fail as on a full disk, and a sync thread that panics, so
+/// those paths can be exercised without filling a real disk or planting a bug.
+/// Production code never sets it.
 #[derive(Debug, Default)]
 pub struct WriteFault {
     fail: AtomicBool,
+    panic_sync: AtomicBool,
 }
 
 impl WriteFault {
@@ -87,12 +89,21 @@ impl WriteFault {
         self.fail.store(on, Ordering::SeqCst);
     }
 
+    /// While `on`, the sync thread panics the next time it wakes to fsync.
+    pub fn panic_sync_thread(&self, on: bool) {
+        self.panic_sync.store(on, Ordering::SeqCst);
+    }
+
     pub(crate) fn check(&self) -> std::io::Result<()> {
         if self.fail.load(Ordering::SeqCst) {
             Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
         } else {
             Ok(())
         }
+    }
+
+    pub(crate) fn sync_should_panic(&self) -> bool {
+        self.panic_sync.load(Ordering::SeqCst)
     }
 }
 

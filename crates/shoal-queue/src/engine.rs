@@ -29,6 +29,8 @@ struct SyncRequests {
     wanted: Mutex<Vec<Arc<Queue>>>,
     cv: Condvar,
     stop: AtomicBool,
+    /// The sync thread has died (panicked): nothing will be fsynced any more.
+    dead: AtomicBool,
 }
 
 struct Inner {
@@ -140,7 +142,20 @@ impl Engine {
                 Some(
                     std::thread::Builder::new()
                         .name("shoal-queue-sync".into())
-                        .spawn(move || sync_main(&inner))
+                        .spawn(move || {
+                            // Caught here rather than at the join (at exit) because
+                            // connections waiting for an fsync would otherwise wait
+                            // forever, and the operator should hear of it now.
+                            let run = std::panic::AssertUnwindSafe(|| sync_main(&inner));
+                            if let Err(panic) = std::panic::catch_unwind(run) {
+                                tracing::error!(
+                                    "the fsync thread panicked: {}; no more writes will be \
+                                     fsynced, and writes waiting for an fsync are refused",
+                                    shoal_net::panic_message(&*panic)
+                                );
+                                inner.sync_died();
+                            }
+                        })
                         .map_err(EngineError::Thread)?,
                 )
             }
@@ -250,6 +265,11 @@ impl Engine {
                 return Err(QueueError::SyncFailed);
             }
         }
+        // Checked after subscribing: `sync_died` sets the flag before it fails the
+        // queues' waiters, so either this sees it or `rx` sees the failure.
+        if self.inner.sync.dead.load(Ordering::SeqCst) {
+            return Err(QueueError::SyncFailed);
+        }
         if !q.sync_queued.swap(true, Ordering::AcqRel) {
             let mut w = self
                 .inner
@@ -277,7 +297,25 @@ impl Drop for Engine {
         self.inner.sync.stop.store(true, Ordering::SeqCst);
         self.inner.sync.cv.notify_all();
         if let Some(h) = self.syncer.take() {
-            let _ = h.join();
+            // The thread catches its own panics; one escaping that (from the logging
+            // itself) is still reported rather than dropped.
+            if let Err(panic) = h.join() {
+                tracing::error!(
+                    "the fsync thread panicked: {}",
+                    shoal_net::panic_message(&*panic)
+                );
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// After the sync thread died: every durability wait, present and future, fails
+    /// (the connection is closed without its replies) instead of waiting forever.
+    fn sync_died(&self) {
+        self.sync.dead.store(true, Ordering::SeqCst);
+        for q in self.queues.read().values() {
+            q.synced.send_modify(|s| s.failed = true);
         }
     }
 }
@@ -338,6 +376,14 @@ fn sync_main(inner: &Inner) {
                 }
             }
         };
+        if inner
+            .cfg
+            .fault
+            .as_ref()
+            .is_some_and(|f| f.sync_should_panic())
+        {
+            panic!("injected fault: the sync thread panics");
+        }
         for q in batch {
             // Cleared before the fsync, so a write landing during it queues another.
             q.sync_queued.store(false, Ordering::Release);

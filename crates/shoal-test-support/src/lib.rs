@@ -199,10 +199,13 @@ impl RssSampler {
         RssSampler { stop, thread }
     }
 
-    /// Stops sampling; the largest RSS seen, in KiB.
+    /// Stops sampling; the largest RSS seen, in KiB. A panic of the sampling thread is
+    /// passed on to the test: reporting 0 instead would let any RSS bound pass.
     pub fn finish(self) -> u64 {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.thread.join().unwrap_or(0)
+        self.thread
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     }
 }
 

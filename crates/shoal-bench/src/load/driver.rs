@@ -86,7 +86,15 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport, BenchError> {
             .collect::<Vec<_>>();
         finished.store(true, Ordering::Relaxed);
         if let Some(b) = bar {
-            let _ = b.join();
+            // Only the progress display is lost, not the run; still say why.
+            if let Err(panic) = b.join() {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("(no message)");
+                eprintln!("shoal-bench: the progress display panicked: {msg}");
+            }
         }
         out
     });
