@@ -84,6 +84,12 @@ pub struct Args {
     /// [max_age=SECS] [policy=reject|discard]`; `#` starts a comment.
     #[arg(long = "queue-config")]
     pub queue_config: Option<PathBuf>,
+    /// Close a connection that sends nothing for this many seconds (Kestrel's
+    /// `client_timeout`, memcached's `-o idle_timeout`; 0 = never). A blocking read
+    /// (`get <q>/t=<ms>`) waiting for a message is not idle; an open read held by a
+    /// connection closed this way goes back to its queue.
+    #[arg(long = "idle-timeout", value_name = "SECS", default_value_t = 0)]
+    pub idle_timeout: u64,
     /// Serve Prometheus metrics (`GET /metrics`, HTTP/1.1) on ADDR:PORT (off by default).
     #[arg(long = "metrics-listen", value_name = "ADDR:PORT")]
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -112,6 +118,8 @@ pub struct Settings {
     pub enable_shutdown: bool,
     /// The engine's configuration.
     pub engine: EngineConfig,
+    /// `--idle-timeout`: close connections that send nothing this long (`None`: never).
+    pub idle_timeout: Option<std::time::Duration>,
     /// `--metrics-listen`: where to serve Prometheus metrics.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `--log-format`.
@@ -241,6 +249,8 @@ impl Args {
             verbose: self.verbose,
             enable_shutdown: self.enable_shutdown,
             engine,
+            idle_timeout: (self.idle_timeout > 0)
+                .then(|| std::time::Duration::from_secs(self.idle_timeout)),
             metrics_listen: self.metrics_listen,
             log_format: self.log_format,
         })
@@ -265,6 +275,26 @@ mod tests {
             settings(&["--max-item-size", "2m", "--read-buf-mem-limit", "1"]).is_err(),
             "a budget smaller than one message"
         );
+    }
+
+    #[test]
+    fn idle_timeout() {
+        let settings = |args: &[&str]| {
+            let argv = ["shoal-queued"].iter().chain(args);
+            Args::try_parse_from(argv).expect("parses").settings()
+        };
+        assert_eq!(settings(&[]).expect("defaults").idle_timeout, None);
+        assert_eq!(
+            settings(&["--idle-timeout", "0"]).expect("0").idle_timeout,
+            None
+        );
+        assert_eq!(
+            settings(&["--idle-timeout", "30"])
+                .expect("30")
+                .idle_timeout,
+            Some(std::time::Duration::from_secs(30))
+        );
+        assert!(Args::try_parse_from(["shoal-queued", "--idle-timeout", "-1"]).is_err());
     }
 
     #[test]

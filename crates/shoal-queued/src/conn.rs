@@ -22,7 +22,7 @@
 use crate::options::{parse_key, ReadOptions};
 use crate::shared::Shared;
 use crate::stats::bump;
-use shoal_net::connection::{self, Handler, Output, Proceed, Step};
+use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_net::{NoValue, OUTPUT_HIGH_WATER};
 use shoal_protocol::reply;
 use shoal_protocol::{parse, Limits, Parsed, ProtocolError, Request, StatsGroup, StoreKind};
@@ -82,7 +82,15 @@ where
         to_sync: Vec::new(),
         open: HashMap::new(),
     };
-    connection::serve(stream, &mut conn, &budget, &connection::Config::default()).await;
+    let config = connection::Config {
+        // Only time spent waiting for a request counts: a blocking read waits inside its
+        // request, so a consumer parked on `get <q>/t=...` is never idle.
+        idle_timeout: conn.shared.settings.idle_timeout,
+        ..connection::Config::default()
+    };
+    if connection::serve(stream, &mut conn, &budget, &config).await == End::IdleTimeout {
+        bump(&conn.shared.counters.idle_kicks);
+    }
     for (_, (q, seq)) in conn.open.drain() {
         q.abort(seq);
     }

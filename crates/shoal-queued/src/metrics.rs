@@ -59,6 +59,12 @@ pub fn render(shared: &Shared) -> String {
         &[],
         get(&c.write_errors),
     );
+    p.counter(
+        "shoal_queued_idle_kicks_total",
+        "Connections closed by --idle-timeout (stats idle_kicks).",
+        &[],
+        get(&c.idle_kicks),
+    );
     p.gauge(
         "shoal_queued_read_buffer_bytes",
         "Bytes read buffers hold beyond their free allowance (stats read_buf_bytes).",

@@ -7,6 +7,8 @@
 //! - Consumers that never read: 40 connections each ask for more than 100 MB of replies
 //!   and read none of them. Each holds at most 256 KB of replies plus one message.
 //! - `-c`: connections past the limit are refused, and slots come back.
+//! - `--idle-timeout`: silent and stalled connections are closed; active ones and blocking
+//!   reads waiting for a message are not.
 //!
 //! Every test prints the server's resident memory (VmRSS sampled every 20 ms, and the
 //! kernel's peak VmHWM) so the numbers can be quoted. The tests run one at a time: each
@@ -372,4 +374,89 @@ fn connections_past_the_limit_are_refused_and_slots_return() {
     };
     assert_eq!(c.stat("curr_connections").as_deref(), Some("2"));
     assert!(b.cmd("version").starts_with("VERSION "));
+}
+
+/// Whether the server has closed `c`'s connection: the next read ends rather than
+/// yielding a line (or timing out).
+fn closed_by_server(c: &mut Client) -> bool {
+    match c.try_line() {
+        Ok(line) => panic!("expected a close, got {line:?}"),
+        Err(e) => matches!(
+            e.kind(),
+            std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+        ),
+    }
+}
+
+/// `--idle-timeout`: a connection that sends nothing, or stalls half-way through a
+/// message (slowloris), is closed once that long has passed, and an open read it held goes
+/// back to its queue; one that keeps sending requests is not, and neither is a blocking
+/// read waiting longer than the timeout for a message, whose idle time starts only once
+/// its reply is sent.
+#[test]
+fn idle_connections_are_closed_but_active_and_blocked_readers_are_not() {
+    let _serial = serial();
+    let d = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(d.path(), &["--idle-timeout", "1"]);
+    let mut active = server.client();
+    assert_eq!(active.set("held", b"first"), "STORED");
+
+    let mut silent = server.client();
+    let mut stalled = server.client();
+    stalled.send(b"set slow 0 0 10\r\nabc");
+    let mut opener = server.client();
+    opener.send(b"get held/open\r\n");
+    assert_eq!(opener.line(), "VALUE held/open 0 5");
+    assert_eq!(opener.line(), "first");
+    assert_eq!(opener.line(), "END");
+    let mut blocked = server.client();
+    blocked.send(b"get jobs/t=20000\r\n");
+
+    // 2.5 timeouts of steady requests; the pacing is the workload, not synchronisation.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(2500) {
+        assert!(active.cmd("version").starts_with("VERSION "), "active cut");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(closed_by_server(&mut silent), "a silent connection");
+    assert!(
+        closed_by_server(&mut stalled),
+        "a sender stalled mid-message"
+    );
+    assert!(
+        closed_by_server(&mut opener),
+        "an idle holder of an open read"
+    );
+    assert_eq!(
+        active.get_str("held").as_deref(),
+        Some("first"),
+        "the open read went back to the head of its queue"
+    );
+
+    // The blocked reader has waited 2.5 timeouts and is still there to take a message.
+    assert_eq!(active.set("jobs", b"m"), "STORED");
+    assert_eq!(blocked.line(), "VALUE jobs/t=20000 0 1");
+    assert_eq!(blocked.line(), "m");
+    assert_eq!(blocked.line(), "END");
+    let served = Instant::now();
+    // Closed by the client, so it is not counted among the idle ones.
+    drop(active);
+    // Now it is idle like any other.
+    assert!(closed_by_server(&mut blocked), "idle after its read");
+    assert!(
+        served.elapsed() >= Duration::from_millis(900),
+        "closed {:?} after its reply, before the timeout",
+        served.elapsed()
+    );
+    // Counted once each connection's close is done (after the client saw it).
+    let mut admin = server.client();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let kicks = stat_u64(&mut admin, "idle_kicks");
+        if kicks == 4 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "idle_kicks {kicks}, expected 4");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
