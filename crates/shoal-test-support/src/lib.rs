@@ -243,6 +243,33 @@ pub fn raise_fd_limit(want: u64) -> u64 {
     }
 }
 
+/// Sends `request` (any bytes) to an HTTP endpoint and reads until the server closes:
+/// the status of an `HTTP/1.1` reply (0 if the reply is not one) and the whole reply.
+/// Ten-second timeouts, so a server that neither answers nor closes fails the test.
+pub fn http_raw(addr: std::net::SocketAddr, request: &[u8]) -> (u16, String) {
+    use std::io::{Read, Write};
+    let timeout = std::time::Duration::from_secs(10);
+    let mut s = std::net::TcpStream::connect_timeout(&addr, timeout).expect("connect");
+    s.set_read_timeout(Some(timeout)).expect("timeout");
+    s.set_write_timeout(Some(timeout)).expect("timeout");
+    // The server may answer and close before taking all of a long request.
+    let _ = s.write_all(request);
+    let mut out = Vec::new();
+    if let Err(e) = s.read_to_end(&mut out) {
+        assert!(
+            e.kind() == std::io::ErrorKind::ConnectionReset,
+            "no close within {timeout:?}: {e}"
+        );
+    }
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|r| r.get(..3))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
 /// `GET /metrics` from a daemon's `--metrics-listen` address: the body of its reply,
 /// which must be `200 OK` (the test fails otherwise). Five-second timeouts.
 pub fn scrape_metrics(addr: std::net::SocketAddr) -> String {
