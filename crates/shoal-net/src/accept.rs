@@ -59,7 +59,14 @@ impl Acceptor {
                 r = accept(&self.listener) => r,
             };
             match accepted {
-                Ok(conn) => return Event::Conn(conn),
+                Ok(conn) => {
+                    // memcached's `-vv` says the same ("new client connection").
+                    match &conn {
+                        Incoming::Tcp(_, peer) => tracing::debug!(%peer, "connection accepted"),
+                        Incoming::Unix(_) => tracing::debug!("connection accepted (unix socket)"),
+                    }
+                    return Event::Conn(conn);
+                }
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(10)).await;

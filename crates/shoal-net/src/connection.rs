@@ -265,10 +265,21 @@ pub trait Handler {
     }
 }
 
-/// Serves one connection with `handler` until it ends, and says why. Input beyond a few
-/// kilobytes is charged to `budget`. The stream is shut down (an orderly close) unless
-/// it failed or was [`End::Detached`].
+/// Serves one connection with `handler` until it ends, and says why (also logged, at
+/// debug level). Input beyond a few kilobytes is charged to `budget`. The stream is shut
+/// down (an orderly close) unless it failed or was [`End::Detached`].
 pub async fn serve<S, H>(stream: &mut S, handler: &mut H, budget: &Budget, config: &Config) -> End
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    H: Handler,
+{
+    let end = run(stream, handler, budget, config).await;
+    // memcached's `-vv` says the same ("connection closed").
+    tracing::debug!(?end, "connection closed");
+    end
+}
+
+async fn run<S, H>(stream: &mut S, handler: &mut H, budget: &Budget, config: &Config) -> End
 where
     S: AsyncRead + AsyncWrite + Unpin,
     H: Handler,

@@ -2,6 +2,7 @@
 //! formats carry the same events (every `tracing` event, with its fields) on stderr.
 
 use std::fmt;
+use std::io::IsTerminal;
 use std::str::FromStr;
 
 /// How log lines are written.
@@ -41,20 +42,130 @@ impl fmt::Display for LogFormat {
 #[error("unknown log format {0:?} (expected text or json)")]
 pub struct UnknownLogFormat(pub String);
 
-/// Installs the global subscriber: events at `level` and above, to stderr, in `format`.
+/// Installs the global subscriber: events at `level` and above, to stderr, in `format`
+/// (text with colours only when stderr is a terminal, so a log file or journal gets
+/// plain lines). Also makes a panic an error event like any other (the default hook
+/// would print plain text, breaking JSON lines): the panicking thread, the location and
+/// the message, and the backtrace when `RUST_BACKTRACE` asks for one.
+///
+/// Errors a daemon meets before this is called (a bad command line) go to stderr as
+/// plain text, as memcached prints them.
 pub fn init(format: LogFormat, level: tracing::Level) {
     let builder = tracing_subscriber::fmt()
         .with_max_level(level)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+    std::panic::set_hook(Box::new(log_panic));
+}
+
+/// An error and its causes on one line, `error: cause: cause`, for a fatal error's log
+/// event. A cause whose text the line already holds is left out: errors that print their
+/// source in their own message (thiserror's `{source}`) would otherwise say it twice.
+pub fn error_text(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        let c_text = c.to_string();
+        if !text.contains(&c_text) {
+            text.push_str(": ");
+            text.push_str(&c_text);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// The panic hook [`init`] installs.
+fn log_panic(info: &std::panic::PanicHookInfo<'_>) {
+    let thread = std::thread::current();
+    let thread = thread.name().unwrap_or("<unnamed>");
+    let message = crate::panic_message(info.payload());
+    let location = info.location().map(ToString::to_string).unwrap_or_default();
+    let backtrace = std::backtrace::Backtrace::capture();
+    if backtrace.status() == std::backtrace::BacktraceStatus::Captured {
+        tracing::error!(thread, location, %backtrace, "panicked: {message}");
+    } else {
+        tracing::error!(thread, location, "panicked: {message}");
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_text_says_each_cause_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot listen on 1.2.3.4:5: {source}")]
+        struct Listen {
+            source: std::io::Error,
+        }
+        #[derive(Debug, thiserror::Error)]
+        #[error("starting")]
+        struct Starting(#[source] Listen);
+        let e = Starting(Listen {
+            source: std::io::Error::other("in use"),
+        });
+        assert_eq!(
+            error_text(&e),
+            "starting: cannot listen on 1.2.3.4:5: in use"
+        );
+        assert_eq!(error_text(&std::io::Error::other("alone")), "alone");
+    }
+
+    /// Log lines written by the subscriber under test.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(b);
+            Ok(b.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_panic_is_an_error_event() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_writer(move || writer.clone())
+            .finish();
+        // The hook runs on the panicking thread, so this thread's subscriber sees it.
+        tracing::subscriber::with_default(subscriber, || {
+            std::panic::set_hook(Box::new(log_panic));
+            let r = std::panic::catch_unwind(|| panic!("boom {}", 42));
+            // Back to the default hook for the other tests.
+            drop(std::panic::take_hook());
+            assert!(r.is_err());
+        });
+        let text = String::from_utf8_lossy(&captured.0.lock().unwrap_or_else(|e| e.into_inner()))
+            .into_owned();
+        let line = text.lines().next().expect("one event");
+        assert!(line.starts_with('{') && line.ends_with('}'), "{line}");
+        assert!(line.contains("\"level\":\"ERROR\""), "{line}");
+        assert!(line.contains("\"message\":\"panicked: boom 42\""), "{line}");
+        assert!(
+            line.contains("\"location\":\"crates/shoal-net/src/logging.rs:"),
+            "{line}"
+        );
+        assert!(
+            line.contains("\"thread\":\"logging::tests::a_panic_is_an_error_event\""),
+            "{line}"
+        );
+    }
 
     #[test]
     fn parses_both_formats_and_refuses_others() {

@@ -32,7 +32,8 @@ struct Args {
     /// Stats aggregation interval in ms (accepted for compatibility; stats are live).
     #[arg(short = 'i', long = "stats-interval")]
     stats_interval: Option<u64>,
-    /// Verbosity level (nutcracker's 0-11); 5 or more logs server failures and ejections.
+    /// Verbosity level (nutcracker's 0-11); 5 or more logs server failures and ejections,
+    /// 7 or more debug events (connections accepted and closed).
     #[arg(short = 'v', long = "verbose", default_value_t = 5)]
     verbose: u8,
     /// Log file (accepted for compatibility; logs go to stderr).
@@ -89,30 +90,50 @@ fn main() -> ExitCode {
         println!("This is shoal-proxy-{}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
+    if args.test_conf {
+        // A check for a person at a terminal (nutcracker's `-t`): plain text, no logging.
+        return match ProxyConfig::load(&args.conf) {
+            Ok(_) => {
+                eprintln!(
+                    "shoal-proxy: configuration file '{}' syntax is ok",
+                    args.conf.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!(
+                    "shoal-proxy: configuration file '{}' syntax is invalid: {e}",
+                    args.conf.display()
+                );
+                ExitCode::from(2)
+            }
+        };
+    }
+    // Info and up always: the listening lines are how scripts learn the ports (`-v`
+    // below 5 only silences ejections, as nutcracker's levels do); `-v 7` (nutcracker's
+    // LOG_DEBUG) and up adds debug events such as connections accepted and closed.
+    let level = if args.verbose >= 7 {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::INFO
+    };
+    shoal_net::logging::init(args.log_format, level);
+    // From here on, fatal errors go through the log like every other event, so they are
+    // JSON lines under `--log-format json`.
     let config = match ProxyConfig::load(&args.conf) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!(
-                "shoal-proxy: configuration file '{}' syntax is invalid: {e}",
+            tracing::error!(
+                "configuration file '{}' syntax is invalid: {e}",
                 args.conf.display()
             );
             return ExitCode::from(2);
         }
     };
-    if args.test_conf {
-        eprintln!(
-            "shoal-proxy: configuration file '{}' syntax is ok",
-            args.conf.display()
-        );
-        return ExitCode::SUCCESS;
-    }
-    // Info and up always: the listening lines are how scripts learn the ports (`-v`
-    // below 5 only silences ejections, as nutcracker's levels do).
-    shoal_net::logging::init(args.log_format, tracing::Level::INFO);
     match run(args, config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("shoal-proxy: {e:#}");
+            tracing::error!("{}", shoal_net::logging::error_text(e.as_ref()));
             ExitCode::from(1)
         }
     }
@@ -161,5 +182,6 @@ fn run(args: Args, config: ProxyConfig) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(p);
     }
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    tracing::info!("shut down");
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! shoal-proxy's `--metrics-listen` page (issue 15): twemproxy's stats per pool and
-//! server, requests in flight and latency histograms; `--log-format json`.
+//! server, requests in flight and latency histograms; `--log-format` (JSON lines; the
+//! same events in both formats).
 
 mod common;
 
@@ -106,4 +107,34 @@ fn log_format_json_keeps_the_listening_lines() {
             .is_some_and(|m| m.starts_with("pool alpha listening on ")),
         "{line}"
     );
+}
+
+/// `--log-format text` and `json` carry the same events: start, a client connection
+/// accepted and closed, orderly shutdown, and the fatal error of a pool port in use
+/// (logged, not printed past the log); every JSON line is a JSON object.
+#[test]
+fn both_log_formats_carry_the_same_events() {
+    use shoal_test_support::logs::{same_events_in_both_formats, Format};
+    let command = |format: Format, port: u16| {
+        // The server is never contacted: the connection sends nothing.
+        let conf = write_conf(&format!(
+            "alpha:\n  listen: 127.0.0.1:{port}\n  servers:\n   - 127.0.0.1:1:1\n"
+        ));
+        let mut cmd = Command::new(proxy_bin());
+        cmd.arg("-c")
+            .arg(conf)
+            .args(["-s", "-1", "-v", "7", "--log-format", format.flag()]);
+        cmd
+    };
+    let events = same_events_in_both_formats(command, &[]);
+    for want in [
+        "INFO shoal_proxy::server: pool alpha listening on #.#.#.#:#",
+        "DEBUG shoal_net::accept: connection accepted peer=#.#.#.#:#",
+        "DEBUG shoal_net::connection: connection closed end=Eof",
+        "INFO shoal_proxy: shut down",
+        "ERROR shoal_proxy: pool 'alpha': cannot listen on #.#.#.#:#: Address already in use \
+         (os error #)",
+    ] {
+        assert_eq!(events.get(want), Some(&1), "{want:?} in {events:#?}");
+    }
 }

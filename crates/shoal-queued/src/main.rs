@@ -11,6 +11,7 @@ fn main() -> ExitCode {
     let settings = match args.settings() {
         Ok(s) => s,
         Err(e) => {
+            // A usage error, before logging is set up: plain text, as clap's own.
             eprintln!("shoal-queued: {e}");
             return ExitCode::from(2);
         }
@@ -21,17 +22,19 @@ fn main() -> ExitCode {
         _ => tracing::Level::DEBUG,
     };
     shoal_net::logging::init(settings.log_format, level);
+    // From here on, fatal errors go through the log like every other event, so they are
+    // JSON lines under `--log-format json`.
     let engine = match shoal_queue::Engine::open(settings.engine.clone()) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("shoal-queued: {e}");
+            tracing::error!("{e}");
             return ExitCode::FAILURE;
         }
     };
     let listener = match bind(&settings) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("shoal-queued: failed to listen: {e}");
+            tracing::error!("failed to listen: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -46,7 +49,7 @@ fn main() -> ExitCode {
     match run(settings, engine, listener) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("shoal-queued: {e:#}");
+            tracing::error!("{}", shoal_net::logging::error_text(e.as_ref()));
             ExitCode::FAILURE
         }
     }

@@ -1,5 +1,5 @@
 //! shoal-queued's `--metrics-listen` page (issue 15): per-queue figures, the server's
-//! counters and the per-queue fsync histograms, and `--log-format json`.
+//! counters and the per-queue fsync histograms, bad HTTP input, and `--log-format`.
 
 mod common;
 
@@ -245,4 +245,33 @@ fn log_format_json() {
     assert!(line.starts_with('{') && line.ends_with('}'), "{line}");
     assert!(line.contains("\"level\":\"INFO\""), "{line}");
     assert!(line.contains("listening on"), "{line}");
+}
+
+/// `--log-format text` and `json` carry the same events: start, a connection accepted and
+/// closed, orderly shutdown, and the fatal error of a port in use (logged, not printed
+/// past the log); every JSON line is a JSON object.
+#[test]
+fn both_log_formats_carry_the_same_events() {
+    use shoal_test_support::logs::{same_events_in_both_formats, Format};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let command = |format: Format, port: u16| {
+        let mut cmd = std::process::Command::new(common::bin());
+        cmd.args(["-l", "127.0.0.1", "-vv", "-t", "1", "-p"])
+            .arg(port.to_string())
+            .arg("-d")
+            .arg(dir.path())
+            .args(["--log-format", format.flag()]);
+        cmd
+    };
+    let path = dir.path().display().to_string();
+    let events = same_events_in_both_formats(command, &[(&path, "<dir>")]);
+    for want in [
+        "INFO shoal_queued: listening on #.#.#.#:# (data <dir>, fsync #ms)",
+        "DEBUG shoal_net::accept: connection accepted peer=#.#.#.#:#",
+        "DEBUG shoal_net::connection: connection closed end=Eof",
+        "INFO shoal_queued::server: shut down",
+        "ERROR shoal_queued: failed to listen: Address already in use (os error #)",
+    ] {
+        assert_eq!(events.get(want), Some(&1), "{want:?} in {events:#?}");
+    }
 }

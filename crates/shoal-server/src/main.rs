@@ -26,19 +26,20 @@ const LOCK_HEADROOM: u64 = 256 << 20;
 const CAP_IPC_LOCK: u32 = 14;
 
 /// Why shoald could not start; each maps to memcached's exit status for the same failure.
+/// Logged as an error event (whose target names shoald, so the texts do not).
 #[derive(Debug, thiserror::Error)]
 enum StartupError {
     /// `-r` could not make core files possible.
     #[error("failed to ensure corefile creation")]
     CoreLimit,
     /// Binding failed.
-    #[error("shoald: failed to listen: {0}")]
+    #[error("failed to listen: {0}")]
     Listen(io::Error),
     /// `-d` could not detach.
     #[error("failed to daemon() in order to daemonize: {0}")]
     Daemon(io::Error),
     /// The pid file could not be written.
-    #[error("shoald: cannot write pid file {path}: {source}")]
+    #[error("cannot write pid file {path}: {source}")]
     PidFile {
         /// The `-P` path.
         path: PathBuf,
@@ -63,7 +64,7 @@ enum StartupError {
     Groups(io::Error),
     /// A file the server reads at startup is not readable by the `-u` user.
     #[error(
-        "shoald: cannot read {path} as user {user} (-u): {source}; shoald reads it after \
+        "cannot read {path} as user {user} (-u): {source}; shoald reads it after \
          switching user, so it must be readable by {user}"
     )]
     Unreadable {
@@ -83,7 +84,7 @@ enum StartupError {
         source: io::Error,
     },
     /// The server failed.
-    #[error("shoald: {0:#}")]
+    #[error("{}", shoal_net::logging::error_text(.0.as_ref()))]
     Run(anyhow::Error),
 }
 
@@ -145,7 +146,9 @@ fn main() -> ExitCode {
     match start(&args, settings) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{e}");
+            // Through the log, so it is a JSON line under `--log-format json`; at error
+            // level it shows at every verbosity.
+            tracing::error!("{e}");
             ExitCode::from(e.exit_code())
         }
     }

@@ -1,5 +1,6 @@
 //! shoald's `--metrics-listen` endpoint (issue 15): the page, the latency histograms, what
-//! bad HTTP input gets, `promtool check metrics`, and `--log-format json`.
+//! bad HTTP input gets, `promtool check metrics`, and `--log-format` (JSON lines; the same
+//! events in both formats).
 
 mod common;
 
@@ -284,4 +285,29 @@ fn a_suspended_multi_get_counts_once() {
         ),
         Some(1.0)
     );
+}
+
+/// `--log-format text` and `json` carry the same events: start, a connection accepted and
+/// closed, orderly shutdown, and the fatal error of a port in use (logged, not printed
+/// past the log); every JSON line is a JSON object.
+#[test]
+fn both_log_formats_carry_the_same_events() {
+    use shoal_test_support::logs::{same_events_in_both_formats, Format};
+    let command = |format: Format, port: u16| {
+        let mut cmd = Command::new(common::shoald_bin());
+        cmd.args(["-l", "127.0.0.1", "-vv", "-t", "1", "-p"])
+            .arg(port.to_string())
+            .args(["--log-format", format.flag()]);
+        cmd
+    };
+    let events = same_events_in_both_formats(command, &[]);
+    for want in [
+        "INFO shoald: listening on #.#.#.#:#",
+        "DEBUG shoal_net::accept: connection accepted peer=#.#.#.#:#",
+        "DEBUG shoal_net::connection: connection closed end=Eof",
+        "INFO shoal_server::server: shut down",
+        "ERROR shoald: failed to listen: Address already in use (os error #)",
+    ] {
+        assert_eq!(events.get(want), Some(&1), "{want:?} in {events:#?}");
+    }
 }

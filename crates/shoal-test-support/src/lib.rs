@@ -16,7 +16,9 @@
 //!   [`raise_fd_limit`].
 //! - **TLS material** for the TLS tests: certificates made at test time and a client
 //!   ([`tls`]).
+//! - **Logs** read back as events in either `--log-format` ([`logs`]).
 
+pub mod logs;
 pub mod tls;
 
 use std::path::{Path, PathBuf};
