@@ -27,6 +27,12 @@
 //! memcached), no `STAT` line may be dropped, and numbers must be plain decimals. They
 //! also compare the metric families the exporter would report for shoald and for a real
 //! memcached 1.6 given the same requests, and check `memcached-tool display`.
+//!
+//! The names, types and label names are also checked against the exporter's own source,
+//! not this port: `tests/data/memcached_exporter_families.txt` lists every family
+//! `exporter.go` defines, taken from the exporter's repository (its header says which
+//! commit), and `/metrics` must have each one the exporter reports for a memcached 1.6
+//! without proxy mode and extstore.
 
 mod common;
 
@@ -987,4 +993,130 @@ fn metrics_page_matches_what_the_exporter_reports() {
         "/metrics: {} memcached_ series, as the exporter",
         ours.len()
     );
+}
+
+/// One metric family memcached_exporter defines, from
+/// `tests/data/memcached_exporter_families.txt` (taken from the exporter's own source;
+/// the file's header says which commit and what the columns mean).
+#[derive(Debug)]
+struct ExporterFamily {
+    name: String,
+    kind: String,
+    labels: Vec<String>,
+    when: String,
+}
+
+/// The families in the data file.
+fn exporter_families() -> Vec<ExporterFamily> {
+    include_str!("data/memcached_exporter_families.txt")
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let [name, kind, labels, when] = cols[..] else {
+                panic!("four columns expected: {l:?}");
+            };
+            ExporterFamily {
+                name: name.to_string(),
+                kind: kind.to_string(),
+                labels: match labels {
+                    "-" => Vec::new(),
+                    l => l.split(',').map(str::to_string).collect(),
+                },
+                when: when.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Families the exporter reports only for a memcached running what shoald does not have:
+/// the proxy mode (its `proxy_*` stats exist only then) and extstore (its `extstore_*`
+/// stats exist only with an external storage file).
+fn needs_what_shoald_lacks(f: &ExporterFamily) -> bool {
+    matches!(f.when.as_str(), "proxy" | "extstore")
+}
+
+/// shoald's `/metrics` has every family memcached_exporter reports for a memcached 1.6
+/// without proxy mode and extstore (its own source's names, types and label names, in the
+/// data file), with the same type and label names; every `memcached_` family on the page
+/// is one of the exporter's; and the ported rules above name only the exporter's families.
+#[test]
+fn metrics_page_has_every_exporter_family_with_its_type_and_labels() {
+    let families = exporter_families();
+    let names: BTreeSet<&str> = families.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names.len(), families.len(), "a family listed twice");
+    assert_eq!(
+        families.len(),
+        103,
+        "the exporter's Desc fields, one family each"
+    );
+    for f in &families {
+        assert!(f.kind == "counter" || f.kind == "gauge", "{f:?}");
+        let known = [
+            "always",
+            "lru_crawler",
+            "item_class",
+            "temp_lru",
+            "slab_collector",
+            "extstore",
+            "proxy",
+        ];
+        assert!(known.contains(&f.when.as_str()), "{f:?}");
+    }
+
+    // The TEMPORARY LRU on (`-o temporary_ttl`, as in memcached) for its family; the
+    // workload leaves items in a class, for the per-class families.
+    let (server, metrics) = common::with_metrics(&["-m", "64", "-o", "temporary_ttl=60"]);
+    workload(&mut server.conn());
+    let (status, page) = common::http_get(metrics, "/metrics");
+    assert_eq!(status, 200, "{page}");
+    let types: BTreeMap<&str, &str> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .collect();
+    let mut label_names: BTreeMap<String, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (name, labels, _) in common::parse_page(&page) {
+        let keys = labels.into_iter().map(|(k, _)| k).collect();
+        label_names.entry(name).or_default().insert(keys);
+    }
+
+    let mut checked = 0;
+    for f in families.iter().filter(|f| !needs_what_shoald_lacks(f)) {
+        assert_eq!(
+            types.get(f.name.as_str()).copied(),
+            Some(f.kind.as_str()),
+            "{}: # TYPE on shoald's page vs the exporter's",
+            f.name
+        );
+        let seen = label_names
+            .get(&f.name)
+            .unwrap_or_else(|| panic!("{}: no sample on shoald's page", f.name));
+        assert_eq!(
+            seen.iter().collect::<Vec<_>>(),
+            [&f.labels],
+            "{}: label names",
+            f.name
+        );
+        checked += 1;
+    }
+    assert_eq!(
+        checked,
+        103 - 19 - 14,
+        "all but extstore's 19 and proxy's 14"
+    );
+    for name in types.keys().filter(|n| n.starts_with("memcached_")) {
+        let f = families.iter().find(|f| f.name == *name);
+        assert!(
+            f.is_some_and(|f| !needs_what_shoald_lacks(f)),
+            "{name}: not a family the exporter reports for shoald"
+        );
+    }
+    // The ported exporter (the rules above) reports only families the real one defines.
+    let ported = scrape(server.addr.expect("tcp"));
+    assert_clean("shoald", &ported);
+    for family in ported.scrape.families() {
+        let name = format!("memcached_{family}");
+        assert!(names.contains(name.as_str()), "the port invents {name}");
+    }
 }

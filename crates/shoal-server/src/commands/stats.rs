@@ -459,8 +459,15 @@ pub fn items(sh: &Shared, out: &mut Vec<u8>) {
         ("hits_to_cold", t.get_hits),
         ("hits_to_temp", 0),
     ];
+    // memcached prints the TEMPORARY LRU's count after COLD's only while it has one
+    // (`temp_lru`, from `-o temporary_ttl` or `lru temp_ttl`); shoald keeps every item in
+    // one queue, counted as COLD above, so the TEMPORARY LRU is always empty.
+    let temp_lru = sh.tuning.lock().temp_lru;
     for (name, value) in numbers {
         reply::stat_u64(out, &format!("items:1:{name}"), value);
+        if name == "number_cold" && temp_lru {
+            reply::stat_u64(out, "items:1:number_temp", 0);
+        }
     }
 }
 
