@@ -59,7 +59,7 @@ pub fn init(format: LogFormat, level: tracing::Level) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
-    std::panic::set_hook(Box::new(log_panic));
+    set_panic_hook();
 }
 
 /// An error and its causes on one line, `error: cause: cause`, for a fatal error's log
@@ -79,12 +79,18 @@ pub fn error_text(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// The panic hook [`init`] installs.
-fn log_panic(info: &std::panic::PanicHookInfo<'_>) {
+/// Installs [`log_panic`] as the panic hook. (The hook's argument type is not named: it
+/// was renamed after the minimum supported Rust version.)
+fn set_panic_hook() {
+    std::panic::set_hook(Box::new(|info| log_panic(info.payload(), info.location())));
+}
+
+/// What the panic hook [`init`] installs logs.
+fn log_panic(payload: &(dyn std::any::Any + Send), location: Option<&std::panic::Location<'_>>) {
     let thread = std::thread::current();
     let thread = thread.name().unwrap_or("<unnamed>");
-    let message = crate::panic_message(info.payload());
-    let location = info.location().map(ToString::to_string).unwrap_or_default();
+    let message = crate::panic_message(payload);
+    let location = location.map(ToString::to_string).unwrap_or_default();
     let backtrace = std::backtrace::Backtrace::capture();
     if backtrace.status() == std::backtrace::BacktraceStatus::Captured {
         tracing::error!(thread, location, %backtrace, "panicked: {message}");
@@ -145,7 +151,7 @@ mod tests {
             .finish();
         // The hook runs on the panicking thread, so this thread's subscriber sees it.
         tracing::subscriber::with_default(subscriber, || {
-            std::panic::set_hook(Box::new(log_panic));
+            set_panic_hook();
             let r = std::panic::catch_unwind(|| panic!("boom {}", 42));
             // Back to the default hook for the other tests.
             drop(std::panic::take_hook());
