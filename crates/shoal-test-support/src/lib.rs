@@ -16,7 +16,10 @@
 //!   [`raise_fd_limit`].
 //! - **TLS material** for the TLS tests: certificates made at test time and a client
 //!   ([`tls`]).
+//! - **memcached as a peer**, started on an ephemeral port and killed on drop
+//!   ([`memcached::Memcached`]).
 
+pub mod memcached;
 pub mod tls;
 
 use std::path::{Path, PathBuf};
