@@ -270,8 +270,10 @@ fn kill_9_mid_load_never_serves_a_torn_or_stale_item() {
             if batch.len() > 32 << 10 {
                 c.send_lossy(&batch);
                 batch.clear();
-                let (_, open) = c.drain_for(Duration::from_millis(1));
-                if !open {
+                // Keeps writing until the server is gone (drain_for says whether the
+                // connection closed).
+                let (_, closed) = c.drain_for(Duration::from_millis(1));
+                if closed {
                     return;
                 }
             }
