@@ -148,7 +148,10 @@ fn a_peer_that_never_reads_stops_generation_at_the_high_water_mark() {
         // Generation runs up to the mark (bounded wait) ...
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while handled.load(Ordering::Relaxed) < OUTPUT_HIGH_WATER / BIG {
-            assert!(std::time::Instant::now() < deadline, "generation never started");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "generation never started"
+            );
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         // ... and no further. On this one-thread runtime the connection task runs while

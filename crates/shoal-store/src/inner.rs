@@ -81,7 +81,13 @@ impl Inner {
     /// The caller's view of the item at `loc` (read at rel time `now`), valid while the
     /// lock it was found under is held.
     pub(crate) fn view<'e>(&self, loc: Ref, raw: RawItem, now: u32) -> Item<'e> {
-        Item::new(self.id(), self.refs.seg(loc), raw, self.cas_of(loc, &raw), now)
+        Item::new(
+            self.id(),
+            self.refs.seg(loc),
+            raw,
+            self.cas_of(loc, &raw),
+            now,
+        )
     }
 
     /// Rel time of a pending delayed `flush_all`, 0 if none.
