@@ -1,4 +1,5 @@
-//! prometheus/memcached_exporter against the real shoald (issue 12).
+//! prometheus/memcached_exporter against the real shoald: every reply it parses, and the
+//! metric families it reports, as for a real memcached.
 //!
 //! The exporter (`pkg/exporter/exporter.go`, with its memcache client
 //! `github.com/grobie/gomemcache`) reports `memcached_up 0`, and so nothing useful, when a
@@ -827,8 +828,9 @@ fn memcached_tool_display_shows_the_one_class() {
     assert_eq!(&row[6..], ["0", "0", "0"], "{text}");
 }
 
-/// The port is not vacuous: replies shaped like shoald's before issue 12, and the other
-/// ways to break the exporter, are caught.
+/// The port is not vacuous: replies shaped like shoald's before it was made to fit the
+/// exporter (`stats slabs` without `1:cmd_set`, an item stat named like a global one,
+/// ...), and the other ways to break the exporter, are caught.
 #[test]
 fn the_ported_rules_catch_what_breaks_the_exporter() {
     let general = "STAT version 1.6.21\r\nSTAT rusage_user 12\r\nSTAT cmd_set 3\r\n\
@@ -867,9 +869,9 @@ fn the_ported_rules_catch_what_breaks_the_exporter() {
     }
 }
 
-/// shoald's own `/metrics` (issue 15) reports exactly what the exporter would report for
-/// it: the same families, label sets and values (up to counters moving between the two
-/// scrapes, which nothing does here), and `memcached_up 1`.
+/// shoald's own `/metrics` (`--metrics-listen`) reports exactly what the exporter would
+/// report for it: the same families, label sets and values (up to counters moving between
+/// the two scrapes, which nothing does here), and `memcached_up 1`.
 #[test]
 fn metrics_page_matches_what_the_exporter_reports() {
     let (server, metrics) = common::with_metrics(&["-m", "64"]);

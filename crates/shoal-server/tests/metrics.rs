@@ -1,4 +1,4 @@
-//! shoald's `--metrics-listen` endpoint (issue 15): the page, the latency histograms, what
+//! shoald's `--metrics-listen` endpoint: the page, the latency histograms, what
 //! bad HTTP input gets, `promtool check metrics`, and `--log-format json`.
 
 mod common;

@@ -1,11 +1,10 @@
-//! Reply-by-reply parity with memcached 1.6 (issue 12, item 4).
+//! Reply-by-reply parity with memcached 1.6.
 //!
-//! Starts the real shoald and the real memcached (`/usr/bin/memcached`) with the same
-//! options, sends both the same corpus of request sequences, each case on a fresh
-//! connection, and compares the replies byte for byte. Only what must differ is
-//! normalised: CAS uniques, the `VERSION` text, `STAT` lines (stats are compared through
-//! chosen counters instead), `me`'s `cas=`/`size=`, and times (`t`, `l`, `la=`, `exp=`
-//! may differ by a clock tick).
+//! Starts the real shoald and the real memcached with the same options, sends both the
+//! same corpus of request sequences, each case on a fresh connection, and compares the
+//! replies byte for byte. Only what must differ is normalised: CAS uniques, the `VERSION`
+//! text, `STAT` lines (stats are compared through chosen counters instead), `me`'s
+//! `cas=`/`size=`, and times (`t`, `l`, `la=`, `exp=` may differ by a clock tick).
 //!
 //! Every request is followed by `mn`, and its reply is everything before that `MN`, so
 //! `noreply`, quiet mode and swallowed data blocks are compared too (an empty reply is a
@@ -43,7 +42,7 @@ const SKIPPED: &str = "<skipped: over the time budget>";
 const RAW_WAIT: Duration = Duration::from_millis(500);
 
 // ---------------------------------------------------------------------------------------
-// Documented differences (reasons shown when they occur; see the report of issue 12.4).
+// Documented differences (reasons shown when they occur; docs/protocol-deviations.md).
 // ---------------------------------------------------------------------------------------
 
 /// memcached stores numbers from `strtol`/`strtoul` into 32-bit fields without a range
