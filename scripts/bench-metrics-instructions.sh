@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What --metrics-listen costs shoald in instructions per request (issue 15), counted by
+# What --metrics-listen costs shoald in instructions per request, counted by
 # valgrind's callgrind: unlike ops/s or CPU time on a shared VM, an instruction count does
 # not move with other load on the machine, so a 2% bound can be checked at all.
 #

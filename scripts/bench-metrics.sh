@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What --metrics-listen costs shoald (issue 15): throughput with metrics off and on (on:
+# What --metrics-listen costs shoald: throughput with metrics off and on (on:
 # scraped every second, as Prometheus would), pipelined (depth 16) and not (depth 1),
 # in alternating pairs. Prints one line per pair and the medians: ops/s, and shoald's CPU
 # time per request (user+system, from /proc; less sensitive than ops/s to other load on a

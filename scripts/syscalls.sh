@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Syscalls and server CPU per request, shoald beside memcached (issue 17's evidence).
+# Syscalls and server CPU per request, shoald beside memcached (the data path's evidence:
+# what each server pays the kernel per request).
 #
 # For each server (shoald on epoll, shoald --io-uring, memcached), value size and pipeline
 # depth: start it with -t 2, prefill, attach

@@ -166,7 +166,7 @@ pub fn line_chart_legend_at(
 /// An axis label: whole numbers without decimals (`1`, `250`, `12,000`), else one.
 fn axis_num(v: f64) -> String {
     if v.abs() >= 100.0 {
-        crate::seeds::num(v)
+        crate::report::num(v)
     } else if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
@@ -233,7 +233,7 @@ pub fn bar_chart(
         chart
             .draw_series(bars.iter().enumerate().map(|(i, b)| {
                 Text::new(
-                    crate::seeds::num(b.1),
+                    crate::report::num(b.1),
                     (i as f64 + 0.3, b.1 + y1 * 0.02),
                     ("sans-serif", 14),
                 )

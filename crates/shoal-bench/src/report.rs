@@ -117,3 +117,41 @@ pub fn write(
     std::fs::write(&path, text).map_err(|e| BenchError::io(path.display().to_string(), e))?;
     Ok(())
 }
+
+/// A compact number for tables: `12345` -> `12,345`, fractions to one decimal.
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    if v.abs() >= 100.0 {
+        let s = format!("{:.0}", v);
+        let (sign, digits) = s.strip_prefix('-').map_or(("", s.as_str()), |d| ("-", d));
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        format!("{sign}{out}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers() {
+        assert_eq!(num(1234567.4), "1,234,567");
+        assert_eq!(num(123.0), "123");
+        assert_eq!(num(12.345), "12.3");
+        assert_eq!(num(0.123), "0.12");
+        assert_eq!(num(-4321.0), "-4,321");
+        assert_eq!(num(f64::NAN), "-");
+    }
+}

@@ -1,36 +1,17 @@
 //! Runs `load` for about a second against a shoald it starts and checks that the
 //! generator counts exactly what the server counts.
 
+mod common;
+
 use shoal_bench::load::{self, LoadConfig, Refill};
 use shoal_bench::server::{self, ServerProcess};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
-/// shoald from `SHOALD_BIN`, or beside this test's target directory, built if missing.
+/// shoald from `SHOALD_BIN`, or from this test's target directory, rebuilt first if it is
+/// missing or older than the workspace sources.
 fn shoald() -> PathBuf {
-    if let Some(p) = std::env::var_os("SHOALD_BIN") {
-        return PathBuf::from(p);
-    }
-    // target/<profile>/deps/this-test -> target/<profile>/shoald
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile> directory")
-        .to_path_buf();
-    let bin = profile_dir.join("shoald");
-    if !bin.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", "shoal-server", "--bin", "shoald"]);
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("cargo build runs");
-        assert!(status.success(), "building shoald failed");
-    }
-    bin
+    common::workspace_bin("SHOALD_BIN", "shoald")
 }
 
 fn cmd_total(addr: std::net::SocketAddr) -> u64 {

@@ -10,7 +10,7 @@ use shoal_bench::resp;
 use shoal_bench::server::{self, ServerProcess};
 use shoal_bench::workload::{KeyDist, ValueSize};
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn mc_total(addr: SocketAddr) -> (u64, u64) {
     let st = server::stats(addr).expect("stats");
@@ -109,9 +109,25 @@ fn a_server_dying_mid_run_is_reported_with_what_was_measured() {
     let mut cfg = config(srv.addr, Protocol::Text, 1);
     cfg.duration = Duration::from_secs(5);
     cfg.prefill = false;
+    let addr = srv.addr;
+    let ops = || {
+        let (g, s) = mc_total(addr);
+        g + s
+    };
+    let until_more_than = |n: u64| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ops() <= n {
+            assert!(Instant::now() < deadline, "no requests arrived");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
     let r = std::thread::scope(|s| {
         let h = s.spawn(|| load::run(&cfg));
-        std::thread::sleep(Duration::from_millis(600));
+        // Kill the server once requests are being measured: the run has started, its
+        // warmup (a stretch of time by definition) has passed, and requests arrive after.
+        until_more_than(0);
+        std::thread::sleep(cfg.warmup);
+        until_more_than(ops());
         srv.kill();
         h.join().expect("no panic")
     })

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use shoal_client::{CasOutcome, Client, ClientError, EjectPolicy, Protocol};
 use shoal_ring::{Distribution, HashAlgorithm, Ring, RingConfig, Server};
+use shoal_test_support::memcached::Memcached;
 
 /// shoald from this test's target directory, rebuilt if stale (see shoal-test-support).
 fn shoald_bin() -> PathBuf {
@@ -352,57 +353,19 @@ async fn commands_and_pipelined_concurrency() {
 }
 
 /// memcached on a free loopback port, killed on drop.
-struct Memcached(Child);
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// memcached: CI requires it, a plain `cargo test` prints a visible skip.
-fn memcached_bin() -> Option<PathBuf> {
-    shoal_test_support::peer("memcached", "memcached")
-}
-
-fn start_memcached(bin: &PathBuf) -> (Memcached, Server) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    // `-u root` only matters (and is only needed) when the tests run as root.
-    let child = Command::new(bin)
-        .args([
-            "-p",
-            &port.to_string(),
-            "-U",
-            "0",
-            "-l",
-            "127.0.0.1",
-            "-u",
-            "root",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn memcached");
-    let proc = Memcached(child);
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return (proc, Server::new("127.0.0.1", port));
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    panic!("memcached did not start on {port}");
+/// memcached as a ring member (the launcher's default `-t 2`, 64 MB).
+fn start_memcached(bin: &std::path::Path) -> (Memcached, Server) {
+    let mc = Memcached::start_bin(bin, &[]);
+    let port = mc.addr().port();
+    (mc, Server::new("127.0.0.1", port))
 }
 
 /// memcached itself is the reference peer for all three protocols: the same checks pass
 /// against a cluster of real memcached processes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_protocol_works_against_real_memcached() {
-    let Some(bin) = memcached_bin() else {
+    // CI requires memcached, a plain `cargo test` prints a visible skip.
+    let Some(bin) = shoal_test_support::peer("memcached", "memcached") else {
         return;
     };
     within(async {

@@ -145,7 +145,18 @@ fn a_peer_that_never_reads_stops_generation_at_the_high_water_mark() {
             );
         // 1,000 requests for 64 MB of replies, and nothing read.
         client.write_all(&b"g\n".repeat(1000)).await.expect("send");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Generation runs up to the mark (bounded wait) ...
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while handled.load(Ordering::Relaxed) < OUTPUT_HIGH_WATER / BIG {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "generation never started"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // ... and no further. On this one-thread runtime the connection task runs while
+        // the test task waits, so a deliberate pause shows whether it would go on.
+        tokio::time::sleep(Duration::from_millis(50)).await;
         let n = handled.load(Ordering::Relaxed);
         // The mark, plus the request that crosses it, plus what the pipe holds.
         let bound = (OUTPUT_HIGH_WATER + BIG) / BIG + 1 + 1;

@@ -15,9 +15,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 /// Answers each connection's first line with `<thread name> <line>`; a line `hang` makes
-/// it wait forever.
+/// it count itself in `hanging` and wait forever.
 struct Echo {
     stopped: Arc<AtomicUsize>,
+    hanging: Arc<AtomicUsize>,
 }
 
 impl WorkerService for Echo {
@@ -30,6 +31,7 @@ impl WorkerService for Echo {
         let n = s.read(&mut buf).await.unwrap_or(0);
         let line = String::from_utf8_lossy(&buf[..n]).trim().to_string();
         if line == "hang" {
+            self.hanging.fetch_add(1, Ordering::SeqCst);
             std::future::pending::<()>().await;
         }
         if line == "panic" {
@@ -80,8 +82,11 @@ fn connections_go_round_robin_and_shutdown_drains() {
     let (tx, rx) = watch::channel(false);
     let stopped = Arc::new(AtomicUsize::new(0));
     let s2 = stopped.clone();
+    let hanging = Arc::new(AtomicUsize::new(0));
+    let h2 = hanging.clone();
     let mut pool = WorkerPool::start(2, "w", &rx, Duration::from_millis(300), move |_| Echo {
         stopped: s2.clone(),
+        hanging: h2.clone(),
     })
     .expect("pool");
     let mut names = Vec::new();
@@ -98,7 +103,12 @@ fn connections_go_round_robin_and_shutdown_drains() {
     let (mut hung, conn) = pair(&l);
     assert!(pool.dispatch(conn).is_ok());
     hung.write_all(b"hang\n").expect("write");
-    std::thread::sleep(Duration::from_millis(50));
+    // Shut down only once the worker is inside the connection that never ends.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while hanging.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the hang request was never read");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let t0 = Instant::now();
     let _ = tx.send(true);
     pool.join();
@@ -149,6 +159,7 @@ fn a_panicking_connection_runs_its_guards_and_the_worker_keeps_serving() {
     let s2 = stopped.clone();
     let mut pool = WorkerPool::start(1, "panicky", &rx, Duration::from_secs(2), move |_| Echo {
         stopped: s2.clone(),
+        hanging: Arc::default(),
     })
     .expect("start");
     let (mut a, conn) = pair(&l);

@@ -207,6 +207,18 @@ fn streams_dropped_mid_read_are_cleaned_up() {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().unwrap();
     let clients: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    // Each client reads until its socket closes (or 5 s pass).
+    let checker = thread::spawn(move || {
+        clients
+            .into_iter()
+            .map(|mut c| {
+                c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut b = [0u8; 1];
+                c.read(&mut b).map_err(|e| e.to_string())
+            })
+            .collect::<Vec<_>>()
+    });
+    let checked = &checker;
     on_worker(async move {
         for _ in 0..50 {
             let (s, _) = listener.accept().unwrap();
@@ -216,16 +228,15 @@ fn streams_dropped_mid_read_are_cleaned_up() {
             let r = tokio::time::timeout(Duration::from_millis(5), s.read(&mut buf)).await;
             assert!(r.is_err());
         }
-        // The cancelled receives are answered and the sockets closed: clients see EOF.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The driver answers the cancelled receives and closes the sockets while this
+        // runtime runs: keep it running until every client has seen the end (bounded,
+        // as each client's read is).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !checked.is_finished() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     });
-    for mut c in clients {
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut b = [0u8; 1];
-        assert_eq!(
-            c.read(&mut b).expect("closed"),
-            0,
-            "socket closed after drop"
-        );
+    for read in checker.join().expect("checker") {
+        assert_eq!(read.expect("closed"), 0, "socket closed after drop");
     }
 }

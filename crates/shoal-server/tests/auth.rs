@@ -389,7 +389,7 @@ fn ascii_auth_wrong_password() {
     );
 }
 
-/// `/metrics` counts authentication attempts and failures (issue 15).
+/// `/metrics` counts authentication attempts and failures.
 #[test]
 fn metrics_count_auth_failures() {
     let pw = PwFile::new("ascii-metrics", USERS);

@@ -87,6 +87,7 @@ fn half_sent_data_block_then_disconnect() {
     // A partial block completed later is stored normally.
     let mut c = s.conn();
     c.send(b"set later 0 0 10\r\n01234");
+    // Not synchronisation: a pause so the halves reach the server in separate reads.
     std::thread::sleep(Duration::from_millis(50));
     c.rt(b"56789\r\n", b"STORED\r\n");
     assert_eq!(c.get("later").as_deref(), Some(&b"0123456789"[..]));

@@ -751,6 +751,7 @@ fn value_over_item_limit_is_too_large_and_connection_goes_on() {
     // The next packet on the same connection works, even if the big value arrives slowly.
     let pkt = bp::store(op::SETQ, b"big2", &value, 0, 0x9a, 0);
     c.send(&pkt[..1000]);
+    // Not synchronisation: a pause so the rest reaches the server in a later read.
     std::thread::sleep(Duration::from_millis(100));
     c.send(&pkt[1000..]);
     let r = bp::read(&mut c);

@@ -1,5 +1,6 @@
 //! Expiration as memcached does it: 0 never, up to 30 days relative, larger an absolute Unix
-//! time, negative already expired. The one test that sleeps does all its waiting at once.
+//! time, negative already expired. Tests that need an expiry to pass sleep past it, each
+//! doing all its waiting at once.
 
 mod common;
 
@@ -88,6 +89,7 @@ fn relative_expiry_touch_and_delayed_flush() {
     c.rt(b"flush_all 2\r\n", b"OK\r\n");
     c.rt(b"get long\r\n", b"VALUE long 0 1\r\nd\r\nEND\r\n");
 
+    // Deliberately lets time pass: the 1 s expiries and the 2 s flush deadline.
     std::thread::sleep(Duration::from_millis(3100));
 
     c.rt(b"get short\r\n", b"END\r\n");
@@ -111,6 +113,7 @@ fn touch_extends_life() {
     c.rt(b"set b 0 1 1\r\nb\r\n", b"STORED\r\n");
     c.rt(b"touch a 100\r\n", b"TOUCHED\r\n");
     c.rt(b"mg b T100\r\n", b"HD\r\n");
+    // Deliberately lets the original 1 s expiry pass.
     std::thread::sleep(Duration::from_millis(2100));
     c.rt(
         b"get a b\r\n",

@@ -1,4 +1,5 @@
-//! prometheus/memcached_exporter against the real shoald (issue 12).
+//! prometheus/memcached_exporter against the real shoald: every reply it parses, and the
+//! metric families it reports, as for a real memcached.
 //!
 //! The exporter (`pkg/exporter/exporter.go`, with its memcache client
 //! `github.com/grobie/gomemcache`) reports `memcached_up 0`, and so nothing useful, when a
@@ -37,16 +38,14 @@
 mod common;
 
 use common::{show, Conn, Server};
+use shoal_test_support::memcached::Memcached;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
+use std::process::Command;
 use std::time::Duration;
 
 /// A flat `name -> value` map of one stats group.
 type Map = BTreeMap<String, String>;
-
-/// Where Debian's memcached package puts memcached-tool.
-const MEMCACHED_TOOL: &str = "/usr/share/memcached/scripts/memcached-tool";
 
 /// What gomemcache's `statsFromAddr` makes of `stats`, `stats slabs` and `stats items`.
 #[derive(Debug, Default)]
@@ -746,74 +745,16 @@ fn watchers_and_read_buffers_are_counted() {
     }
 }
 
-/// Whether a peer tool may be missing: CI (`scripts/test.sh` sets SHOAL_REQUIRE_PEERS=1)
-/// requires it; a plain `cargo test` reports a visible skip.
-fn peer_available(what: &str, present: bool) -> bool {
-    if present {
-        return true;
-    }
-    assert!(
-        std::env::var_os("SHOAL_REQUIRE_PEERS").is_none(),
-        "{what} is missing (install Debian's memcached package)"
-    );
-    eprintln!("SKIPPED: {what} is missing (install Debian's memcached package)");
-    false
-}
-
-/// memcached on an ephemeral loopback port, killed on drop.
-struct Memcached {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Memcached {
-    fn start() -> Option<Memcached> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let child = Command::new("memcached")
-            .args(["-m", "64", "-t", "2", "-l", "127.0.0.1", "-U", "0"])
-            .args(["-p", &port.to_string(), "-u", "root"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let mut mc = Memcached {
-            child,
-            addr: ([127, 0, 0, 1], port).into(),
-        };
-        for _ in 0..100 {
-            if TcpStream::connect(mc.addr).is_ok() {
-                return Some(mc);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = mc.child.kill();
-        None
-    }
-}
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn exporter_reports_for_shoald_every_family_it_reports_for_memcached() {
-    let mc = Memcached::start();
-    if !peer_available("memcached", mc.is_some()) {
+    let Some(mc) = Memcached::start(&["-m", "64"]) else {
         return;
-    }
-    let Some(mc) = mc else { return };
+    };
     let server = Server::with_args(&["-m", "64"]);
     let shoald_addr = server.addr.expect("tcp");
-    workload(&mut Conn::tcp(mc.addr));
+    workload(&mut Conn::tcp(mc.addr()));
     workload(&mut server.conn());
-    let theirs = scrape(mc.addr);
+    let theirs = scrape(mc.addr());
     let ours = scrape(shoald_addr);
     assert_clean("memcached", &theirs);
     assert_clean("shoald", &ours);
@@ -853,12 +794,9 @@ fn exporter_reports_for_shoald_every_family_it_reports_for_memcached() {
 
 #[test]
 fn memcached_tool_display_shows_the_one_class() {
-    if !peer_available(
-        MEMCACHED_TOOL,
-        std::path::Path::new(MEMCACHED_TOOL).exists(),
-    ) {
+    let Some(tool) = shoal_test_support::peer("memcached-tool", "memcached") else {
         return;
-    }
+    };
     let server = Server::start();
     let mut c = server.conn();
     for i in 0..50 {
@@ -871,7 +809,8 @@ fn memcached_tool_display_shows_the_one_class() {
     );
     let addr = server.addr.expect("tcp").to_string();
     let out = Command::new("perl")
-        .args([MEMCACHED_TOOL, &addr, "display"])
+        .arg(tool)
+        .args([&addr, "display"])
         .output()
         .expect("run memcached-tool");
     assert!(out.status.success(), "{}", show(&out.stderr));
@@ -895,8 +834,9 @@ fn memcached_tool_display_shows_the_one_class() {
     assert_eq!(&row[6..], ["0", "0", "0"], "{text}");
 }
 
-/// The port is not vacuous: replies shaped like shoald's before issue 12, and the other
-/// ways to break the exporter, are caught.
+/// The port is not vacuous: replies shaped like shoald's before it was made to fit the
+/// exporter (`stats slabs` without `1:cmd_set`, an item stat named like a global one,
+/// ...), and the other ways to break the exporter, are caught.
 #[test]
 fn the_ported_rules_catch_what_breaks_the_exporter() {
     let general = "STAT version 1.6.21\r\nSTAT rusage_user 12\r\nSTAT cmd_set 3\r\n\
@@ -935,9 +875,9 @@ fn the_ported_rules_catch_what_breaks_the_exporter() {
     }
 }
 
-/// shoald's own `/metrics` (issue 15) reports exactly what the exporter would report for
-/// it: the same families, label sets and values (up to counters moving between the two
-/// scrapes, which nothing does here), and `memcached_up 1`.
+/// shoald's own `/metrics` (`--metrics-listen`) reports exactly what the exporter would
+/// report for it: the same families, label sets and values (up to counters moving between
+/// the two scrapes, which nothing does here), and `memcached_up 1`.
 #[test]
 fn metrics_page_matches_what_the_exporter_reports() {
     let (server, metrics) = common::with_metrics(&["-m", "64"]);

@@ -4,16 +4,17 @@
 //! - slow readers: 40 connections each ask for 500 MB of multi-get replies and never read;
 //! - stalled senders: 800 connections each send 900 KB of a declared 1 MB value and stall.
 //!
-//! When memcached is installed, the same cases run against it too and both RSS figures
-//! are printed (`cargo test --release --test hostile -- --nocapture`), memcached's only
-//! for comparison.
+//! The same cases run against memcached too and both RSS figures are printed
+//! (`cargo test --release --test hostile -- --nocapture`), memcached's only for
+//! comparison. memcached is a peer: CI (`SHOAL_REQUIRE_PEERS=1`) fails without it, a plain
+//! `cargo test` prints SKIPPED for the comparison and still tests shoald.
 
 mod common;
 
 use common::Server;
+use shoal_test_support::memcached::Memcached;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// 3x `-m 64`.
@@ -117,39 +118,10 @@ fn stalled_senders(pid: i32, addr: SocketAddr) -> (u64, Duration, Vec<TcpStream>
     (rss, lat, conns)
 }
 
-/// memcached at `-m 64` on an ephemeral port, when installed.
-fn memcached() -> Option<(Child, SocketAddr)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
-    let child = Command::new("memcached")
-        .args([
-            "-m",
-            "64",
-            "-c",
-            "4096",
-            "-t",
-            "2",
-            "-l",
-            "127.0.0.1",
-            "-U",
-            "0",
-        ])
-        .args(["-p", &port.to_string(), "-u", "root"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    for _ in 0..100 {
-        if TcpStream::connect(addr).is_ok() {
-            return Some((child, addr));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    None
+/// memcached at `-m 64`, for comparison: under the peer rule, so CI fails without it and
+/// a plain `cargo test` prints SKIPPED for the comparison (shoald is still tested).
+fn memcached() -> Option<Memcached> {
+    Memcached::start(&["-m", "64", "-c", "4096"])
 }
 
 fn shoald() -> Server {
@@ -166,14 +138,12 @@ fn slow_readers_of_big_multigets_stay_bounded() {
         "slow readers: shoald max RSS {} MB, worst version latency {lat:?}",
         rss / 1024
     );
-    if let Some((mut mc, mc_addr)) = memcached() {
-        let (mrss, mlat) = slow_readers(mc.id() as i32, mc_addr);
+    if let Some(mc) = memcached() {
+        let (mrss, mlat) = slow_readers(mc.pid() as i32, mc.addr());
         eprintln!(
             "slow readers: memcached max RSS {} MB, worst version latency {mlat:?}",
             mrss / 1024
         );
-        let _ = mc.kill();
-        let _ = mc.wait();
     }
     assert!(rss < RSS_LIMIT_KB, "shoald RSS {rss} KB");
     assert!(lat < Duration::from_secs(2), "version took {lat:?}");
@@ -213,15 +183,13 @@ fn stalled_large_values_stay_bounded() {
             }
         }
     }
-    if let Some((mut mc, mc_addr)) = memcached() {
-        let (mrss, mlat, mconns) = stalled_senders(mc.id() as i32, mc_addr);
+    if let Some(mc) = memcached() {
+        let (mrss, mlat, mconns) = stalled_senders(mc.pid() as i32, mc.addr());
         eprintln!(
             "stalled senders: memcached max RSS {} MB, worst version latency {mlat:?}",
             mrss / 1024
         );
         drop(mconns);
-        let _ = mc.kill();
-        let _ = mc.wait();
     }
     assert!(rss < RSS_LIMIT_KB, "shoald RSS {rss} KB");
     assert!(lat < Duration::from_secs(2), "version took {lat:?}");

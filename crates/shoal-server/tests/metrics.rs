@@ -1,6 +1,6 @@
-//! shoald's `--metrics-listen` endpoint (issue 15): the page, the latency histograms, what
-//! bad HTTP input gets, `promtool check metrics`, and `--log-format` (JSON lines; the same
-//! events in both formats).
+//! shoald's `--metrics-listen` endpoint: the page, the latency histograms, what bad HTTP
+//! input gets, `promtool check metrics`, and `--log-format` (JSON lines; the same events
+//! in both formats).
 
 mod common;
 

@@ -1,11 +1,10 @@
-//! Reply-by-reply parity with memcached 1.6 (issue 12, item 4).
+//! Reply-by-reply parity with memcached 1.6.
 //!
-//! Starts the real shoald and the real memcached (`/usr/bin/memcached`) with the same
-//! options, sends both the same corpus of request sequences, each case on a fresh
-//! connection, and compares the replies byte for byte. Only what must differ is
-//! normalised: CAS uniques, the `VERSION` text, `STAT` lines (stats are compared through
-//! chosen counters instead), `me`'s `cas=`/`size=`, and times (`t`, `l`, `la=`, `exp=`
-//! may differ by a clock tick).
+//! Starts the real shoald and the real memcached with the same options, sends both the
+//! same corpus of request sequences, each case on a fresh connection, and compares the
+//! replies byte for byte. Only what must differ is normalised: CAS uniques, the `VERSION`
+//! text, `STAT` lines (stats are compared through chosen counters instead), `me`'s
+//! `cas=`/`size=`, and times (`t`, `l`, `la=`, `exp=` may differ by a clock tick).
 //!
 //! Every request is followed by `mn`, and its reply is everything before that `MN`, so
 //! `noreply`, quiet mode and swallowed data blocks are compared too (an empty reply is a
@@ -17,21 +16,21 @@
 //! marked with [`Case::allow`] and a reason; they are printed but do not fail the test
 //! (and a note is printed when such a step stops differing).
 //!
-//! memcached missing: the test fails when `SHOAL_REQUIRE_PEERS` is set, else it prints
-//! "SKIPPED: memcached missing" and passes. `SHOAL_PARITY_VERBOSE=1` prints every step,
+//! memcached is a peer: the test fails without it when `SHOAL_REQUIRE_PEERS` is set (CI),
+//! else it prints a SKIPPED line and passes. `SHOAL_PARITY_VERBOSE=1` prints every step,
 //! matching or not (`cargo test --release -p shoal-server --test parity -- --nocapture`).
 
 mod common;
 
 use common::Server;
+use shoal_test_support::memcached::Memcached;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const MEMCACHED: &str = "/usr/bin/memcached";
 /// Longest wait for one reply.
 const READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// The whole run's time limit: steps not started by then are skipped (and the test fails),
@@ -43,7 +42,7 @@ const SKIPPED: &str = "<skipped: over the time budget>";
 const RAW_WAIT: Duration = Duration::from_millis(500);
 
 // ---------------------------------------------------------------------------------------
-// Documented differences (reasons shown when they occur; see the report of issue 12.4).
+// Documented differences (reasons shown when they occur; docs/protocol-deviations.md).
 // ---------------------------------------------------------------------------------------
 
 /// memcached stores numbers from `strtol`/`strtoul` into 32-bit fields without a range
@@ -1323,51 +1322,6 @@ fn groups() -> Vec<Group> {
 // Running a case.
 // ---------------------------------------------------------------------------------------
 
-/// memcached on an ephemeral loopback port, killed when dropped.
-struct Memcached {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_memcached(flags: &[&str]) -> Memcached {
-    for _ in 0..5 {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("ephemeral port")
-            .port();
-        let mut child = Command::new(MEMCACHED)
-            .args(["-p", &port.to_string(), "-l", "127.0.0.1", "-U", "0"])
-            .args(["-u", "root", "-t", "2"])
-            .args(flags)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn memcached");
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                break; // Port taken meanwhile, most likely: try another.
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Memcached { child, addr };
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    panic!("memcached {flags:?} did not start");
-}
-
 /// One client connection with a deadline on every read.
 struct Client {
     stream: Option<TcpStream>,
@@ -1950,13 +1904,13 @@ fn run_case(
     })
 }
 
-fn run_group(group: Group, deadline: Instant) -> Vec<StepResult> {
-    let memcached = start_memcached(&group.flags);
+fn run_group(memcached: &Path, group: Group, deadline: Instant) -> Vec<StepResult> {
+    let memcached = Memcached::start_bin(memcached, &group.flags);
     let shoald = Server::with_args(&group.flags);
     let sh_addr = shoald.addr.expect("tcp");
     let mut out = Vec::new();
     for case in &group.cases {
-        let results = run_case(memcached.addr, sh_addr, case, deadline);
+        let results = run_case(memcached.addr(), sh_addr, case, deadline);
         for ((step, allow), (mc, sh)) in case.steps.iter().zip(results) {
             out.push(StepResult {
                 group: group.name,
@@ -1973,21 +1927,17 @@ fn run_group(group: Group, deadline: Instant) -> Vec<StepResult> {
 
 #[test]
 fn replies_match_memcached() {
-    if !std::path::Path::new(MEMCACHED).exists() {
-        assert!(
-            std::env::var_os("SHOAL_REQUIRE_PEERS").is_none(),
-            "{MEMCACHED} is missing (install Debian's memcached package)"
-        );
-        eprintln!("SKIPPED: memcached missing");
+    let Some(memcached) = shoal_test_support::peer("memcached", "memcached") else {
         return;
-    }
+    };
+    let memcached = memcached.as_path();
     let started = Instant::now();
     let deadline = started + BUDGET;
     let groups = groups();
     let results: Vec<StepResult> = std::thread::scope(|s| {
         let handles: Vec<_> = groups
             .into_iter()
-            .map(|g| s.spawn(move || run_group(g, deadline)))
+            .map(|g| s.spawn(move || run_group(memcached, g, deadline)))
             .collect();
         handles
             .into_iter()

@@ -1,17 +1,16 @@
 //! A real Prometheus (Debian's `prometheus`) scrapes shoald, shoal-proxy and shoal-queued
-//! through `--metrics-listen` (issue 15): `up` is 1 for each, and counters move after
+//! through `--metrics-listen`: `up` is 1 for each, and counters move after
 //! traffic, as seen through Prometheus's HTTP API.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const PROMETHEUS: &str = "/usr/bin/prometheus";
 /// Everything Prometheus is waited for must happen within this.
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -65,22 +64,6 @@ impl Drop for Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// shoal-proxy and shoal-queued, built (if stale) next to the shoald these tests run.
-fn sibling(name: &str) -> PathBuf {
-    let dir = Path::new(common::shoald_bin()).parent().expect("bin dir");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-q", "-p", name, "--bin", name]);
-    if dir.ends_with("release") {
-        cmd.arg("--release");
-    }
-    assert!(
-        cmd.status().expect("cargo build").success(),
-        "building {name}"
-    );
-    dir.join(name)
 }
 
 fn free_port() -> u16 {
@@ -139,7 +122,11 @@ struct Daemons {
 }
 
 fn start_daemons(tmp: &Path) -> Daemons {
-    let (proxy_bin, queued_bin) = (sibling("shoal-proxy"), sibling("shoal-queued"));
+    // Built first if missing or older than the workspace sources.
+    let (proxy_bin, queued_bin) = (
+        shoal_test_support::workspace_bin("shoal-proxy"),
+        shoal_test_support::workspace_bin("shoal-queued"),
+    );
     let (shoald, shoald_metrics) = common::with_metrics(&[]);
     let queued = Proc::spawn(
         Command::new(queued_bin)
@@ -176,15 +163,9 @@ fn start_daemons(tmp: &Path) -> Daemons {
 
 #[test]
 fn prometheus_scrapes_all_three_daemons() {
-    let present = Path::new(PROMETHEUS).exists();
-    if !present {
-        assert!(
-            std::env::var_os("SHOAL_REQUIRE_PEERS").is_none(),
-            "{PROMETHEUS} is missing (install Debian's prometheus package)"
-        );
-        eprintln!("SKIPPED: {PROMETHEUS} is missing (install Debian's prometheus package)");
+    let Some(prometheus) = shoal_test_support::peer("prometheus", "prometheus") else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().expect("tempdir");
     let d = start_daemons(tmp.path());
     let Daemons {
@@ -209,7 +190,7 @@ fn prometheus_scrapes_all_three_daemons() {
     )
     .expect("prometheus.yml");
     let _prometheus = Proc::spawn(
-        Command::new(PROMETHEUS)
+        Command::new(prometheus)
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",

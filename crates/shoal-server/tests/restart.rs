@@ -9,7 +9,7 @@ mod common;
 use common::{Conn, Server};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -148,6 +148,7 @@ fn expiry_counts_the_time_spent_down() {
     c.rt(b"set long 0 100 1\r\nb\r\n", b"STORED\r\n");
     drop(c);
     graceful_stop(s, &path);
+    // Deliberately lets time pass while the server is down: `short`'s 2 s expire.
     std::thread::sleep(Duration::from_millis(2500));
     let s = start(&path, &[]);
     let line = s.wait_log("[restart]", WAIT).expect("restart log");
@@ -269,14 +270,22 @@ fn kill_9_mid_load_never_serves_a_torn_or_stale_item() {
             if batch.len() > 32 << 10 {
                 c.send_lossy(&batch);
                 batch.clear();
-                let (_, open) = c.drain_for(Duration::from_millis(1));
-                if !open {
+                // Keeps writing until the server is gone (drain_for says whether the
+                // connection closed).
+                let (_, closed) = c.drain_for(Duration::from_millis(1));
+                if closed {
                     return;
                 }
             }
         }
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // Kill it once writes are landing: 10,000 sets served since the restart.
+    let mut probe = Conn::tcp(addr);
+    let deadline = Instant::now() + WAIT;
+    while probe.stat("cmd_set") < 10_000 {
+        assert!(Instant::now() < deadline, "the writer's sets never arrived");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     s.signal(libc::SIGKILL);
     s.wait_exit(WAIT).expect("killed");
     let _ = writer.join();

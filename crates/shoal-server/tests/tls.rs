@@ -247,7 +247,7 @@ fn bad_tls_configuration_refuses_to_start() {
     }
 }
 
-/// `/metrics` counts TLS handshakes by result (issue 15).
+/// `/metrics` counts TLS handshakes by result.
 #[test]
 fn metrics_count_tls_handshakes() {
     let pki = Pki::new("metrics");

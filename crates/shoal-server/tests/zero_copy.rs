@@ -268,8 +268,12 @@ fn a_client_that_stops_reading_does_not_hold_memory_back() {
     let keys: Vec<String> = (0..10).map(|k| format!("big{k}")).collect();
     let req = format!("get {}\r\n", keys.join(" ")).repeat(20);
     stalled.write_all(req.as_bytes()).expect("get");
-    // Give the server time to fill the socket and stall on it.
-    thread::sleep(Duration::from_millis(200));
+    // Wait (the socket's read timeout bounds it) until the reply has started to arrive:
+    // the multi-get is being served. The 60 MB it asks for are far more than the
+    // sockets buffer, so the reply stalls while the sets below run. Peeking reads
+    // nothing, so the check at the end still sees the reply from its first byte.
+    let mut first_byte = [0u8; 1];
+    assert_eq!(stalled.peek(&mut first_byte).expect("reply starts"), 1);
     // Refill memory several times over: every set must be stored.
     let v = vec![b'y'; 200_000];
     for round in 0..100 {

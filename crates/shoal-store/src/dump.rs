@@ -34,7 +34,7 @@ impl Store {
         shard.for_each(inner, |r| {
             let raw = inner.item_at(r);
             if !is_expired(raw.exptime(), now) {
-                f(&Item::new(inner, r, raw, inner.cas_of(r, &raw), now));
+                f(&inner.view(r, raw, now));
             }
         });
     }

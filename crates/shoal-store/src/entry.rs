@@ -91,7 +91,7 @@ impl<'a> Entry<'a> {
     pub fn item(&self) -> Option<Item<'_>> {
         self.current.map(|loc| {
             let raw = self.inner.item_at(loc);
-            Item::new(self.inner, loc, raw, self.inner.cas_of(loc, &raw), self.now)
+            self.inner.view(loc, raw, self.now)
         })
     }
 

@@ -12,6 +12,7 @@ use crate::index::{Items, Padded, Ref, Refs, Shard};
 use crate::item::Item;
 use crate::layout::{RawItem, FETCHED};
 use crate::segments::{Acquired, SegId, Segments};
+use crate::store_id::StoreId;
 use parking_lot::{Mutex, MutexGuard};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -70,6 +71,23 @@ impl Inner {
             evict_observer: std::sync::OnceLock::new(),
             memory_file: std::sync::OnceLock::new(),
         }
+    }
+
+    /// This store's identity, which its items carry.
+    pub(crate) fn id(&self) -> StoreId {
+        StoreId::of(self)
+    }
+
+    /// The caller's view of the item at `loc` (read at rel time `now`), valid while the
+    /// lock it was found under is held.
+    pub(crate) fn view<'e>(&self, loc: Ref, raw: RawItem, now: u32) -> Item<'e> {
+        Item::new(
+            self.id(),
+            self.refs.seg(loc),
+            raw,
+            self.cas_of(loc, &raw),
+            now,
+        )
     }
 
     /// Rel time of a pending delayed `flush_all`, 0 if none.
@@ -271,7 +289,7 @@ impl Inner {
                     if let Some(observe) = self.evict_observer.get() {
                         // The segment is not reused before this walk ends, so the item's
                         // bytes are still intact although it is unlinked.
-                        observe(&Item::new(self, loc, raw, self.cas_of(loc, &raw), now));
+                        observe(&self.view(loc, raw, now));
                     }
                 }
             }

@@ -1,9 +1,8 @@
 //! A view of one live item, as the store hands it to callers.
 
-use crate::index::Ref;
-use crate::inner::Inner;
 use crate::layout::{RawItem, FETCHED, STALE, WIN_SENT};
 use crate::segments::SegId;
+use crate::store_id::StoreId;
 use std::marker::PhantomData;
 
 /// A live item, valid while the shard lock that produced it is held.
@@ -13,20 +12,21 @@ pub struct Item<'e> {
     now: u32,
     /// The store the item is in, so that [`Store::pin`](crate::Store::pin) can refuse an
     /// item of another store.
-    pub(crate) owner: *const Inner,
+    pub(crate) owner: StoreId,
     /// The segment it is in.
     pub(crate) seg: SegId,
     _lock: PhantomData<&'e ()>,
 }
 
 impl<'e> Item<'e> {
-    pub(crate) fn new(inner: &Inner, loc: Ref, raw: RawItem, cas: u64, now: u32) -> Self {
+    /// The item `raw` in segment `seg` of the store `owner`, read at rel time `now`.
+    pub(crate) fn new(owner: StoreId, seg: SegId, raw: RawItem, cas: u64, now: u32) -> Self {
         Item {
             raw,
             cas,
             now,
-            owner: inner,
-            seg: inner.refs.seg(loc),
+            owner,
+            seg,
             _lock: PhantomData,
         }
     }

@@ -31,6 +31,7 @@ mod restart;
 mod segments;
 mod stats;
 mod store;
+mod store_id;
 mod value_ref;
 mod writer;
 

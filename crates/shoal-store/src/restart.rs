@@ -756,6 +756,7 @@ mod tests {
         drop(w);
         store.save_restart().expect("save");
         drop(store);
+        // Deliberately lets `short`'s expiry pass while the store is closed.
         std::thread::sleep(std::time::Duration::from_millis(2100));
         let (store, r) = Store::open_memory_file(cfg(), &path, &[]).expect("open");
         assert_eq!(

@@ -63,7 +63,7 @@ impl Store {
             shard.counters.get_expired += 1;
             return None;
         }
-        let item = Item::new(inner, loc, raw, inner.cas_of(loc, &raw), now);
+        let item = inner.view(loc, raw, now);
         let r = f(&item);
         raw.set_state(FETCHED);
         raw.set_atime(now);

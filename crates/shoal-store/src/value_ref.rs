@@ -86,7 +86,7 @@ impl Store {
         // A real check: pinning another store's item would count the pin in this store's
         // segment table and leave the real segment unprotected.
         assert!(
-            std::ptr::eq(item.owner, inner),
+            item.owner == inner.id(),
             "Store::pin: the item belongs to a different Store"
         );
         inner.segs.pin(item.seg);

@@ -17,8 +17,11 @@
 //! - **TLS material** for the TLS tests: certificates made at test time and a client
 //!   ([`tls`]).
 //! - **Logs** read back as events in either `--log-format` ([`logs`]).
+//! - **memcached as a peer**, started on an ephemeral port and killed on drop
+//!   ([`memcached::Memcached`]).
 
 pub mod logs;
+pub mod memcached;
 pub mod tls;
 
 use std::path::{Path, PathBuf};

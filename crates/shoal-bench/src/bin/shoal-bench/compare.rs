@@ -1,0 +1,154 @@
+//! `shoal-bench compare-memcached`: shoald against memcached with the same flags and
+//! loads, alternating and repeated; memcaslap; memory efficiency.
+
+use crate::util::{dur, parse_size, which};
+use anyhow::{Context, Result};
+use shoal_bench::compare::{self, CompareConfig};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// `compare-memcached`'s options.
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// The shoald binary (default: next to this program, else on PATH).
+    #[arg(long)]
+    pub shoald: Option<PathBuf>,
+    /// The memcached binary.
+    #[arg(long, default_value = "memcached")]
+    pub memcached: PathBuf,
+    /// The memcaslap binary; `none` skips it.
+    #[arg(long, default_value = "memcaslap")]
+    pub memcaslap: String,
+    /// Runs per scenario and server.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Measured window per run.
+    #[arg(short = 't', long, default_value = "5s", value_parser = dur)]
+    pub duration: Duration,
+    /// memcaslap run length.
+    #[arg(long, default_value = "10s", value_parser = dur)]
+    pub memcaslap_time: Duration,
+    /// Pipeline depths, one scenario each.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    pub depths: Vec<usize>,
+    /// Connections.
+    #[arg(short, long, default_value_t = 50)]
+    pub conns: usize,
+    /// Client threads.
+    #[arg(short = 'T', long, default_value_t = 2)]
+    pub threads: usize,
+    /// Value sizes in bytes (k suffix allowed), one scenario per depth and size.
+    #[arg(long, value_delimiter = ',', default_value = "100")]
+    pub value_sizes: Vec<String>,
+    /// Fraction of sets.
+    #[arg(long, default_value_t = 0.1)]
+    pub set_ratio: f64,
+    /// Keys.
+    #[arg(short, long, default_value_t = 10_000)]
+    pub keys: u64,
+    /// A shoald configuration to compare as well: NAME=FLAGS (flags space-separated),
+    /// e.g. `io_uring=--io-uring`. Repeatable.
+    #[arg(
+        long = "variant",
+        value_name = "NAME=FLAGS",
+        allow_hyphen_values = true
+    )]
+    pub variants: Vec<String>,
+    /// Also run every server rate-limited at these fractions of memcached's median
+    /// throughput (e.g. `0.5,0.8,0.95`), to compare latency at equal offered load.
+    #[arg(long, value_delimiter = ',')]
+    pub equal_load: Vec<f64>,
+    /// Flags given to every server (replacing `-t 2 -m 256`), space-separated.
+    #[arg(long, allow_hyphen_values = true)]
+    pub server_args: Option<String>,
+    /// Skip the memory benchmark.
+    #[arg(long)]
+    pub no_memory: bool,
+    /// Small and fast: 1 repeat of 1 s, memcaslap 2 s, 100k keys for memory.
+    #[arg(long)]
+    pub quick: bool,
+    /// Write results.json and results.md here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Runs the comparison and writes its report; an error names what could not be started
+/// or measured.
+pub fn run(a: CompareArgs) -> Result<()> {
+    let shoald = match a.shoald {
+        Some(p) => p,
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(|d| d.join("shoald")))
+            .filter(|p| p.is_file())
+            .or_else(|| which(Path::new("shoald")))
+            .context(
+                "shoald not found: build it (cargo build --release --bin shoald) or pass --shoald",
+            )?,
+    };
+    let memcached = which(&a.memcached).with_context(|| {
+        format!(
+            "{} not found: apt-get install -y memcached",
+            a.memcached.display()
+        )
+    })?;
+    let mut cfg = CompareConfig::new(shoald, memcached);
+    cfg.memcaslap = match a.memcaslap.as_str() {
+        "none" => None,
+        name => {
+            let found = which(Path::new(name));
+            if found.is_none() {
+                eprintln!(
+                    "memcaslap not found (apt-get install -y libmemcached-tools); skipping it"
+                );
+            }
+            found
+        }
+    };
+    cfg.repeats = a.repeats.max(1);
+    cfg.value_sizes = a
+        .value_sizes
+        .iter()
+        .map(|v| parse_size(v).with_context(|| format!("bad value size {v}")))
+        .collect::<Result<_>>()?;
+    cfg.set_ratio = a.set_ratio;
+    cfg.keys = a.keys;
+    cfg.equal_load = a.equal_load;
+    for v in &a.variants {
+        let (name, flags) = v
+            .split_once('=')
+            .with_context(|| format!("--variant {v}: expected NAME=FLAGS"))?;
+        cfg.variants.push((
+            name.to_string(),
+            flags.split_whitespace().map(String::from).collect(),
+        ));
+    }
+    if let Some(args) = &a.server_args {
+        cfg.server_args = args.split_whitespace().map(String::from).collect();
+    }
+    cfg.duration_secs = a.duration.as_secs_f64();
+    cfg.memcaslap_secs = a.memcaslap_time.as_secs().max(1);
+    cfg.depths = a.depths;
+    cfg.conns = a.conns;
+    cfg.threads = a.threads;
+    cfg.memory = !a.no_memory;
+    if a.quick {
+        cfg.repeats = 1;
+        cfg.duration_secs = 1.0;
+        cfg.warmup_secs = 0.2;
+        cfg.memcaslap_secs = 2;
+        cfg.memory_keys = 100_000;
+    }
+    let report = compare::run(&cfg)?;
+    let md = report.markdown();
+    println!("{md}");
+    if let Some(dir) = a.out {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::write(
+            dir.join("results.json"),
+            serde_json::to_string_pretty(&report)?,
+        )?;
+        std::fs::write(dir.join("results.md"), md)?;
+    }
+    Ok(())
+}
