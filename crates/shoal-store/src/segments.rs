@@ -57,6 +57,13 @@ pub struct SegMeta {
     /// A segment is only reused or freed at zero pins, so a reply never sees its bytes
     /// change under it.
     pub pins: AtomicU32,
+    /// No item in this segment expires before this rel time: the earliest expiry of the
+    /// items written to it or touched in it (`u32::MAX`: none has one; 0: not known, as
+    /// after a restart). Lets the expiry sweep skip segments with nothing to reclaim
+    /// instead of walking every item of every sealed segment (most caches set no TTL,
+    /// or long ones). Only ever lowered while the segment is in use, except by the sweep
+    /// itself (see `Inner::reclaim_expired_in`).
+    pub earliest_expiry: AtomicU32,
 }
 
 struct Pool {
@@ -328,6 +335,7 @@ impl Segments {
         m.live_bytes.store(0, Ordering::Relaxed);
         // Claimed (or never used): no pin can exist, and the drain mark goes.
         m.pins.store(0, Ordering::Relaxed);
+        m.earliest_expiry.store(u32::MAX, Ordering::Relaxed);
         m.state.store(ACTIVE, Ordering::Release);
         id
     }
