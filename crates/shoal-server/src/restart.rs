@@ -85,6 +85,7 @@ pub fn open_store(settings: &Settings) -> anyhow::Result<OpenedStore> {
         // load at which shards grow) for caches of a few hundred thousand items, and each
         // link walked is a cache miss on the request path.
         index_capacity: 1usize << settings.hashpower.unwrap_or(DEFAULT_HASHPOWER),
+        preallocate: settings.large_pages,
     };
     let Some(path) = &settings.memory_file else {
         return Ok(OpenedStore {

@@ -10,6 +10,7 @@ fn store(limit: usize) -> Store {
         evict: true,
         writers: 2,
         index_capacity: 0,
+        preallocate: false,
     })
     .expect("config")
 }
@@ -231,6 +232,7 @@ fn no_evict_mode_reports_out_of_memory() {
         evict: false,
         writers: 1,
         index_capacity: 0,
+        preallocate: false,
     })
     .unwrap();
     let mut w = s.writer();
@@ -336,6 +338,7 @@ fn concurrent_writers_and_readers_agree() {
 fn presized_index_reports_its_capacity() {
     let s = Store::new(StoreConfig {
         index_capacity: 1 << 16,
+        preallocate: false,
         ..StoreConfig::default()
     })
     .unwrap();
@@ -405,6 +408,7 @@ fn small_store(segments: usize) -> Store {
         evict: true,
         writers: 1,
         index_capacity: 0,
+        preallocate: false,
     })
     .expect("config")
 }
