@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # shoal-proxy --threads 1 vs --threads 2 (per-worker server connections) vs --threads 2
 # --shared-backends vs nutcracker, same three shoald backends, same load, side by side in
-# one run: each round runs every target once, in an order rotated from round to round so
+# one run, beside the same load sent straight to the backends ("direct": shoal-bench
+# placing keys itself with ketama, what a client does without a proxy), which is what
+# each proxy's overhead is measured against: each round runs every target once, in an order rotated from round to round so
 # drift (other load on the machine) is spread over all of them. Records ops/s, p50/p99
 # and the proxy's CPU time per request (user+system of the proxy process, all threads,
 # from /proc/PID/stat, over every request it served in the run: prefill, warm-up and the
@@ -61,7 +63,8 @@ target[nutcracker]="$! $nport"
 start_proxy threads1 "$bin/shoal-proxy" --threads 1
 start_proxy threads2 "$bin/shoal-proxy" --threads 2
 start_proxy threads2-shared "$bin/shoal-proxy" --threads 2 --shared-backends
-names=(nutcracker threads1 threads2 threads2-shared)
+names=(direct nutcracker threads1 threads2 threads2-shared)
+target[direct]="0 $(IFS=,; echo "${ports[*]/#/127.0.0.1:}")"
 if [ -n "${OLD_PROXY:-}" ]; then
   start_proxy old-threads2 "$OLD_PROXY" --threads 2
   names+=(old-threads2)
@@ -69,11 +72,12 @@ fi
 sleep 1
 for n in "${names[@]}"; do
   read -r pid _ <<<"${target[$n]}"
+  [ "$pid" = 0 ] && continue
   kill -0 "$pid" 2>/dev/null || { echo "$n did not start" >&2; exit 1; }
 done
 
 hz=$(getconf CLK_TCK)
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+ticks() { if [ "$1" = 0 ]; then echo 0; else awk '{print $14 + $15}' "/proc/$1/stat"; fi; }
 printf 'target\tdepth\tround\tops_per_sec\tp50_us\tp99_us\trequests\tcpu_us_per_request\tloadavg\n' > "$out/runs.tsv"
 for depth in 1 16; do
   for r in $(seq "$rounds"); do
@@ -82,7 +86,8 @@ for depth in 1 16; do
     for n in "${order[@]}"; do
       read -r pid port <<<"${target[$n]}"
       before=$(ticks "$pid")
-      "$bin/shoal-bench" load -s "127.0.0.1:$port" -c 50 -T 2 -d "$depth" -t "${secs}s" -w 1s \
+      if [ "$pid" = 0 ]; then servers=(-s "$port" --placement ketama); else servers=(-s "127.0.0.1:$port"); fi
+      "$bin/shoal-bench" load "${servers[@]}" -c 50 -T 2 -d "$depth" -t "${secs}s" -w 1s \
         --set-ratio 0.1 -v 100 -k 10000 --no-progress --json "$out/$n-d$depth-r$r.json" >/dev/null
       after=$(ticks "$pid")
       load=$(cut -d' ' -f1 /proc/loadavg)
@@ -108,8 +113,8 @@ names = list(dict.fromkeys(r["target"] for r in rows))
 med = {}
 for r in rows:
     med.setdefault((r["target"], r["depth"]), []).append(r)
-print("| target | depth | ops/s (median) | vs nutcracker | vs threads1 | p50 us | p99 us | proxy CPU us/request | vs nutcracker | runs ops/s |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+print("| target | depth | ops/s (median) | vs direct | vs nutcracker | vs threads1 | p50 us | p99 us | p50 added to direct, us | proxy CPU us/request | vs nutcracker | runs ops/s |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for depth in ("1", "16"):
     m = {}
     for n in names:
@@ -122,8 +127,9 @@ for depth in ("1", "16"):
         p50 = statistics.median(float(x["p50_us"]) for x in rs)
         p99 = statistics.median(float(x["p99_us"]) for x in rs)
         runs = " / ".join(f"{float(x['ops_per_sec']):,.0f}" for x in rs)
-        print(f"| {n} | {depth} | {ops:,.0f} | {ops / m['nutcracker'][0]:.2f}x | {ops / m['threads1'][0]:.2f}x "
-              f"| {p50:,.0f} | {p99:,.0f} | {cpu:.2f} | {cpu / m['nutcracker'][1]:.2f}x | {runs} |")
+        direct_p50 = statistics.median(float(x["p50_us"]) for x in med[("direct", depth)])
+        print(f"| {n} | {depth} | {ops:,.0f} | {ops / m['direct'][0]:.2f}x | {ops / m['nutcracker'][0]:.2f}x | {ops / m['threads1'][0]:.2f}x "
+              f"| {p50:,.0f} | {p99:,.0f} | {p50 - direct_p50:,.0f} | {cpu:.2f} | {cpu / m['nutcracker'][1]:.2f}x | {runs} |")
 loads = [float(r["loadavg"]) for r in rows]
 print(f"\nLoad average (1 min) after each run: min {min(loads):.2f}, median {statistics.median(loads):.2f}, max {max(loads):.2f}.")
 PY

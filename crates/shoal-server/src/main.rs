@@ -195,7 +195,7 @@ fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
         tracing::warn!("UDP is not supported; -U is ignored");
     }
     if settings.large_pages {
-        large_pages_note();
+        large_pages_note(opened.store.huge_page_advised());
     }
     if let Some(summary) = settings.inert_summary() {
         tracing::warn!("{summary}");
@@ -490,9 +490,10 @@ fn check_readable_after_switch(s: &Settings) -> Result<(), StartupError> {
     Ok(())
 }
 
-/// `-L`: shoald does not map huge pages itself; say what the kernel's transparent huge
-/// pages will do for its segments.
-fn large_pages_note() {
+/// `-L`: the memory limit's worth of segments was made resident at startup (as memcached
+/// allocates its whole cache); say whether huge pages back it, which is what `-L` is for.
+/// Without `-L` segments are advised for huge pages all the same, just touched lazily.
+fn large_pages_note(advised: bool) {
     let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
         .ok()
         .and_then(|s| {
@@ -500,16 +501,21 @@ fn large_pages_note() {
                 .find(|w| w.starts_with('['))
                 .map(|w| w.trim_matches(['[', ']']).to_string())
         });
-    match mode.as_deref() {
-        Some("always") => tracing::info!(
-            "-L: segments are ordinary anonymous memory and transparent huge pages are \
-             enabled (always), so the kernel backs them with huge pages where it can"
+    match (advised, mode.as_deref()) {
+        (true, Some(m @ ("always" | "madvise"))) => {
+            tracing::info!("-L: segment memory preallocated, on transparent huge pages ({m})")
+        }
+        (true, Some(m)) => tracing::warn!(
+            "-L: segment memory preallocated, but transparent huge pages are '{m}' on this \
+             system, so it is on ordinary pages"
         ),
-        Some(m) => tracing::warn!(
-            "-L has no effect: shoald does not request huge pages itself and transparent \
-             huge pages are '{m}' on this system"
+        (true, None) => tracing::warn!(
+            "-L: segment memory preallocated, but transparent huge pages are not available"
         ),
-        None => tracing::warn!("-L has no effect: transparent huge pages are not available"),
+        (false, _) => tracing::warn!(
+            "-L has no effect: segment memory is a memory file (-e) or could not be reserved \
+             in one mapping"
+        ),
     }
 }
 

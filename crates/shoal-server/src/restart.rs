@@ -68,6 +68,9 @@ impl RestartOutcome {
     }
 }
 
+/// memcached's default `hashpower`: the index's initial size, log2 of buckets.
+const DEFAULT_HASHPOWER: u8 = 16;
+
 /// The store for these settings: on the heap, or in the `-e` memory file with whatever a
 /// graceful stop left there. Called before privileges are dropped (`-u`), as the TLS and
 /// SASL files are read, so a memory file in a root-owned tmpfs directory works.
@@ -77,7 +80,12 @@ pub fn open_store(settings: &Settings) -> anyhow::Result<OpenedStore> {
         max_item_size: settings.max_item_size,
         evict: settings.evictions,
         writers: settings.threads,
-        index_capacity: settings.hashpower.map_or(0, |hp| 1usize << hp),
+        // memcached starts its table at 2^16 buckets unless told otherwise; so does the
+        // index here. Starting small and growing would keep chains long (up to the 1.0
+        // load at which shards grow) for caches of a few hundred thousand items, and each
+        // link walked is a cache miss on the request path.
+        index_capacity: 1usize << settings.hashpower.unwrap_or(DEFAULT_HASHPOWER),
+        preallocate: settings.large_pages,
     };
     let Some(path) = &settings.memory_file else {
         return Ok(OpenedStore {

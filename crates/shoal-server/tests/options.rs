@@ -307,3 +307,20 @@ fn several_listen_addresses_are_each_served() {
         assert_eq!(a.stats("")["curr_connections"], "2");
     }
 }
+
+/// `-L` allocates the whole of `-m` at startup, as memcached does; without it segment
+/// memory becomes resident only as it is written.
+#[test]
+fn large_pages_preallocate_the_memory_limit() {
+    let rss_mb = |s: &Server| shoal_test_support::rss_kib(s.pid() as u32) / 1024;
+    let lazy = Server::with_args(&["-m", "128"]);
+    let eager = Server::with_args(&["-m", "128", "-L"]);
+    // Both answer, so both have finished starting.
+    lazy.conn().set("k", b"v");
+    eager.conn().set("k", b"v");
+    let (lazy_mb, eager_mb) = (rss_mb(&lazy), rss_mb(&eager));
+    assert!(eager_mb >= 128, "-L -m 128: RSS {eager_mb} MB");
+    assert!(lazy_mb < 64, "-m 128 without -L: RSS {lazy_mb} MB");
+    let mut c = eager.conn();
+    c.rt(b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n");
+}

@@ -20,6 +20,10 @@ pub struct StoreConfig {
     /// Items the index is sized for up front (memcached's `hashpower`); 0 grows on demand.
     /// Pre-sizing avoids rehash pauses while a large cache warms up.
     pub index_capacity: usize,
+    /// Make the whole memory limit resident at startup (memcached's `-L`) instead of as
+    /// segments are first written: no page faults while the cache fills, at the cost of
+    /// the full limit in RSS from the start.
+    pub preallocate: bool,
 }
 
 impl Default for StoreConfig {
@@ -30,6 +34,7 @@ impl Default for StoreConfig {
             evict: true,
             writers: 4,
             index_capacity: 0,
+            preallocate: false,
         }
     }
 }

@@ -135,6 +135,7 @@ impl<'a> Entry<'a> {
         if old.has_exptime_field() || exptime == 0 {
             if old.has_exptime_field() {
                 old.set_exptime(exptime);
+                self.inner.expires_in(self.inner.refs.seg(loc), exptime);
             }
             return Ok(true);
         }
@@ -215,6 +216,7 @@ impl<'a> Entry<'a> {
             let dst = self.inner.segs.base(seg).add(off as usize);
             layout::write(dst, &spec, self.key, value, self.now);
         }
+        self.inner.expires_in(seg, opts.exptime);
         let loc = self.inner.refs.make(seg, off);
         self.inner.link_accounting(self.shard, loc, size);
         match self.current {

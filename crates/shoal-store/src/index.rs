@@ -3,7 +3,7 @@
 //! Each shard has its own lock, so threads only contend when they touch keys of the same
 //! shard at the same moment. A shard is an array of 32-bit bucket heads; each item's
 //! header holds the reference of the next item in its bucket (memcached's layout), so the
-//! index costs about 4 bytes per 1.5 items outside the item memory. Keys live only in the
+//! index costs 4 to 8 bytes per item outside the item memory (one bucket per item at most). Keys live only in the
 //! segments, never twice.
 
 use crate::layout::{RawItem, NO_LINK};
@@ -11,10 +11,12 @@ use crate::layout::{RawItem, NO_LINK};
 /// A 32-bit item reference: segment and offset, packed by [`Refs`].
 pub type Ref = u32;
 
-/// Shards grow their bucket arrays when they hold this many items per bucket (as
-/// memcached expands its table at 1.5).
-const MAX_LOAD_NUM: usize = 3;
-const MAX_LOAD_DEN: usize = 2;
+/// Shards grow their bucket arrays when they hold more than this many items per bucket.
+/// memcached expands its table at 1.5; at 1.0 a hit walks 1.25-1.5 items on average
+/// rather than 1.375-1.75, and every item walked is a likely cache miss, while the
+/// buckets still cost 4-8 bytes per item (memcached's 8-byte pointers, 5-11).
+const MAX_LOAD_NUM: usize = 1;
+const MAX_LOAD_DEN: usize = 1;
 /// Buckets a shard starts with.
 const MIN_BUCKETS: usize = 16;
 

@@ -299,19 +299,44 @@ impl Inner {
     /// Unlinks the expired items of one sealed segment.
     pub(crate) fn reclaim_expired_in(&self, id: SegId, now: u32) {
         let _scan = self.segs.scan_lock.lock();
-        if self.segs.meta(id).state.load(Ordering::Acquire) != crate::segments::SEALED
-            || self.segs.meta(id).live_items.load(Ordering::Acquire) == 0
+        let meta = self.segs.meta(id);
+        if meta.state.load(Ordering::Acquire) != crate::segments::SEALED
+            || meta.live_items.load(Ordering::Acquire) == 0
+            // Nothing in it expires yet (0, "not known", never skips).
+            || meta.earliest_expiry.load(Ordering::Acquire) > now
         {
             return;
         }
+        // The walk recomputes the earliest expiry of what it leaves. A touch during the
+        // walk either lands before this swap (and the walk reads its new expiry) or lowers
+        // the fresh value itself, so the bound only ever errs early, never late.
+        meta.earliest_expiry.swap(u32::MAX, Ordering::AcqRel);
+        let mut earliest = u32::MAX;
         self.walk(id, |loc, raw| {
-            if !is_expired(raw.exptime(), now) {
+            let exptime = raw.exptime();
+            if !is_expired(exptime, now) {
+                if exptime != 0 {
+                    earliest = earliest.min(exptime);
+                }
                 return;
             }
             let hash = self.hash(raw.key());
             let mut shard = self.shard(hash);
             self.remove_expired(&mut shard, hash, loc);
         });
+        meta.earliest_expiry.fetch_min(earliest, Ordering::AcqRel);
+    }
+
+    /// Notes that an item of segment `seg` expires at `exptime` (rel time; 0: never), so
+    /// that the expiry sweep visits the segment by then.
+    #[inline]
+    pub(crate) fn expires_in(&self, seg: SegId, exptime: u32) {
+        if exptime != 0 {
+            self.segs
+                .meta(seg)
+                .earliest_expiry
+                .fetch_min(exptime, Ordering::AcqRel);
+        }
     }
 }
 

@@ -8,7 +8,7 @@
 //!
 //! The hash index is chained through the items themselves, as memcached's is: `link` is
 //! the reference of the next item in the same bucket. That keeps the index outside the
-//! items down to one 4-byte bucket head per 1.5 items.
+//! items down to one 4-byte bucket head per item at most.
 //!
 //! ```text
 //! +0  word0   u32  bits:8 | key_len:8 | value_len_low:16

@@ -17,6 +17,7 @@
 //! assert_eq!(v, (b"hello".to_vec(), cas));
 //! ```
 
+mod anon_region;
 mod clock;
 mod config;
 mod dump;

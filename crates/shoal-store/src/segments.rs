@@ -8,10 +8,13 @@
 //! per-item allocator, no fragmentation, and eviction cost amortised over a segment.
 //!
 //! Segment memory is allocated lazily (zeroed pages are not resident until written), so a
-//! store that never fills does not cost its whole limit in RSS. It comes from the heap, or,
-//! for a warm restart, from a shared mapping of a memory file ([`MemoryMap`]) whose
-//! contents outlive the process.
+//! store that never fills does not cost its whole limit in RSS. It comes from one
+//! anonymous reservation advised for huge pages ([`AnonRegion`]), or, for a warm restart,
+//! from a shared mapping of a memory file ([`MemoryMap`]) whose contents outlive the
+//! process; from the heap, segment by segment, only where the address space cannot be
+//! reserved.
 
+use crate::anon_region::AnonRegion;
 use crate::memory_file::MemoryMap;
 use parking_lot::Mutex;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -57,6 +60,13 @@ pub struct SegMeta {
     /// A segment is only reused or freed at zero pins, so a reply never sees its bytes
     /// change under it.
     pub pins: AtomicU32,
+    /// No item in this segment expires before this rel time: the earliest expiry of the
+    /// items written to it or touched in it (`u32::MAX`: none has one; 0: not known, as
+    /// after a restart). Lets the expiry sweep skip segments with nothing to reclaim
+    /// instead of walking every item of every sealed segment (most caches set no TTL,
+    /// or long ones). Only ever lowered while the segment is in use, except by the sweep
+    /// itself (see `Inner::reclaim_expired_in`).
+    pub earliest_expiry: AtomicU32,
 }
 
 struct Pool {
@@ -111,8 +121,10 @@ pub struct SavedPool {
 /// The segment table and pool.
 pub struct Segments {
     seg_size: usize,
-    /// Where segment memory comes from when the heap is not used.
+    /// Where segment memory comes from for a warm restart (`-e`).
     mapped: Option<MemoryMap>,
+    /// Where it comes from otherwise, when the address space could be reserved.
+    anon: Option<AnonRegion>,
     ptrs: Box<[AtomicPtr<u8>]>,
     meta: Box<[SegMeta]>,
     pool: Mutex<Pool>,
@@ -147,9 +159,18 @@ impl Segments {
             .collect();
         let meta = (0..capacity).map(|_| SegMeta::default()).collect();
         let never_allocated = (0..capacity as u32).rev().map(|i| i as SegId).collect();
+        // Miri cannot run mmap/madvise; its runs use the heap path.
+        let anon = if cfg!(miri) {
+            None
+        } else {
+            capacity
+                .checked_mul(seg_size)
+                .and_then(|len| AnonRegion::reserve(len).ok())
+        };
         Segments {
             seg_size,
             mapped: None,
+            anon,
             ptrs,
             meta,
             pool: Mutex::new(Pool {
@@ -173,6 +194,21 @@ impl Segments {
             "memory file mapping too small"
         );
         self.mapped = Some(map);
+        self.anon = None;
+    }
+
+    /// Makes the memory of the first `segments` segments resident now (memcached's `-L`
+    /// allocates its whole cache at startup) rather than as each is first written. Only
+    /// for anonymous segment memory; a memory file is the caller's to size.
+    pub fn prefault(&self, segments: usize) {
+        if let Some(anon) = &self.anon {
+            anon.prefault(0, segments.saturating_mul(self.seg_size));
+        }
+    }
+
+    /// Whether segment memory is the anonymous reservation advised for huge pages.
+    pub fn huge_page_advised(&self) -> bool {
+        self.anon.is_some()
     }
 
     /// The mapping segment memory lives in, if any.
@@ -180,23 +216,34 @@ impl Segments {
         self.mapped.as_ref()
     }
 
-    /// Memory for segment `id`: its slice of the mapping, or a zeroed heap allocation.
+    /// Memory for segment `id`: its slice of the memory file's mapping or of the
+    /// anonymous reservation, or a zeroed heap allocation.
     fn memory_for(&self, id: SegId) -> *mut u8 {
-        match &self.mapped {
+        if let Some(m) = &self.mapped {
             // SAFETY: `use_mapping` checked that every id's segment lies in the mapping.
-            Some(m) => unsafe { m.base.add(id as usize * self.seg_size) },
-            // SAFETY: layout has non-zero size.
-            None => unsafe { alloc_zeroed(self.layout()) },
+            return unsafe { m.base.add(id as usize * self.seg_size) };
         }
+        if let Some(a) = &self.anon {
+            // SAFETY: the reservation covers every segment id (`new`).
+            return unsafe { a.base().add(id as usize * self.seg_size) };
+        }
+        // SAFETY: layout has non-zero size.
+        unsafe { alloc_zeroed(self.layout()) }
     }
 
-    /// Gives segment memory back (a heap allocation is freed; a mapped slice stays).
+    /// Gives segment memory back: a heap allocation is freed, a slice of the anonymous
+    /// reservation returns its pages to the kernel, a memory file's slice stays.
     fn free_memory(&self, mem: *mut u8) {
-        if self.mapped.is_none() {
-            // SAFETY: allocated in `memory_for` with the same layout; no index entry
-            // points into a segment whose memory is freed.
-            unsafe { dealloc(mem, self.layout()) };
+        if self.mapped.is_some() {
+            return;
         }
+        if let Some(a) = &self.anon {
+            a.release(mem as usize - a.base() as usize, self.seg_size);
+            return;
+        }
+        // SAFETY: allocated in `memory_for` with the same layout; no index entry points
+        // into a segment whose memory is freed.
+        unsafe { dealloc(mem, self.layout()) };
     }
 
     /// A copy of the pool and segment table, for the restart metadata. Writers must have
@@ -328,6 +375,7 @@ impl Segments {
         m.live_bytes.store(0, Ordering::Relaxed);
         // Claimed (or never used): no pin can exist, and the drain mark goes.
         m.pins.store(0, Ordering::Relaxed);
+        m.earliest_expiry.store(u32::MAX, Ordering::Relaxed);
         m.state.store(ACTIVE, Ordering::Release);
         id
     }
@@ -538,12 +586,15 @@ impl Segments {
 
 impl Drop for Segments {
     fn drop(&mut self) {
+        if self.mapped.is_some() || self.anon.is_some() {
+            // Unmapped whole when the mapping drops, after this.
+            return;
+        }
         for p in self.ptrs.iter() {
             let mem = p.swap(std::ptr::null_mut(), Ordering::AcqRel);
             if !mem.is_null() {
                 self.free_memory(mem);
             }
         }
-        // A mapping is unmapped when `mapped` drops, after this.
     }
 }

@@ -24,7 +24,17 @@ impl Store {
     /// Creates a store. Memory is reserved lazily, segment by segment.
     pub fn new(cfg: StoreConfig) -> Result<Store, ConfigError> {
         let g = Geometry::of(&cfg)?;
-        Ok(Store::from_inner(Inner::new(&cfg, &g, Clock::new())))
+        let inner = Inner::new(&cfg, &g, Clock::new());
+        if cfg.preallocate {
+            inner.segs.prefault(g.segments);
+        }
+        Ok(Store::from_inner(inner))
+    }
+
+    /// Whether segment memory is one anonymous reservation advised for transparent huge
+    /// pages (false on the heap fallback and for a memory file).
+    pub fn huge_page_advised(&self) -> bool {
+        self.inner.segs.huge_page_advised()
     }
 
     pub(crate) fn from_inner(inner: Inner) -> Store {

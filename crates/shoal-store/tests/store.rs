@@ -10,6 +10,7 @@ fn store(limit: usize) -> Store {
         evict: true,
         writers: 2,
         index_capacity: 0,
+        preallocate: false,
     })
     .expect("config")
 }
@@ -109,6 +110,56 @@ fn items_expire_and_are_reclaimed_without_a_read() {
     assert!(st.segments_free > 0, "empty segments returned to the pool");
 }
 
+/// The sweep skips segments whose items cannot have expired yet; a touch that brings an
+/// item's expiry forward in a sealed segment must bring the segment's visit forward too.
+#[test]
+fn the_sweep_finds_items_whose_expiry_a_touch_brought_forward() {
+    let s = store(64 << 20);
+    let mut w = s.writer();
+    let long = s.clock().expiry(1000);
+    for i in 0..BULK {
+        let key = format!("key{i}");
+        s.update(&mut w, key.as_bytes(), |e| {
+            e.store(
+                &[&[0u8; 200]],
+                StoreOptions {
+                    exptime: if i % 2 == 0 { long } else { 0 },
+                    ..Default::default()
+                },
+            )
+        })
+        .unwrap();
+    }
+    // A fresh writer for the touches: `w`'s segments are sealed when it is dropped.
+    drop(w);
+    let mut w = s.writer();
+    let soon = s.clock().expiry(5);
+    for i in (0..BULK).step_by(100) {
+        let key = format!("key{i}");
+        assert!(s
+            .update(&mut w, key.as_bytes(), |e| e.set_exptime(soon))
+            .unwrap());
+    }
+    drop(w);
+    s.clock().advance_for_test(6);
+    for _ in 0..64 {
+        s.maintain_without_tick_for_test();
+    }
+    let st = s.stats();
+    let touched = u64::from(BULK.div_ceil(100));
+    assert_eq!(
+        st.reclaimed, touched,
+        "every touched item reclaimed, nothing else"
+    );
+    assert_eq!(st.curr_items, u64::from(BULK) - touched);
+    // Past the long expiry, the sweep takes the rest of the expiring items too.
+    s.clock().advance_for_test(1000);
+    for _ in 0..64 {
+        s.maintain_without_tick_for_test();
+    }
+    assert_eq!(s.stats().curr_items, u64::from(BULK / 2));
+}
+
 #[test]
 fn touch_keeps_cas_and_changes_expiry() {
     let s = store(64 << 20);
@@ -181,6 +232,7 @@ fn no_evict_mode_reports_out_of_memory() {
         evict: false,
         writers: 1,
         index_capacity: 0,
+        preallocate: false,
     })
     .unwrap();
     let mut w = s.writer();
@@ -286,6 +338,7 @@ fn concurrent_writers_and_readers_agree() {
 fn presized_index_reports_its_capacity() {
     let s = Store::new(StoreConfig {
         index_capacity: 1 << 16,
+        preallocate: false,
         ..StoreConfig::default()
     })
     .unwrap();
@@ -355,6 +408,7 @@ fn small_store(segments: usize) -> Store {
         evict: true,
         writers: 1,
         index_capacity: 0,
+        preallocate: false,
     })
     .expect("config")
 }

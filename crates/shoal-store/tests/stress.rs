@@ -335,6 +335,7 @@ fn eviction_under_concurrent_reads_keeps_every_value_intact() {
         evict: true,
         writers: WRITERS,
         index_capacity: 0,
+        preallocate: false,
     })
     .expect("config");
     assert_eq!(store.max_item_bytes(), SEGMENT, "smallest segment size");

@@ -122,9 +122,6 @@ impl LoadConfig {
                 }
                 Some(_) => {}
             }
-            if self.depth != 1 {
-                return bad("several servers (client-side placement) work at --depth 1 only");
-            }
         }
         if self.threads == 0 {
             return bad("--threads must be at least 1");

@@ -448,7 +448,9 @@ async fn pipelined(
     }
 }
 
-/// Several servers, one request at a time, each sent to the server its key is placed on.
+/// Several servers, each request sent to the server its key is placed on: `depth` requests
+/// at a time, each server's share written at once, then every reply read (what a client
+/// that places keys itself does with a batch, without a proxy in between).
 async fn placed(
     cfg: &LoadConfig,
     streams: &mut [TcpStream],
@@ -456,27 +458,48 @@ async fn placed(
     window: (Instant, Instant),
     done: &AtomicU64,
 ) -> Result<(), BenchError> {
-    let mut wbuf: Vec<u8> = Vec::with_capacity(cfg.value_size.max + 64);
-    let mut rbuf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let n = streams.len();
+    let mut wbufs: Vec<Vec<u8>> = (0..n)
+        .map(|_| Vec::with_capacity(cfg.depth * (cfg.value_size.max + 64)))
+        .collect();
+    let mut rbufs: Vec<Vec<u8>> = (0..n).map(|_| Vec::with_capacity(64 * 1024)).collect();
+    let mut inflight: Vec<VecDeque<(Op, Instant)>> =
+        (0..n).map(|_| VecDeque::with_capacity(cfg.depth)).collect();
     while st.more(Instant::now(), window.1) {
         let sent = st.pace().await;
-        let op = st.next_op(cfg);
-        let i = cfg.server_of(&st.key);
-        let addr = cfg.servers[i];
-        st.encode(cfg, op, &mut wbuf);
-        streams[i]
-            .write_all(&wbuf)
-            .await
-            .map_err(|e| BenchError::io(format!("write to {addr}"), e))?;
-        wbuf.clear();
-        loop {
-            if let Some((reply, used)) = cfg.protocol.parse(&rbuf, op)? {
-                rbuf.drain(..used);
-                st.record(op, reply, sent, Instant::now(), window);
-                done.fetch_add(1, Ordering::Relaxed);
-                break;
+        let mut batch = 0;
+        while batch < cfg.depth && st.more(Instant::now(), window.1) {
+            let op = st.next_op(cfg);
+            let i = cfg.server_of(&st.key);
+            st.encode(cfg, op, &mut wbufs[i]);
+            inflight[i].push_back((op, sent));
+            batch += 1;
+        }
+        for (i, wbuf) in wbufs.iter_mut().enumerate() {
+            if wbuf.is_empty() {
+                continue;
             }
-            fill_buf(&mut streams[i], &mut rbuf, addr).await?;
+            let addr = cfg.servers[i];
+            streams[i]
+                .write_all(wbuf)
+                .await
+                .map_err(|e| BenchError::io(format!("write to {addr}"), e))?;
+            wbuf.clear();
+        }
+        for i in 0..n {
+            let addr = cfg.servers[i];
+            let rbuf = &mut rbufs[i];
+            while let Some(&(op, sent)) = inflight[i].front() {
+                match cfg.protocol.parse(rbuf, op)? {
+                    Some((reply, used)) => {
+                        rbuf.drain(..used);
+                        inflight[i].pop_front();
+                        st.record(op, reply, sent, Instant::now(), window);
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    None => fill_buf(&mut streams[i], rbuf, addr).await?,
+                }
+            }
         }
     }
     Ok(())
