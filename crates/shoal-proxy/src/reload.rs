@@ -383,6 +383,7 @@ fn describe(old: &PoolConfig, new: &PoolConfig, out: &mut Vec<String>) {
         server_retry_timeout,
         server_failure_limit,
         client_connections,
+        client_idle_timeout,
         replicas,
         sasl,
         tls,

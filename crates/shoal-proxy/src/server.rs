@@ -20,7 +20,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +44,12 @@ const STATS_BACKLOG: u32 = 128;
 const STATS_COMMAND_WAIT: Duration = Duration::from_millis(100);
 /// Longest command line the stats port reads.
 const STATS_COMMAND_MAX: usize = 256;
+/// Stats connections served at once (as many as the metrics listener serves); more are
+/// closed as soon as they are accepted, so clients that never read cannot pile up.
+pub const STATS_MAX_CONNECTIONS: usize = 32;
+/// How long writing one stats answer may take before the connection is dropped: a client
+/// that never reads holds its slot this long at most.
+pub const STATS_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long workers let open connections finish their replies when the proxy stops.
 const DRAIN: Duration = Duration::from_millis(500);
 
@@ -630,8 +636,13 @@ where
 
 /// Serves the stats port: a client that sends nothing within [`STATS_COMMAND_WAIT`] (or
 /// closes its side) gets the stats JSON, as from twemproxy; one that sends `reload`
-/// gets `OK` or `ERROR <reason>` (see [`crate::reload`]).
+/// gets `OK` or `ERROR <reason>` (see [`crate::reload`]). At most
+/// [`STATS_MAX_CONNECTIONS`] are served at once (more are closed at once), each for at
+/// most [`STATS_COMMAND_WAIT`] plus [`STATS_WRITE_TIMEOUT`]: a client that never sends
+/// is answered after the wait, and one that never reads is dropped after the write
+/// timeout, so neither holds up the others for longer.
 async fn serve_stats(mut acceptor: Acceptor, shared: Arc<Shared>) {
+    let open = Arc::new(AtomicUsize::new(0));
     loop {
         let s = match acceptor.next().await {
             Event::Conn(Incoming::Tcp(s, _)) => s,
@@ -642,8 +653,15 @@ async fn serve_stats(mut acceptor: Acceptor, shared: Arc<Shared>) {
             }
             Event::Shutdown => break,
         };
+        let Some(slot) = StatsSlot::take(&open) else {
+            tracing::debug!(
+                "stats port: {STATS_MAX_CONNECTIONS} connections open, closing one more"
+            );
+            continue;
+        };
         let shared = shared.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let Ok(mut s) = TcpStream::from_std(s) else {
                 return;
             };
@@ -656,9 +674,38 @@ async fn serve_stats(mut acceptor: Acceptor, shared: Arc<Shared>) {
                 Some(cmd) if cmd.is_empty() || cmd == "stats" => stats_json(&shared),
                 Some(_) => "ERROR unknown command\r\n".to_string(),
             };
-            let _ = s.write_all(body.as_bytes()).await;
-            let _ = s.shutdown().await;
+            let write = async {
+                s.write_all(body.as_bytes()).await?;
+                s.shutdown().await
+            };
+            if tokio::time::timeout(STATS_WRITE_TIMEOUT, write)
+                .await
+                .is_err()
+            {
+                tracing::debug!("stats port: a client did not read its answer in time");
+            }
         });
+    }
+}
+
+/// One of the stats port's [`STATS_MAX_CONNECTIONS`] places, given back on drop however
+/// the connection's task ends.
+struct StatsSlot(Arc<AtomicUsize>);
+
+impl StatsSlot {
+    /// A place, if one is free.
+    fn take(open: &Arc<AtomicUsize>) -> Option<StatsSlot> {
+        open.fetch_update(Relaxed, Relaxed, |n| {
+            (n < STATS_MAX_CONNECTIONS).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| StatsSlot(open.clone()))
+    }
+}
+
+impl Drop for StatsSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
     }
 }
 

@@ -198,10 +198,17 @@ where
         text_reply: Vec::new(),
         run: None,
     };
-    let end = connection::serve(&mut stream, &mut s, &budget, &connection::Config::default()).await;
+    // The pool's idle timeout when the connection starts: a reload changes it for
+    // connections accepted afterwards.
+    let config = connection::Config {
+        idle_timeout: s.target.config().client_idle_timeout,
+        ..connection::Config::default()
+    };
+    let end = connection::serve(&mut stream, &mut s, &budget, &config).await;
     match end {
         End::Eof => incr(&s.target.stats().client_eof),
         End::Error | End::LineTooLong => s.client_err = true,
+        End::IdleTimeout => tracing::debug!(pool = %s.target.name(), "idle client closed"),
         _ => {}
     }
     if s.client_err {
