@@ -138,6 +138,7 @@ impl Shared {
                 claimed[i] = true;
             }
             let stats = cur.map_or_else(Arc::default, |e| e.stats.clone());
+            stats.set_timed(self.timed);
             let unchanged = cur.is_some_and(|e| e.config == pc);
             match cur {
                 None => report.changes.push(format!("pool {} added", pc.name)),

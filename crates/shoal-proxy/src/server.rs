@@ -289,6 +289,10 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
         reloads: AtomicU64::new(0),
         reload_failures: AtomicU64::new(0),
     });
+    if opts.metrics_addr.is_some() {
+        // Once, here, rather than on the first timed request.
+        shoal_net::metrics::clock::calibrate();
+    }
     let budget = Budget::new(opts.read_buf_mem_limit);
     let shutdown = Arc::new(watch::channel(false).0);
     let threads = opts.threads.max(1);

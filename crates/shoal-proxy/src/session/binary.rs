@@ -264,10 +264,12 @@ impl Session<'_> {
             Target::Route(router) => run.send_routed(router).await,
         }
         let cost = run.cost;
+        let timing = self.timing(run.len());
         self.push_slot(Slot {
             pending: Pending::Nothing,
             cost,
             reframe: Reframe::Run(Box::new(run)),
+            timing,
         });
     }
 
@@ -314,6 +316,7 @@ impl Session<'_> {
         command: Command<'_>,
         out: &mut Output<'_, W, NoValue>,
     ) {
+        let timing = self.timing(1);
         let mut scratch = std::mem::take(&mut self.scratch);
         match translate::request(&a, &command, &mut scratch) {
             Ok(r) => match parse(&scratch, &LIMITS) {
@@ -333,6 +336,7 @@ impl Session<'_> {
                         pending,
                         cost: scratch.len().saturating_add(reply_cost),
                         reframe: Reframe::Binary(r),
+                        timing,
                     });
                 }
                 // The translation is ours, and always parses; answered rather than assumed.

@@ -45,6 +45,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
+use shoal_net::metrics::clock;
 use shoal_net::{Budget, NoValue, Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
 use shoal_protocol::{decode_key, parse, reply, Keys, Limits, Parsed, Request};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -93,6 +94,17 @@ struct Slot {
     cost: usize,
     /// How the reply reaches the client.
     reframe: Reframe,
+    /// When its requests were forwarded, if the pool times them (metrics served).
+    timing: Option<Timing>,
+}
+
+/// When a slot's client requests were forwarded, for the pool's latency histogram.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    /// [`clock::now`] ticks when the first of them was forwarded.
+    since: u64,
+    /// How many client requests the slot answers (a run of binary gets answers many).
+    requests: u64,
 }
 
 /// How a slot's reply reaches the client.
@@ -132,6 +144,9 @@ struct GetStream {
     next: usize,
     /// Budget held for a key list longer than a read chunk.
     _held: Reservation,
+    /// When the multi-get was received, if the pool times requests: its one latency
+    /// observation is made when its last batch is answered.
+    since: Option<u64>,
 }
 
 /// A connection's requests in flight and replies not yet written.
@@ -376,12 +391,34 @@ impl Session<'_> {
             || (self.pending.len() < MAX_PENDING && self.in_flight < IN_FLIGHT_LIMIT)
     }
 
+    /// Queues a reply that is not timed: one the proxy makes itself.
     fn push(&mut self, pending: Pending, cost: usize) {
         self.push_slot(Slot {
             pending,
             cost,
             reframe: Reframe::Verbatim,
+            timing: None,
         });
+    }
+
+    /// The start of `requests` client requests' latency observation, if the pool times
+    /// requests (one relaxed load when it does not).
+    fn timing(&self, requests: u64) -> Option<Timing> {
+        self.target
+            .stats()
+            .timed
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| Timing {
+                since: clock::now(),
+                requests,
+            })
+    }
+
+    /// Records a resolved slot's requests in the latency histogram of the pool they were
+    /// sent on (the session's target: it changes only with nothing in flight).
+    fn record(&self, t: Timing) {
+        let ns = clock::ticks_to_ns(clock::now().saturating_sub(t.since));
+        self.target.stats().latency.record_n(ns, t.requests);
     }
 
     fn push_slot(&mut self, slot: Slot) {
@@ -413,12 +450,13 @@ impl Session<'_> {
 
     /// Forwards one request (or starts forwarding a large multi-get in batches).
     async fn forward(&mut self, req: &Request<'_>, raw: &[u8]) {
+        let timing = self.timing(1);
         let est = self.target.value_size().get();
         let reply_cost = match req {
             Request::Get { keys, .. } | Request::GetAndTouch { keys, .. } => {
                 let n = keys.iter().count();
                 if n > 1 && n > self.target.value_size().keys_for(IN_FLIGHT_LIMIT) {
-                    self.start_stream(req, keys);
+                    self.start_stream(req, keys, timing.map(|t| t.since));
                     return;
                 }
                 n.saturating_mul(est)
@@ -433,11 +471,16 @@ impl Session<'_> {
                 None => Pending::Routed(Box::new(crate::route::dispatch(router, req, raw).await)),
             },
         };
-        self.push(p, raw.len().saturating_add(reply_cost));
+        self.push_slot(Slot {
+            pending: p,
+            cost: raw.len().saturating_add(reply_cost),
+            reframe: Reframe::Verbatim,
+            timing,
+        });
     }
 
     /// Sets up a multi-get too large for one window to be forwarded in batches.
-    fn start_stream(&mut self, req: &Request<'_>, list: &Keys<'_>) {
+    fn start_stream(&mut self, req: &Request<'_>, list: &Keys<'_>, since: Option<u64>) {
         let mut keys = Vec::new();
         for k in list.iter() {
             if !keys.is_empty() {
@@ -460,6 +503,7 @@ impl Session<'_> {
             keys,
             next: 0,
             _held: held,
+            since,
         });
     }
 
@@ -508,11 +552,22 @@ impl Session<'_> {
             )),
         };
         st.next = end;
-        if last || parts.is_err() {
+        let ends = last || parts.is_err();
+        // The multi-get's one observation rides on its last batch.
+        let timing = st
+            .since
+            .filter(|_| ends)
+            .map(|since| Timing { since, requests: 1 });
+        if ends {
             // Done, or failed here: no more batches.
             self.stream = None;
         }
-        self.push(Pending::Batch(Box::new(Batch { get, last, parts })), cost);
+        self.push_slot(Slot {
+            pending: Pending::Batch(Box::new(Batch { get, last, parts })),
+            cost,
+            reframe: Reframe::Verbatim,
+            timing,
+        });
     }
 
     /// Waits for the oldest request's reply and appends it to `wbuf`; false if nothing
@@ -523,7 +578,10 @@ impl Session<'_> {
         };
         self.in_flight = self.in_flight.saturating_sub(slot.cost);
         let Slot {
-            pending, reframe, ..
+            pending,
+            reframe,
+            timing,
+            ..
         } = slot;
         match reframe {
             Reframe::Verbatim => match (pending, &self.target) {
@@ -557,6 +615,9 @@ impl Session<'_> {
                 run.resolve(&self.target, &mut text, wbuf).await;
                 self.keep_text_buffer(text);
             }
+        }
+        if let Some(t) = timing {
+            self.record(t);
         }
         true
     }
