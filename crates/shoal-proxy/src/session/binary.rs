@@ -39,7 +39,8 @@ use super::getrun::{GetRun, ROUTE_GROUP};
 use super::pending::Pending;
 use super::route::{dispatch, read_order};
 use super::translate::{self, text_safe, Op, Untranslatable};
-use super::{Reframe, Session, Slot, IN_FLIGHT_LIMIT, LIMITS, LINE_REPLY_COST, REFUSE_VALUES};
+use super::window::{Reframe, Slot};
+use super::{Session, IN_FLIGHT_LIMIT, LIMITS, LINE_REPLY_COST, REFUSE_VALUES};
 use crate::route::Target;
 use crate::sasl::MECHANISMS;
 

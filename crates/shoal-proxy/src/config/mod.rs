@@ -1,5 +1,8 @@
 //! twemproxy's YAML configuration: pools, their directives and defaults (those of
-//! nutcracker 0.5.0), validated into [`PoolConfig`]s.
+//! nutcracker 0.5.0), validated into [`PoolConfig`]s; a pool's `route:` directive is
+//! parsed and checked by [`route`].
+
+pub mod route;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,10 +10,10 @@ use std::time::Duration;
 use shoal_ring::{HashAlgorithm, Server};
 
 use crate::error::ConfigError;
-use crate::route::config::{self as route_config, PoolInfo, Reference, RouteConfig};
 use crate::sasl::SaslConfig;
 use crate::tls::{ListenTls, ServerTls};
-use crate::yaml::{self, Node};
+use crate::yaml::{self, boolean, scalar, Node};
+use route::{self as route_config, PoolInfo, Reference, RouteConfig};
 
 /// How a pool spreads keys, as twemproxy's `distribution:` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,30 +206,10 @@ struct Parsed {
     refs: Vec<Reference>,
 }
 
-pub(crate) fn scalar<'a>(key: &str, line: usize, node: &'a Node) -> Result<&'a str, ConfigError> {
-    match node {
-        Node::Scalar(s) if !s.is_empty() => Ok(s),
-        Node::Scalar(_) => Err(ConfigError::at(line, key, "missing value")),
-        _ => Err(ConfigError::at(line, key, "expected a single value")),
-    }
-}
-
 fn number<T: std::str::FromStr>(key: &str, line: usize, node: &Node) -> Result<T, ConfigError> {
     let s = scalar(key, line, node)?;
     s.parse::<T>()
         .map_err(|_| ConfigError::at(line, key, format!("'{s}' is not a valid number")))
-}
-
-pub(crate) fn boolean(key: &str, line: usize, node: &Node) -> Result<bool, ConfigError> {
-    match scalar(key, line, node)? {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        s => Err(ConfigError::at(
-            line,
-            key,
-            format!("'{s}' is not 'true' or 'false'"),
-        )),
-    }
 }
 
 fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, ConfigError> {
