@@ -312,15 +312,19 @@ async fn session<R, W>(
         let f = match next.take() {
             Some(f) => f,
             None => {
+                // The reader's end first: a request waiting while the connection has just
+                // failed (a timeout, a reset) stays queued for the next connection, rather
+                // than being failed as sent on this dead one.
                 tokio::select! {
-                    f = rx.recv() => match f {
-                        Some(f) => f,
-                        None => break,
-                    },
+                    biased;
                     _ = &mut reader => {
                         // The reader failed (and counted the failure); start over.
                         return;
                     }
+                    f = rx.recv() => match f {
+                        Some(f) => f,
+                        None => break,
+                    },
                 }
             }
         };

@@ -98,6 +98,7 @@ impl ClientBuilder {
             Box::new(move |i| {
                 if let Some(s) = ejected_stats.get(i) {
                     crate::stats::incr(&s.server_ejected_at);
+                    crate::stats::incr(&s.ejections);
                 }
             }),
         ));

@@ -17,6 +17,8 @@ pub struct ServerStats {
     pub server_connections: AtomicU64,
     /// Unix time of the last ejection (0 if never).
     pub server_ejected_at: AtomicU64,
+    /// Times the server was ejected (taken out of the ring after too many failures).
+    pub ejections: AtomicU64,
     /// Requests forwarded.
     pub requests: AtomicU64,
     /// Bytes forwarded.

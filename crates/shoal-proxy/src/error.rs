@@ -41,3 +41,32 @@ impl fmt::Display for ConfigError {
 }
 
 pub use shoal_client::BackendError;
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listen address could not be bound.
+    #[error("pool '{pool}': cannot listen on {addr}: {source}")]
+    Listen {
+        /// The pool.
+        pool: String,
+        /// The address.
+        addr: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A pool's server list could not be turned into a ring.
+    #[error("pool '{pool}': {source}")]
+    Ring {
+        /// The pool.
+        pool: String,
+        /// Why.
+        source: shoal_ring::RingError,
+    },
+    /// The SIGHUP handler could not be installed.
+    #[error("cannot watch SIGHUP: {0}")]
+    Signal(std::io::Error),
+    /// The worker threads could not be started.
+    #[error("cannot start the worker threads: {0}")]
+    Workers(std::io::Error),
+}

@@ -54,6 +54,7 @@ pub fn for_pool(
             incr(&pool_stats.server_ejects);
             if let Some(s) = server_stats.get(i) {
                 s.server_ejected_at.store(unix_now(), Relaxed);
+                incr(&s.ejections);
             }
             if verbose {
                 let name = names.get(i).map_or("?", String::as_str);

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub use shoal_client::{backend, frame};
+mod accept;
 pub mod config;
 pub mod error;
 pub mod health;
@@ -27,11 +28,13 @@ pub mod route;
 pub mod sasl;
 pub mod server;
 pub mod session;
+mod shared;
 pub mod stats;
+mod stats_port;
 pub mod tls;
 pub mod yaml;
 
 pub use config::{PoolConfig, ProxyConfig};
-pub use error::{BackendError, ConfigError};
+pub use error::{BackendError, ConfigError, StartError};
 pub use reload::{ReloadError, ReloadReport};
-pub use server::{start, Options, Running, StartError};
+pub use server::{start, Options, Running};

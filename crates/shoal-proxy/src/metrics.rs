@@ -1,8 +1,9 @@
 //! shoal-proxy's `/metrics` page (`--metrics-listen`): twemproxy's stats (the JSON the
 //! stats port serves), under their twemproxy names as `shoal_proxy_<stat>` (counters with
 //! `_total`), labelled by `pool` and, for server stats, `server`; plus what twemproxy does
-//! not report: requests in flight and a latency histogram per server. Per-pool totals of
-//! server figures are a PromQL `sum by (pool)` away.
+//! not report: requests in flight and ejections per server, and latency histograms per
+//! server and per pool. Per-pool totals of server figures are a PromQL `sum by (pool)`
+//! away.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -29,7 +30,7 @@ pub struct Global {
 type ServerStat = (&'static str, Kind, &'static str, fn(&ServerStats) -> u64);
 
 /// twemproxy's server stats, in its order.
-const SERVER: [ServerStat; 10] = [
+const SERVER: [ServerStat; 11] = [
     ("shoal_proxy_server_eof_total", Kind::Counter, "Connections the server closed (twemproxy server_eof).", |s| s.server_eof.load(Relaxed)),
     ("shoal_proxy_server_err_total", Kind::Counter, "Connection errors: connect failures, socket errors, garbage replies (twemproxy server_err).", |s| s.server_err.load(Relaxed)),
     ("shoal_proxy_server_timedout_total", Kind::Counter, "Requests that timed out (twemproxy server_timedout).", |s| s.server_timedout.load(Relaxed)),
@@ -40,6 +41,7 @@ const SERVER: [ServerStat; 10] = [
     ("shoal_proxy_responses_total", Kind::Counter, "Replies received from the server (twemproxy responses).", |s| s.responses.load(Relaxed)),
     ("shoal_proxy_response_bytes_total", Kind::Counter, "Reply bytes received from the server (twemproxy response_bytes).", |s| s.response_bytes.load(Relaxed)),
     ("shoal_proxy_in_flight_requests", Kind::Gauge, "Requests sent to the server (or queued to be) awaiting a reply.", |s| s.in_flight.load(Relaxed)),
+    ("shoal_proxy_server_ejections_total", Kind::Counter, "Times the server was ejected (twemproxy counts these per pool only, as server_ejects).", |s| s.ejections.load(Relaxed)),
 ];
 
 /// Renders the page.
@@ -125,6 +127,24 @@ pub fn render(g: &Global, pools: &[PoolView]) -> String {
                 p.sample(metric, help, kind, &l, get(st) as f64);
             }
         }
+    }
+    const POOL_LATENCY_HELP: &str = "Time from a client request being forwarded (to the \
+        pool's servers or through its route) to its reply being ready to write to the \
+        client, failed requests included.";
+    p.declare(
+        "shoal_proxy_request_duration_seconds",
+        POOL_LATENCY_HELP,
+        Kind::Histogram,
+    );
+    for pool in pools {
+        let h = pool.stats.latency.snapshot();
+        p.histogram(
+            "shoal_proxy_request_duration_seconds",
+            POOL_LATENCY_HELP,
+            &[("pool", pool.name.as_str())],
+            &h,
+            1e9,
+        );
     }
     const LATENCY_HELP: &str = "Time from a request being handed to a server connection \
         to its reply being read (replies only).";

@@ -35,9 +35,10 @@ use std::sync::Arc;
 
 use crate::config::{Listen, PoolConfig, ProxyConfig};
 use crate::error::ConfigError;
+use crate::error::StartError;
 use crate::pool::{Pool, PoolShared, PoolSlot};
 use crate::route::{Router, Target};
-use crate::server::{Bound, Entry, Shared, StartError};
+use crate::shared::{Bound, Entry, Shared};
 use crate::stats::PoolStats;
 
 /// Why a reload was refused. Whatever the reason, nothing changed.
@@ -138,6 +139,7 @@ impl Shared {
                 claimed[i] = true;
             }
             let stats = cur.map_or_else(Arc::default, |e| e.stats.clone());
+            stats.set_timed(self.timed);
             let unchanged = cur.is_some_and(|e| e.config == pc);
             match cur {
                 None => report.changes.push(format!("pool {} added", pc.name)),
@@ -383,6 +385,7 @@ fn describe(old: &PoolConfig, new: &PoolConfig, out: &mut Vec<String>) {
         server_retry_timeout,
         server_failure_limit,
         client_connections,
+        client_idle_timeout,
         replicas,
         sasl,
         tls,

@@ -23,8 +23,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::config::scalar;
 use crate::error::ConfigError;
+use crate::yaml::scalar;
 use crate::yaml::Node;
 
 /// The only mechanism offered.

@@ -1,6 +1,6 @@
 //! Counters in twemproxy's stats layout, and the JSON document the stats port serves.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -23,6 +23,20 @@ pub struct PoolStats {
     pub forward_error: AtomicU64,
     /// Multi-get fragments sent.
     pub fragments: AtomicU64,
+    /// Time from a client request being forwarded (to the pool's servers, or through its
+    /// route) to its reply being ready to write to the client, in nanoseconds; every
+    /// forwarded request, answered or failed. Recorded only while [`PoolStats::timed`].
+    pub latency: shoal_net::metrics::Histogram,
+    /// Whether requests are timed into `latency`: only while metrics are served, since
+    /// timing costs two clock reads per request.
+    pub timed: AtomicBool,
+}
+
+impl PoolStats {
+    /// Starts (or stops) timing requests into [`PoolStats::latency`].
+    pub fn set_timed(&self, on: bool) {
+        self.timed.store(on, Relaxed);
+    }
 }
 
 /// One pool as the stats port and the metrics page report it: its counters, and its

@@ -34,9 +34,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use shoal_client::backend::BackendTls;
 
-use crate::config::{boolean, scalar};
 use crate::error::ConfigError;
 use crate::yaml::Node;
+use crate::yaml::{boolean, scalar};
 
 /// A PEM file, read when the configuration was loaded.
 #[derive(Clone, PartialEq, Eq)]

@@ -18,6 +18,29 @@ pub enum Node {
     Map(Vec<(String, usize, Node)>),
 }
 
+/// A scalar directive's value: an error naming `key` and `line` when it is empty or not
+/// a single value.
+pub(crate) fn scalar<'a>(key: &str, line: usize, node: &'a Node) -> Result<&'a str, ConfigError> {
+    match node {
+        Node::Scalar(s) if !s.is_empty() => Ok(s),
+        Node::Scalar(_) => Err(ConfigError::at(line, key, "missing value")),
+        _ => Err(ConfigError::at(line, key, "expected a single value")),
+    }
+}
+
+/// A `true`/`false` directive's value.
+pub(crate) fn boolean(key: &str, line: usize, node: &Node) -> Result<bool, ConfigError> {
+    match scalar(key, line, node)? {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        s => Err(ConfigError::at(
+            line,
+            key,
+            format!("'{s}' is not 'true' or 'false'"),
+        )),
+    }
+}
+
 #[derive(Debug)]
 struct Line<'a> {
     no: usize,
@@ -120,7 +143,7 @@ fn list(lines: &[Line<'_>], pos: &mut usize, indent: usize) -> Result<Node, Conf
                 "only scalar list items are supported",
             ));
         }
-        items.push((l.no, Node::Scalar(scalar(rest, l.no)?)));
+        items.push((l.no, Node::Scalar(parse_scalar(rest, l.no)?)));
         *pos += 1;
     }
     Ok(Node::List(items))
@@ -144,7 +167,7 @@ fn map(lines: &[Line<'_>], pos: &mut usize, indent: usize) -> Result<Node, Confi
         }
         let (key, value) =
             split_key(l.text).ok_or_else(|| ConfigError::at(l.no, "", "expected 'key: value'"))?;
-        let key = scalar(key, l.no)?;
+        let key = parse_scalar(key, l.no)?;
         if entries.iter().any(|(k, _, _)| *k == key) {
             return Err(ConfigError::at(l.no, &key, "duplicate key"));
         }
@@ -166,11 +189,11 @@ fn map(lines: &[Line<'_>], pos: &mut usize, indent: usize) -> Result<Node, Confi
                 .split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
-                .map(|s| Ok((l.no, Node::Scalar(scalar(s, l.no)?))))
+                .map(|s| Ok((l.no, Node::Scalar(parse_scalar(s, l.no)?))))
                 .collect::<Result<Vec<_>, ConfigError>>()?;
             Node::List(items)
         } else {
-            Node::Scalar(scalar(value, l.no)?)
+            Node::Scalar(parse_scalar(value, l.no)?)
         };
         entries.push((key, l.no, node));
     }
@@ -195,7 +218,7 @@ fn split_key(text: &str) -> Option<(&str, &str)> {
     None
 }
 
-fn scalar(s: &str, line: usize) -> Result<String, ConfigError> {
+fn parse_scalar(s: &str, line: usize) -> Result<String, ConfigError> {
     let s = s.trim();
     for q in ['"', '\''] {
         if let Some(inner) = s.strip_prefix(q) {

@@ -1,13 +1,15 @@
-//! shoal-proxy's `--metrics-listen` page (issue 15): twemproxy's stats per pool and
-//! server, requests in flight and latency histograms; `--log-format` (JSON lines; the
-//! same events in both formats).
+//! shoal-proxy's `--metrics-listen` page: twemproxy's stats per pool and server,
+//! requests in flight, ejections and latency histograms (per server and per pool), which
+//! move with timeouts and ejections; bad HTTP input; `--log-format` (JSON lines; the same
+//! events in both formats).
 
 mod common;
 
-use common::{proxy_bin, write_conf, Proc, Shoald};
-use std::net::SocketAddr;
+use common::{fake_backend, proxy_bin, write_conf, Conn, Proc, Shoald};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use shoal_test_support::{metric_value as value, scrape_metrics as scrape};
 
@@ -18,9 +20,15 @@ fn start(backends: &[Shoald], extra: &[&str]) -> (Proc, SocketAddr, SocketAddr) 
     for b in backends {
         conf.push_str(&format!("   - {}:1\n", b.addr));
     }
+    start_conf(&conf, extra)
+}
+
+/// shoal-proxy on `conf` (one pool, `alpha`) with metrics: the process, the pool's address
+/// and the metrics address.
+fn start_conf(conf: &str, extra: &[&str]) -> (Proc, SocketAddr, SocketAddr) {
     let mut cmd = Command::new(proxy_bin());
     cmd.arg("-c")
-        .arg(write_conf(&conf))
+        .arg(write_conf(conf))
         .args(["-s", "-1", "--metrics-listen", "127.0.0.1:0"])
         .args(extra);
     let proc = Proc::spawn(cmd);
@@ -69,6 +77,15 @@ fn per_server_requests_latency_and_twemproxy_stats() {
     }
     assert_eq!(requests, 20.0, "{page}");
     assert_eq!(latency_count, 20.0);
+    // The pool's own histogram counts the clients' requests, as the client saw them.
+    assert_eq!(
+        value(
+            &page,
+            "shoal_proxy_request_duration_seconds_count{pool=\"alpha\"}"
+        ),
+        Some(20.0),
+        "{page}"
+    );
     assert_eq!(
         value(&page, "shoal_proxy_client_connections{pool=\"alpha\"}"),
         Some(1.0)
@@ -137,4 +154,135 @@ fn both_log_formats_carry_the_same_events() {
     ] {
         assert_eq!(events.get(want), Some(&1), "{want:?} in {events:#?}");
     }
+}
+
+/// The series of `metric` for the one server of pool alpha.
+fn server_series(metric: &str, server: SocketAddr) -> String {
+    format!("{metric}{{pool=\"alpha\",server=\"{server}\"}}")
+}
+
+/// Scrapes until `series` has value `want` (5 s at most); the page that had it.
+fn wait_for_value(metrics: SocketAddr, series: &str, want: f64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let page = scrape(metrics);
+        if value(&page, series) == Some(want) {
+            return page;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{series} never reached {want}: {page}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A request held by a silent server shows as in flight while it waits; its timeout moves
+/// `server_timedout`, and (with `auto_eject_hosts` and a failure limit of 1) ejects the
+/// server, which the per-server ejection counter, the pool's `server_ejects` and
+/// `server_ejected_at` all show; the pool's latency histogram has the request, at its
+/// timeout. The page still passes promtool.
+#[test]
+fn timeouts_ejections_and_in_flight_requests_move() {
+    let silent = fake_backend(None);
+    let conf = format!(
+        "alpha:\n  listen: 127.0.0.1:0\n  timeout: 1500\n  auto_eject_hosts: true\n  \
+         server_failure_limit: 1\n  server_retry_timeout: 60000\n  servers:\n   - {silent}:1\n"
+    );
+    let (_proxy, pool, metrics) = start_conf(&conf, &[]);
+    let in_flight = server_series("shoal_proxy_in_flight_requests", silent);
+    let page = scrape(metrics);
+    assert_eq!(value(&page, &in_flight), Some(0.0), "{page}");
+
+    let mut c = Conn::connect(pool);
+    let sent = Instant::now();
+    c.send(b"get k\r\n");
+    // Seen while the request waits (well inside its 1.5 s timeout).
+    let page = wait_for_value(metrics, &in_flight, 1.0);
+    assert!(sent.elapsed() < Duration::from_millis(1500), "{page}");
+    assert_eq!(
+        value(
+            &page,
+            &server_series("shoal_proxy_server_timedout_total", silent)
+        ),
+        Some(0.0)
+    );
+    assert_eq!(c.line(), "SERVER_ERROR Connection timed out");
+
+    let page = wait_for_value(metrics, &in_flight, 0.0);
+    let v = |series: &str| value(&page, series).unwrap_or_else(|| panic!("{series}: {page}"));
+    assert_eq!(
+        v(&server_series("shoal_proxy_server_timedout_total", silent)),
+        1.0
+    );
+    assert_eq!(
+        v(&server_series("shoal_proxy_server_ejections_total", silent)),
+        1.0
+    );
+    assert_eq!(v("shoal_proxy_server_ejects_total{pool=\"alpha\"}"), 1.0);
+    assert!(
+        v(&server_series(
+            "shoal_proxy_server_ejected_at_seconds",
+            silent
+        )) > 0.0
+    );
+    assert_eq!(
+        v("shoal_proxy_request_duration_seconds_count{pool=\"alpha\"}"),
+        1.0
+    );
+    let waited = v("shoal_proxy_request_duration_seconds_sum{pool=\"alpha\"}");
+    assert!(
+        (1.4..3.0).contains(&waited),
+        "the request waited {waited} s"
+    );
+    // Timed-out requests are not in the server's reply histogram (replies only).
+    assert_eq!(
+        v(&server_series(
+            "shoal_proxy_server_request_duration_seconds_count",
+            silent
+        )),
+        0.0
+    );
+    if let Some(remarks) = shoal_test_support::promtool_check(&page) {
+        assert!(remarks.is_empty(), "promtool: {remarks:?}");
+    }
+}
+
+/// Sends `request` to the metrics listener and reads until it closes the connection: the
+/// status code (0 if none).
+fn http_status(addr: SocketAddr, request: &[u8]) -> u16 {
+    let mut s = TcpStream::connect_timeout(&addr, common::IO_TIMEOUT).expect("connect");
+    s.set_read_timeout(Some(common::IO_TIMEOUT))
+        .expect("timeout");
+    let _ = s.write_all(request);
+    let mut out = Vec::new();
+    // The read ends only when the listener closes the connection.
+    s.read_to_end(&mut out).expect("closed, not timed out");
+    String::from_utf8_lossy(&out)
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|r| r.get(..3))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The proxy's metrics listener answers bad HTTP with a 4xx and closes the connection
+/// (the shared endpoint is tested at length on shoald).
+#[test]
+fn bad_http_gets_a_4xx_and_a_closed_connection() {
+    let backends = vec![Shoald::start()];
+    let (_proxy, _, metrics) = start(&backends, &[]);
+    let t = Instant::now();
+    assert_eq!(http_status(metrics, b"get foo\r\n"), 400);
+    assert_eq!(http_status(metrics, b"\x80\x00\x00\x05hello"), 400);
+    assert_eq!(http_status(metrics, b"GET /stats HTTP/1.1\r\n\r\n"), 404);
+    assert_eq!(http_status(metrics, b"POST /metrics HTTP/1.1\r\n\r\n"), 405);
+    let mut huge = b"GET /metrics HTTP/1.1\r\n".to_vec();
+    for i in 0..400 {
+        huge.extend_from_slice(format!("X-Filler-{i}: aaaaaaaaaaaaaaaa\r\n").as_bytes());
+    }
+    huge.extend_from_slice(b"\r\n");
+    assert_eq!(http_status(metrics, &huge), 431);
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // And a good scrape still works.
+    assert!(scrape(metrics).contains("shoal_proxy_uptime_seconds"));
 }

@@ -311,3 +311,179 @@ fn reloads_are_counted_on_the_metrics_page() {
         "{page}"
     );
 }
+
+/// One pool `alpha` over `backends` with these weights, hash and distribution.
+fn placed_conf(backends: &[Shoald], weights: &[u32], hash: &str, distribution: &str) -> String {
+    let mut c = format!(
+        "alpha:\n  listen: 127.0.0.1:0\n  hash: {hash}\n  distribution: {distribution}\n  \
+         timeout: 2000\n  servers:\n"
+    );
+    for (b, w) in backends.iter().zip(weights) {
+        c.push_str(&format!("   - {}:{w}\n", b.addr));
+    }
+    c
+}
+
+/// Sets every key over `c`, pipelined.
+fn set_over(c: &mut Conn, keys: &[String]) {
+    for chunk in keys.chunks(50) {
+        let mut req = Vec::new();
+        for k in chunk {
+            req.extend_from_slice(format!("set {k} 0 0 1\r\nv\r\n").as_bytes());
+        }
+        c.send(&req);
+        for k in chunk {
+            assert_eq!(c.line(), "STORED", "set {k}");
+        }
+    }
+}
+
+/// Where `keys` land when set through a fresh shoal-proxy started on `conf` (the backends
+/// are emptied before and after).
+fn fresh_placement(conf: &str, backends: &[Shoald], keys: &[String]) -> Vec<Vec<usize>> {
+    common::flush(backends);
+    let fresh = Proxy::start(conf, 1);
+    common::set_all(fresh.pools[0], keys);
+    let held = holders(backends, keys);
+    common::flush(backends);
+    held
+}
+
+/// A reload that reweights a server, then one that changes the pool's `hash`, then one
+/// that changes its `distribution`: after each, keys set through the reloaded proxy (on a
+/// connection opened before all of them) land exactly where a proxy started on the new
+/// file puts them, and not where they were before.
+#[test]
+fn weight_hash_and_distribution_changes_place_keys_as_a_fresh_proxy_does() {
+    let backends = common::three_backends();
+    let keys = keys("placed", 300);
+    let steps = [
+        placed_conf(&backends, &[1, 1, 1], "md5", "ketama"),
+        placed_conf(&backends, &[6, 1, 1], "md5", "ketama"),
+        placed_conf(&backends, &[6, 1, 1], "murmur", "ketama"),
+        placed_conf(&backends, &[6, 1, 1], "murmur", "modula"),
+    ];
+    let proxy = Proxy::start(&steps[0], 1);
+    let mut c = proxy.conn();
+    set_over(&mut c, &keys);
+    let mut before = holders(&backends, &keys);
+    assert!(before.iter().all(|h| h.len() == 1), "{before:?}");
+    for (i, conf) in steps.iter().enumerate().skip(1) {
+        let want = fresh_placement(conf, &backends, &keys);
+        std::fs::write(&proxy.conf, conf).expect("rewrite conf");
+        assert_eq!(reload(&proxy), "OK\r\n", "step {i}");
+        set_over(&mut c, &keys);
+        let after = holders(&backends, &keys);
+        common::flush(&backends);
+        assert_eq!(after, want, "step {i}: not where a fresh proxy puts them");
+        let moved = after.iter().zip(&before).filter(|(a, b)| a != b).count();
+        assert!(moved > 30, "step {i}: only {moved} of 300 keys moved");
+        before = after;
+    }
+    // Each step's weights: server 0 got most keys once it weighed 6 of 8.
+    let on_first = before.iter().filter(|h| h == &&[0]).count();
+    assert!(on_first > 150, "{on_first} of 300 keys on the heavy server");
+}
+
+/// Sends `get k` over `c` and returns how long the timeout error took.
+fn time_out(c: &mut Conn) -> Duration {
+    let t = Instant::now();
+    c.send(b"get k\r\n");
+    assert_eq!(c.line(), "SERVER_ERROR Connection timed out");
+    t.elapsed()
+}
+
+/// A reload that changes the pool's `timeout` applies it: a silent server's requests fail
+/// after the new timeout, on a connection opened before the reload.
+#[test]
+fn a_reloaded_timeout_applies() {
+    let silent = common::fake_backend(None);
+    let conf = |ms: u64| {
+        format!("alpha:\n  listen: 127.0.0.1:0\n  timeout: {ms}\n  servers:\n   - {silent}:1\n")
+    };
+    let proxy = Proxy::start(&conf(250), 1);
+    let mut c = proxy.conn();
+    let short = time_out(&mut c);
+    assert!(
+        short >= Duration::from_millis(200) && short < Duration::from_millis(1000),
+        "{short:?} with a 250 ms timeout"
+    );
+    std::fs::write(&proxy.conf, conf(1500)).expect("rewrite conf");
+    assert_eq!(reload(&proxy), "OK\r\n");
+    let long = time_out(&mut c);
+    assert!(
+        long >= Duration::from_millis(1400) && long < Duration::from_millis(2500),
+        "{long:?} with a 1500 ms timeout"
+    );
+}
+
+/// A server that answers only when told to: it reports each request it reads on
+/// `arrived`, then waits for a message on the returned sender before answering it with
+/// `reply`.
+fn gated_backend(
+    reply: &'static [u8],
+) -> (
+    SocketAddr,
+    std::sync::mpsc::Receiver<()>,
+    std::sync::mpsc::Sender<()>,
+) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let (arrived_tx, arrived) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+        let mut buf = [0u8; 4096];
+        while matches!(s.read(&mut buf), Ok(n) if n > 0) {
+            if arrived_tx.send(()).is_err()
+                || release_rx.recv_timeout(Duration::from_secs(30)).is_err()
+                || s.write_all(reply).is_err()
+            {
+                return;
+            }
+        }
+    });
+    (addr, arrived, release)
+}
+
+/// A request in flight across a reload finishes on the configuration it started on: held
+/// by a slow server, it is answered by that server after a SIGHUP that removed it, while
+/// new requests (and the same connection's next one) use the new server.
+#[test]
+fn a_request_in_flight_across_a_reload_is_answered_by_its_removed_server() {
+    let (slow, arrived, release) = gated_backend(b"VALUE k 0 4\r\nslow\r\nEND\r\n");
+    let new = Shoald::start();
+    let conf = |server: SocketAddr| {
+        format!("alpha:\n  listen: 127.0.0.1:0\n  timeout: 20000\n  servers:\n   - {server}:1\n")
+    };
+    let proxy = Proxy::start(&conf(slow), 1);
+    let mut held = proxy.conn();
+    held.send(b"get k\r\n");
+    arrived
+        .recv_timeout(common::IO_TIMEOUT)
+        .expect("the request reached the slow server");
+
+    std::fs::write(&proxy.conf, conf(new.addr)).expect("rewrite conf");
+    let pid = i32::try_from(proxy.proc.child.id()).expect("pid");
+    // SAFETY: kill(2) on our own child's pid has no memory effects.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    let changes = proxy.proc.wait_for("configuration reloaded: ");
+    assert!(
+        changes.contains(&format!("server {slow} removed")),
+        "{changes}"
+    );
+    // New connections use the new server meanwhile.
+    let mut other = proxy.conn();
+    assert_eq!(other.set("k", "fast"), "STORED");
+    assert_eq!(other.get(&["k"]), Ok(vec![("k".into(), "fast".into())]));
+
+    release.send(()).expect("release the slow reply");
+    assert_eq!(held.values(), Ok(vec![("k".into(), "slow".into())]));
+    // Its next request uses the new configuration.
+    assert_eq!(held.get(&["k"]), Ok(vec![("k".into(), "fast".into())]));
+    assert_eq!(
+        holders(std::slice::from_ref(&new), &["k".to_string()]),
+        vec![vec![0]]
+    );
+}

@@ -46,7 +46,6 @@
 //! of a prefix route. A route may send to another route pool; loops are refused when the
 //! configuration is read.
 
-pub mod config;
 mod flight;
 mod get;
 mod keyed;
@@ -63,11 +62,11 @@ pub(crate) use flight::{
 pub(crate) use get::GetFlight;
 pub(crate) use keys::KeyOutcome;
 
+use crate::config::route::{KeyFraction, RouteConfig};
 use crate::config::PoolConfig;
 use crate::pool::Pool;
 use crate::session::ValueSize;
 use crate::stats::PoolStats;
-use config::{KeyFraction, RouteConfig};
 
 /// What a listening pool (or a route) sends requests to: a server pool, or a route.
 #[derive(Clone)]

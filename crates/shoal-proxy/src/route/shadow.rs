@@ -1,11 +1,11 @@
 //! Shadow copies: which keys are copied (a fixed fraction of the key space, by hash) and
 //! sending the copies without ever waiting for them.
 
-use super::config::KeyFraction;
 use super::get::GetSpec;
 use super::keyed::KeyedOp;
 use super::keys::KeyList;
 use super::latest::{fnv1a64, mix};
+use crate::config::route::KeyFraction;
 use crate::frame::ReplyKind;
 use crate::pool::Pool;
 use crate::session::{read_order, write_servers};

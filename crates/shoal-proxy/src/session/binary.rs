@@ -39,7 +39,8 @@ use super::getrun::{GetRun, ROUTE_GROUP};
 use super::pending::Pending;
 use super::route::{dispatch, read_order};
 use super::translate::{self, text_safe, Op, Untranslatable};
-use super::{Reframe, Session, Slot, IN_FLIGHT_LIMIT, LIMITS, LINE_REPLY_COST, REFUSE_VALUES};
+use super::window::{Reframe, Slot};
+use super::{Session, IN_FLIGHT_LIMIT, LIMITS, LINE_REPLY_COST, REFUSE_VALUES};
 use crate::route::Target;
 use crate::sasl::MECHANISMS;
 
@@ -264,10 +265,12 @@ impl Session<'_> {
             Target::Route(router) => run.send_routed(router).await,
         }
         let cost = run.cost;
+        let timing = self.timing(run.len());
         self.push_slot(Slot {
             pending: Pending::Nothing,
             cost,
             reframe: Reframe::Run(Box::new(run)),
+            timing,
         });
     }
 
@@ -314,6 +317,7 @@ impl Session<'_> {
         command: Command<'_>,
         out: &mut Output<'_, W, NoValue>,
     ) {
+        let timing = self.timing(1);
         let mut scratch = std::mem::take(&mut self.scratch);
         match translate::request(&a, &command, &mut scratch) {
             Ok(r) => match parse(&scratch, &LIMITS) {
@@ -333,6 +337,7 @@ impl Session<'_> {
                         pending,
                         cost: scratch.len().saturating_add(reply_cost),
                         reframe: Reframe::Binary(r),
+                        timing,
                     });
                 }
                 // The translation is ours, and always parses; answered rather than assumed.

@@ -158,6 +158,11 @@ impl GetRun {
         }
     }
 
+    /// How many requests the run answers.
+    pub(super) fn len(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
     /// Whether a request with this expiry may join.
     pub(super) fn accepts(&self, exptime: Option<i64>) -> bool {
         self.exptime == exptime && self.entries.len() < MAX_BATCH_KEYS

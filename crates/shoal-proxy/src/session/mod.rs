@@ -15,6 +15,13 @@
 //! shoald and shoal-queued; this module is its [`Handler`]: requests are forwarded as they
 //! are parsed, and their replies collected in order before each write.
 //!
+//! The session's jobs, one module each: this one parses a request and decides what to do
+//! with it; `forward.rs` forwards a text or meta request (by the pool's ring, `route.rs`,
+//! or through its route); `stream.rs` forwards a multi-get too large for one window in
+//! batches; `window.rs` keeps the requests in flight and collects their replies in order
+//! (`resolve.rs` turns each into reply bytes, `multiget.rs` reassembles split
+//! multi-gets); `binary.rs`, `translate.rs` and `getrun.rs` are the binary front end.
+//!
 //! Memory per connection is bounded whatever the client does, and a slow client never
 //! slows a backend connection other clients share (backend replies are always read; what
 //! is bounded is how much is asked for on this client's behalf):
@@ -33,40 +40,40 @@
 //!   arrive, so stalled senders together hold at most the budget.
 
 mod binary;
+mod forward;
 mod getrun;
 mod multiget;
 mod pending;
 mod resolve;
 mod route;
+mod stream;
 mod translate;
 mod value_size;
+mod window;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
-use shoal_net::{Budget, NoValue, Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
-use shoal_protocol::{decode_key, parse, reply, Keys, Limits, Parsed, Request};
+use shoal_net::{Budget, NoValue, OUTPUT_HIGH_WATER};
+use shoal_protocol::{parse, reply, Limits, Parsed, Request};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::frame::ReplyKind;
 use crate::pool::PoolSlot;
 use crate::route::Target;
 use crate::stats::incr;
 
 use getrun::GetRun;
 pub(crate) use multiget::entries;
-use multiget::{plan, reassemble, send_plan};
 use pending::Pending;
-use pending::{Batch, BatchParts};
-use resolve::{finish, finish_fragments, push_reply, resolve};
-use route::{dispatch, local_reply, servers_for, write};
 pub(crate) use route::{
     finish_pool, pool_flush, pool_get, pool_keyed, read_order, servers_for as write_servers,
     PoolFlight,
 };
-use translate::BinaryReply;
+use stream::get_command;
+use stream::GetStream;
 pub use value_size::ValueSize;
+use window::Slot;
 
 /// Largest value a client may send through the proxy (backends enforce their own limit).
 pub const MAX_VALUE: usize = 64 * 1024 * 1024;
@@ -81,29 +88,6 @@ pub const IN_FLIGHT_LIMIT: usize = OUTPUT_HIGH_WATER;
 pub const MAX_BATCH_KEYS: usize = 256;
 /// What a one-line reply (`STORED`, `DELETED`, ...) is counted as while in flight.
 const LINE_REPLY_COST: usize = 64;
-/// Smallest per-value estimate, so tiny values cannot make a batch unbounded.
-const MIN_VALUE_COST: usize = 64;
-/// The per-value estimate before any value has been seen: a guess that keeps a fresh
-/// proxy's first batches at a few MB even if every value is 1 MB.
-const INITIAL_VALUE_ESTIMATE: usize = 16 * 1024;
-
-/// A request waiting for its reply, and what it counts against [`IN_FLIGHT_LIMIT`].
-struct Slot {
-    pending: Pending,
-    cost: usize,
-    /// How the reply reaches the client.
-    reframe: Reframe,
-}
-
-/// How a slot's reply reaches the client.
-enum Reframe {
-    /// As it is (text and meta, or a binary reply the proxy made itself).
-    Verbatim,
-    /// A binary request's meta reply, rewritten as its binary packet.
-    Binary(BinaryReply),
-    /// A run of binary gets, answered request by request from the servers' `gets` replies.
-    Run(Box<GetRun>),
-}
 
 /// The protocol a connection speaks, fixed by its first byte as memcached does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,20 +103,6 @@ enum Protocol {
 /// The reply to a text request on a pool that requires SASL (only binary clients can
 /// authenticate), before the connection is closed; shoald's words for the same case.
 const SASL_ONLY: &[u8] = b"CLIENT_ERROR authentication required (binary SASL only)\r\n";
-
-/// The keys of a batched multi-get not yet forwarded.
-struct GetStream {
-    id: u64,
-    cmd: &'static str,
-    exptime: Option<i64>,
-    /// Every key, in request order, separated by single spaces (no per-key index: a
-    /// 1 MB line of one-byte keys must not cost more than its own size).
-    keys: Vec<u8>,
-    /// Offset in `keys` of the first key not yet forwarded.
-    next: usize,
-    /// Budget held for a key list longer than a read chunk.
-    _held: Reservation,
-}
 
 /// A connection's requests in flight and replies not yet written.
 struct Session<'a> {
@@ -198,10 +168,17 @@ where
         text_reply: Vec::new(),
         run: None,
     };
-    let end = connection::serve(&mut stream, &mut s, &budget, &connection::Config::default()).await;
+    // The pool's idle timeout when the connection starts: a reload changes it for
+    // connections accepted afterwards.
+    let config = connection::Config {
+        idle_timeout: s.target.config().client_idle_timeout,
+        ..connection::Config::default()
+    };
+    let end = connection::serve(&mut stream, &mut s, &budget, &config).await;
     match end {
         End::Eof => incr(&s.target.stats().client_eof),
         End::Error | End::LineTooLong => s.client_err = true,
+        End::IdleTimeout => tracing::debug!(pool = %s.target.name(), "idle client closed"),
         _ => {}
     }
     if s.client_err {
@@ -331,26 +308,6 @@ impl Handler for Session<'_> {
     }
 }
 
-/// Resolves what a request sent on `target` waits for (see [`resolve`] and
-/// [`resolve::resolve_routed`]).
-async fn resolve_on(target: &Target, p: Pending, out: &mut Vec<u8>) {
-    match target {
-        Target::Pool(pool) => resolve(pool, p, out).await,
-        Target::Route(_) => resolve::resolve_routed(p, out).await,
-    }
-}
-
-/// The command and expiration time of a `get`-family request.
-fn get_command(req: &Request<'_>) -> (&'static str, Option<i64>) {
-    match req {
-        Request::Get { with_cas, .. } => (if *with_cas { "gets" } else { "get" }, None),
-        Request::GetAndTouch {
-            with_cas, exptime, ..
-        } => (if *with_cas { "gats" } else { "gat" }, Some(*exptime)),
-        _ => ("get", None),
-    }
-}
-
 impl Session<'_> {
     /// Switches to the slot's current pool if a reload replaced it. Only called with
     /// nothing in flight, since replies are resolved against the pool they were sent on.
@@ -367,337 +324,5 @@ impl Session<'_> {
     fn may_dispatch(&self) -> bool {
         self.pending.is_empty()
             || (self.pending.len() < MAX_PENDING && self.in_flight < IN_FLIGHT_LIMIT)
-    }
-
-    fn push(&mut self, pending: Pending, cost: usize) {
-        self.push_slot(Slot {
-            pending,
-            cost,
-            reframe: Reframe::Verbatim,
-        });
-    }
-
-    fn push_slot(&mut self, slot: Slot) {
-        self.in_flight += slot.cost;
-        self.pending.push_back(slot);
-    }
-
-    /// Waits until the next request may be forwarded: pipelined requests reach the
-    /// backends in the client's order, so the rest of a batched multi-get goes first, and
-    /// no more than the in-flight window allows, so the oldest replies are collected
-    /// (and written at the high-water mark) to make room. Fails if the client is gone.
-    async fn make_room<W: AsyncWrite + Unpin>(
-        &mut self,
-        out: &mut Output<'_, W, NoValue>,
-    ) -> std::io::Result<()> {
-        loop {
-            if out.len() >= OUTPUT_HIGH_WATER {
-                out.flush().await?;
-            }
-            if !self.may_dispatch() {
-                self.resolve_front(out.buf()).await;
-            } else if self.stream.is_some() {
-                self.next_batch().await;
-            } else {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Forwards one request (or starts forwarding a large multi-get in batches).
-    async fn forward(&mut self, req: &Request<'_>, raw: &[u8]) {
-        let est = self.target.value_size().get();
-        let reply_cost = match req {
-            Request::Get { keys, .. } | Request::GetAndTouch { keys, .. } => {
-                let n = keys.iter().count();
-                if n > 1 && n > self.target.value_size().keys_for(IN_FLIGHT_LIMIT) {
-                    self.start_stream(req, keys);
-                    return;
-                }
-                n.saturating_mul(est)
-            }
-            Request::MetaGet { .. } | Request::MetaDebug { .. } => est,
-            _ => LINE_REPLY_COST,
-        };
-        let p = match &self.target {
-            Target::Pool(pool) => dispatch(pool, req, raw).await,
-            Target::Route(router) => match local_reply(req) {
-                Some(p) => p,
-                None => Pending::Routed(Box::new(crate::route::dispatch(router, req, raw).await)),
-            },
-        };
-        self.push(p, raw.len().saturating_add(reply_cost));
-    }
-
-    /// Sets up a multi-get too large for one window to be forwarded in batches.
-    fn start_stream(&mut self, req: &Request<'_>, list: &Keys<'_>) {
-        let mut keys = Vec::new();
-        for k in list.iter() {
-            if !keys.is_empty() {
-                keys.push(b' ');
-            }
-            keys.extend_from_slice(k);
-        }
-        // The key list outlives the read buffer it came from: a long one is charged.
-        let mut held = self.budget.empty();
-        if !held.grow_to(keys.len().saturating_sub(READ_CHUNK)) {
-            self.push(Pending::Static(reply::OUT_OF_MEMORY_WRITING_GET), 0);
-            return;
-        }
-        let (cmd, exptime) = get_command(req);
-        self.gets += 1;
-        self.stream = Some(GetStream {
-            id: self.gets,
-            cmd,
-            exptime,
-            keys,
-            next: 0,
-            _held: held,
-        });
-    }
-
-    /// Forwards the next batch of the batched multi-get, as many keys as the window has
-    /// room for.
-    async fn next_batch(&mut self) {
-        let target = self.target.clone();
-        let Some(st) = self.stream.as_mut() else {
-            return;
-        };
-        let est = target.value_size().get();
-        let n = target
-            .value_size()
-            .keys_for(IN_FLIGHT_LIMIT.saturating_sub(self.in_flight));
-        let mut list: Vec<&[u8]> = Vec::with_capacity(n);
-        let mut end = st.next;
-        for k in st
-            .keys
-            .get(st.next..)
-            .unwrap_or_default()
-            .split(|&b| b == b' ')
-        {
-            if list.len() == n {
-                break;
-            }
-            end += k.len() + 1;
-            if !k.is_empty() {
-                list.push(k);
-            }
-        }
-        let last = end >= st.keys.len();
-        let (get, cmd, exptime) = (st.id, st.cmd, st.exptime);
-        let cost = list.iter().map(|k| k.len() + 1).sum::<usize>() + list.len() * est;
-        let parts = match &target {
-            Target::Pool(pool) => match plan(pool, &list) {
-                Ok(plan) => send_plan(pool, plan, cmd, exptime)
-                    .await
-                    .map(BatchParts::Pool),
-                Err(e) => {
-                    incr(&pool.stats.forward_error);
-                    Err(e.reply())
-                }
-            },
-            Target::Route(router) => Ok(BatchParts::Routed(
-                crate::route::send_get(router, &list, cmd, exptime).await,
-            )),
-        };
-        st.next = end;
-        if last || parts.is_err() {
-            // Done, or failed here: no more batches.
-            self.stream = None;
-        }
-        self.push(Pending::Batch(Box::new(Batch { get, last, parts })), cost);
-    }
-
-    /// Waits for the oldest request's reply and appends it to `wbuf`; false if nothing
-    /// is in flight.
-    async fn resolve_front(&mut self, wbuf: &mut Vec<u8>) -> bool {
-        let Some(slot) = self.pending.pop_front() else {
-            return false;
-        };
-        self.in_flight = self.in_flight.saturating_sub(slot.cost);
-        let Slot {
-            pending, reframe, ..
-        } = slot;
-        match reframe {
-            Reframe::Verbatim => match (pending, &self.target) {
-                (Pending::Batch(b), _) => self.resolve_batch(*b, wbuf).await,
-                (p, target) => resolve_on(target, p, wbuf).await,
-            },
-            Reframe::Binary(r) => {
-                let mut text = std::mem::take(&mut self.text_reply);
-                text.clear();
-                match (pending, &self.target) {
-                    (Pending::One(a), Target::Pool(pool)) => {
-                        // The common case, translated straight from the backend's buffer.
-                        match finish(pool, a).await {
-                            Ok(b) => translate::response(&r, &b, wbuf),
-                            Err(e) => {
-                                incr(&pool.stats.forward_error);
-                                translate::response(&r, &e.reply(), wbuf);
-                            }
-                        }
-                    }
-                    (p, target) => {
-                        resolve_on(target, p, &mut text).await;
-                        translate::response(&r, &text, wbuf);
-                    }
-                }
-                self.keep_text_buffer(text);
-            }
-            Reframe::Run(run) => {
-                let mut text = std::mem::take(&mut self.text_reply);
-                text.clear();
-                run.resolve(&self.target, &mut text, wbuf).await;
-                self.keep_text_buffer(text);
-            }
-        }
-        true
-    }
-
-    /// Keeps `text` for the next binary reply, unless a large one grew it.
-    fn keep_text_buffer(&mut self, mut text: Vec<u8>) {
-        if text.capacity() > OUTPUT_HIGH_WATER {
-            text = Vec::new();
-        }
-        self.text_reply = text;
-    }
-
-    async fn resolve_batch(&mut self, b: Batch, wbuf: &mut Vec<u8>) {
-        if self.failed_get == Some(b.get) {
-            return;
-        }
-        let parts = match b.parts {
-            Ok(p) => p,
-            Err(reply) => {
-                wbuf.extend_from_slice(&reply);
-                self.failed_get = Some(b.get);
-                return;
-            }
-        };
-        let ok = match (parts, &self.target) {
-            (BatchParts::Pool(m), Target::Pool(pool)) => {
-                match finish_fragments(pool, m.frags).await {
-                    Ok(replies) => {
-                        reassemble(&m.keys, &m.spans, &replies, wbuf);
-                        true
-                    }
-                    Err(r) => {
-                        push_reply(pool, r, wbuf);
-                        false
-                    }
-                }
-            }
-            (BatchParts::Routed(f), Target::Route(router)) => {
-                crate::route::finish_get_into(router, f, wbuf).await
-            }
-            // A session changes target only with nothing in flight.
-            (BatchParts::Pool(_), Target::Route(_)) | (BatchParts::Routed(_), Target::Pool(_)) => {
-                false
-            }
-        };
-        if ok {
-            if b.last {
-                wbuf.extend_from_slice(reply::END);
-            }
-        } else {
-            // Values already written stay written (as when memcached fails half-way
-            // through a multi-get); the error line ends the reply and the rest of the
-            // keys are not asked for.
-            self.failed_get = Some(b.get);
-            if self.stream.as_ref().is_some_and(|st| st.id == b.get) {
-                self.stream = None;
-            }
-        }
-    }
-
-    /// Removes the value of a key whose new value was refused, as memcached removes it
-    /// when a `set` fails, so the client never reads the stale value believing it was
-    /// overwritten. Nothing waits for the backends' answer.
-    async fn remove_old(&mut self, key: &[u8], base64: bool) {
-        let mut tmp = [0u8; 256];
-        let Ok(real) = decode_key(key, base64, &mut tmp) else {
-            return;
-        };
-        let (bytes, kind) = if base64 {
-            let mut b = b"md ".to_vec();
-            b.extend_from_slice(key);
-            b.extend_from_slice(b" b q\r\nmn\r\n");
-            (b, ReplyKind::MetaQuiet)
-        } else {
-            let mut b = b"delete ".to_vec();
-            b.extend_from_slice(key);
-            b.extend_from_slice(b" noreply\r\n");
-            (b, ReplyKind::None)
-        };
-        match &self.target {
-            Target::Pool(pool) => {
-                if let Ok(servers) = servers_for(pool, real) {
-                    drop(write(pool, servers, bytes, kind).await);
-                }
-            }
-            Target::Route(router) => crate::route::send_and_forget(router, real, bytes, kind).await,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::multiget::{entries, reassemble, Entry};
-    use super::*;
-    use bytes::Bytes;
-
-    #[test]
-    fn value_size_rises_at_once_and_falls_slowly() {
-        let v = ValueSize::default();
-        assert_eq!(v.get(), INITIAL_VALUE_ESTIMATE);
-        v.observe(1 << 20, 1);
-        assert_eq!(v.get(), 1 << 20);
-        assert_eq!(v.keys_for(IN_FLIGHT_LIMIT), 1, "never below one key");
-        // One small value moves it 1/16 of the way; many small values most of the way.
-        v.observe(100, 1);
-        assert!(v.get() > 900 * 1024, "{}", v.get());
-        v.observe(100, 64);
-        assert!(v.get() < 32 * 1024, "{}", v.get());
-        v.observe(0, 0);
-        assert!(v.get() >= MIN_VALUE_COST);
-        for _ in 0..100 {
-            v.observe(10, 64);
-        }
-        assert_eq!(
-            v.get(),
-            MIN_VALUE_COST,
-            "tiny values are counted as the minimum"
-        );
-        assert_eq!(v.keys_for(IN_FLIGHT_LIMIT), MAX_BATCH_KEYS, "capped");
-    }
-
-    #[test]
-    fn entries_of_a_retrieval_reply() {
-        let b = b"VALUE a 0 1\r\n1\r\nVALUE bb 5 3 99\r\nxyz\r\nEND\r\n";
-        let e: Vec<Entry> = entries(b).collect();
-        assert_eq!(e.len(), 2);
-        assert_eq!(&b[e[0].key.0..e[0].key.1], b"a");
-        assert_eq!(&b[e[1].key.0..e[1].key.1], b"bb");
-        assert_eq!(&b[e[1].all.0..e[1].all.1], b"VALUE bb 5 3 99\r\nxyz\r\n");
-        // A truncated or lying length never reads past the end.
-        let short = b"VALUE a 0 100\r\nxy";
-        let e: Vec<Entry> = entries(short).collect();
-        assert_eq!(e[0].all, (0, short.len()));
-        assert_eq!(entries(b"END\r\n").count(), 0);
-    }
-
-    #[test]
-    fn reassembles_in_key_order_with_duplicates() {
-        let keys = b"abcab".to_vec();
-        // keys a(f0) b(f1) c(f0) a(f0) b(f1); c misses.
-        let spans = vec![(0, 1, 0), (1, 2, 1), (2, 3, 0), (3, 4, 0), (4, 5, 1)];
-        let f0 = Bytes::from_static(b"VALUE a 0 1\r\n1\r\nVALUE a 0 1\r\n1\r\nEND\r\n");
-        let f1 = Bytes::from_static(b"VALUE b 0 2\r\n22\r\nVALUE b 0 2\r\n22\r\nEND\r\n");
-        let mut out = Vec::new();
-        reassemble(&keys, &spans, &[f0, f1], &mut out);
-        assert_eq!(
-            out,
-            b"VALUE a 0 1\r\n1\r\nVALUE b 0 2\r\n22\r\nVALUE a 0 1\r\n1\r\nVALUE b 0 2\r\n22\r\n"
-        );
     }
 }

@@ -169,3 +169,38 @@ pub(super) fn reassemble(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_of_a_retrieval_reply() {
+        let b = b"VALUE a 0 1\r\n1\r\nVALUE bb 5 3 99\r\nxyz\r\nEND\r\n";
+        let e: Vec<Entry> = entries(b).collect();
+        assert_eq!(e.len(), 2);
+        assert_eq!(&b[e[0].key.0..e[0].key.1], b"a");
+        assert_eq!(&b[e[1].key.0..e[1].key.1], b"bb");
+        assert_eq!(&b[e[1].all.0..e[1].all.1], b"VALUE bb 5 3 99\r\nxyz\r\n");
+        // A truncated or lying length never reads past the end.
+        let short = b"VALUE a 0 100\r\nxy";
+        let e: Vec<Entry> = entries(short).collect();
+        assert_eq!(e[0].all, (0, short.len()));
+        assert_eq!(entries(b"END\r\n").count(), 0);
+    }
+
+    #[test]
+    fn reassembles_in_key_order_with_duplicates() {
+        let keys = b"abcab".to_vec();
+        // keys a(f0) b(f1) c(f0) a(f0) b(f1); c misses.
+        let spans = vec![(0, 1, 0), (1, 2, 1), (2, 3, 0), (3, 4, 0), (4, 5, 1)];
+        let f0 = Bytes::from_static(b"VALUE a 0 1\r\n1\r\nVALUE a 0 1\r\n1\r\nEND\r\n");
+        let f1 = Bytes::from_static(b"VALUE b 0 2\r\n22\r\nVALUE b 0 2\r\n22\r\nEND\r\n");
+        let mut out = Vec::new();
+        reassemble(&keys, &spans, &[f0, f1], &mut out);
+        assert_eq!(
+            out,
+            b"VALUE a 0 1\r\n1\r\nVALUE b 0 2\r\n22\r\nVALUE a 0 1\r\n1\r\nVALUE b 0 2\r\n22\r\n"
+        );
+    }
+}

@@ -1,7 +1,13 @@
 //! The pool-wide estimate of a retrieved value's size that sizes multi-get batches.
 
-use super::{INITIAL_VALUE_ESTIMATE, MAX_BATCH_KEYS, MIN_VALUE_COST};
+use super::MAX_BATCH_KEYS;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+/// Smallest per-value estimate, so tiny values cannot make a batch unbounded.
+const MIN_VALUE_COST: usize = 64;
+/// The per-value estimate before any value has been seen: a guess that keeps a fresh
+/// proxy's first batches at a few MB even if every value is 1 MB.
+const INITIAL_VALUE_ESTIMATE: usize = 16 * 1024;
 
 /// A pool-wide estimate of the bytes one retrieved value takes in a reply (its `VALUE`
 /// line, data and `\r\n`), which sizes multi-get batches and the in-flight window. It
@@ -48,5 +54,36 @@ impl ValueSize {
     /// left: at least one, at most [`MAX_BATCH_KEYS`].
     pub fn keys_for(&self, room: usize) -> usize {
         (room / self.get()).clamp(1, MAX_BATCH_KEYS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::IN_FLIGHT_LIMIT;
+    use super::*;
+
+    #[test]
+    fn value_size_rises_at_once_and_falls_slowly() {
+        let v = ValueSize::default();
+        assert_eq!(v.get(), INITIAL_VALUE_ESTIMATE);
+        v.observe(1 << 20, 1);
+        assert_eq!(v.get(), 1 << 20);
+        assert_eq!(v.keys_for(IN_FLIGHT_LIMIT), 1, "never below one key");
+        // One small value moves it 1/16 of the way; many small values most of the way.
+        v.observe(100, 1);
+        assert!(v.get() > 900 * 1024, "{}", v.get());
+        v.observe(100, 64);
+        assert!(v.get() < 32 * 1024, "{}", v.get());
+        v.observe(0, 0);
+        assert!(v.get() >= MIN_VALUE_COST);
+        for _ in 0..100 {
+            v.observe(10, 64);
+        }
+        assert_eq!(
+            v.get(),
+            MIN_VALUE_COST,
+            "tiny values are counted as the minimum"
+        );
+        assert_eq!(v.keys_for(IN_FLIGHT_LIMIT), MAX_BATCH_KEYS, "capped");
     }
 }

@@ -429,3 +429,27 @@ pub fn fake_backend(reply: Option<&'static [u8]>) -> SocketAddr {
     });
     addr
 }
+
+/// A backend that answers the first read of each connection with `first` and then reads
+/// (and ignores) everything else without answering: a server that stalls mid-reply when
+/// `first` is the start of a reply.
+pub fn stalling_backend(first: Vec<u8>) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let first = std::sync::Arc::new(first);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let first = first.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
+                if !matches!(s.read(&mut buf), Ok(n) if n > 0) || s.write_all(&first).is_err() {
+                    return;
+                }
+                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}

@@ -9,9 +9,15 @@ import static org.junit.Assert.fail;
 
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import net.rubyeye.xmemcached.GetsResponse;
 import net.rubyeye.xmemcached.MemcachedClient;
 import net.rubyeye.xmemcached.XMemcachedClientBuilder;
@@ -22,15 +28,47 @@ import org.junit.After;
 import org.junit.Assume;
 import org.junit.Before;
 import org.junit.Test;
+import org.junit.runner.RunWith;
+import org.junit.runners.Parameterized;
+import org.junit.runners.Parameterized.Parameters;
 
 /**
- * XMemcached in binary-protocol mode through shoal-proxy's binary front end: the pool on
- * proxy.port spreads keys over the three shoalds of shoald.cluster.ports; the pool on
- * proxy.sasl.port requires SASL PLAIN (user shoal, password shoalpw).
+ * XMemcached in binary-protocol mode through shoal-proxy's binary front end, three ways
+ * (every test runs for each):
+ *
+ * <ul>
+ *   <li>a server pool (proxy.port, pool "plain") of a proxy with one worker thread, spreading
+ *       keys over the three shoalds of shoald.cluster.ports;
+ *   <li>the same pool (proxy.threads.port) of a proxy with --threads 2;
+ *   <li>a failover route pool (proxy.route.port, pool "routed") of that second proxy, over the
+ *       same cluster's pool and a spare pool: writes go to the cluster, misses go on to the
+ *       spare.
+ * </ul>
+ *
+ * <p>The pool on proxy.sasl.port (the first proxy) requires SASL PLAIN (user shoal, password
+ * shoalpw); that test runs once.
  */
+@RunWith(Parameterized.class)
 public class XMemcachedProxyTest {
   private static final long OP_TIMEOUT_MS = 5000;
   private MemcachedClient client;
+  private final String portProperty;
+  private final String pool;
+
+  public XMemcachedProxyTest(String name, String portProperty, String pool) {
+    this.portProperty = portProperty;
+    this.pool = pool;
+  }
+
+  @Parameters(name = "{0}")
+  public static Collection<Object[]> proxies() {
+    return Arrays.asList(
+        new Object[][] {
+          {"server pool, one worker", "proxy.port", "plain"},
+          {"server pool, --threads 2", "proxy.threads.port", "plain"},
+          {"failover route, --threads 2", "proxy.route.port", "routed"},
+        });
+  }
 
   private static MemcachedClient connect(String host, String port, AuthInfo auth) throws Exception {
     List<InetSocketAddress> servers = AddrUtil.getAddresses(host + ":" + port);
@@ -55,7 +93,7 @@ public class XMemcachedProxyTest {
 
   @Before
   public void setUp() throws Exception {
-    client = connect("127.0.0.1", property("proxy.port"), null);
+    client = connect("127.0.0.1", property(portProperty), null);
     client.flushAll();
   }
 
@@ -138,15 +176,68 @@ public class XMemcachedProxyTest {
     Map<InetSocketAddress, Map<String, String>> stats = client.getStats();
     Map<String, String> s = stats.values().iterator().next();
     assertNotNull(s.get("pid"));
-    assertEquals("plain", s.get("pool"));
+    assertEquals(pool, s.get("pool"));
     assertTrue(client.getVersions().values().iterator().next().contains("shoal-proxy"));
     client.set("f", 0, "v");
     client.flushAll();
     assertNull(client.get("f"));
   }
 
+  /**
+   * Four clients at once, each with its own connection (which --threads 2 spreads over both
+   * workers), each setting and reading back its own keys.
+   */
+  @Test
+  public void concurrentClients() throws Exception {
+    ExecutorService workers = Executors.newFixedThreadPool(4);
+    try {
+      List<Future<Integer>> done = new ArrayList<>();
+      for (int t = 0; t < 4; t++) {
+        final int id = t;
+        done.add(
+            workers.submit(
+                () -> {
+                  MemcachedClient c = connect("127.0.0.1", property(portProperty), null);
+                  try {
+                    for (int i = 0; i < 200; i++) {
+                      String k = "c" + id + "-" + i;
+                      assertTrue(c.set(k, 0, "v" + i));
+                      assertEquals("v" + i, c.get(k));
+                    }
+                    return 200;
+                  } finally {
+                    c.shutdown();
+                  }
+                }));
+      }
+      for (Future<Integer> f : done) {
+        assertEquals(Integer.valueOf(200), f.get(60, TimeUnit.SECONDS));
+      }
+    } finally {
+      workers.shutdownNow();
+    }
+  }
+
+  /** Through the failover route, a key only the spare pool holds is read from it. */
+  @Test
+  public void failoverReadsTheSpareOnAMiss() throws Exception {
+    Assume.assumeTrue("routed".equals(pool));
+    MemcachedClient spare = connect("127.0.0.1", property("shoald.spare.port"), null);
+    try {
+      assertTrue(spare.set("only-spare", 0, "from-spare"));
+      assertEquals("from-spare", client.get("only-spare"));
+      Map<String, String> both = client.get(Arrays.asList("only-spare", "absent"));
+      assertEquals(1, both.size());
+      assertEquals("from-spare", both.get("only-spare"));
+    } finally {
+      spare.shutdown();
+    }
+  }
+
   @Test
   public void saslAtTheProxy() throws Exception {
+    // The SASL pool is on the first proxy; once is enough.
+    Assume.assumeTrue("proxy.port".equals(portProperty));
     String port = property("proxy.sasl.port");
     // XMemcached finds a server's AuthInfo by the reverse-resolved host, "localhost".
     MemcachedClient authed = connect("localhost", port, AuthInfo.plain("shoal", "shoalpw"));

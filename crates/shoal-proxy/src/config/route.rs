@@ -31,7 +31,7 @@
 //! Every error names the line and the key, as the rest of the configuration does.
 
 use crate::error::ConfigError;
-use crate::yaml::Node;
+use crate::yaml::{scalar, Node};
 
 /// A fraction of the key space, as a range of a key's hash mapped onto `[0, 1)`, in
 /// millionths (`hi == 1_000_000` covers the top of the range).
@@ -119,14 +119,6 @@ impl RouteConfig {
 
 /// Default of `failover_count` (mcrouter's LatestRoute default).
 pub const DEFAULT_FAILOVER_COUNT: usize = 5;
-
-fn scalar<'a>(key: &str, line: usize, node: &'a Node) -> Result<&'a str, ConfigError> {
-    match node {
-        Node::Scalar(s) if !s.is_empty() => Ok(s),
-        Node::Scalar(_) => Err(ConfigError::at(line, key, "missing value")),
-        _ => Err(ConfigError::at(line, key, "expected a single value")),
-    }
-}
 
 fn pool_name(
     key: &'static str,

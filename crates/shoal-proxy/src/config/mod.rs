@@ -1,5 +1,8 @@
 //! twemproxy's YAML configuration: pools, their directives and defaults (those of
-//! nutcracker 0.5.0), validated into [`PoolConfig`]s.
+//! nutcracker 0.5.0), validated into [`PoolConfig`]s; a pool's `route:` directive is
+//! parsed and checked by [`route`].
+
+pub mod route;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,10 +10,10 @@ use std::time::Duration;
 use shoal_ring::{HashAlgorithm, Server};
 
 use crate::error::ConfigError;
-use crate::route::config::{self as route_config, PoolInfo, Reference, RouteConfig};
 use crate::sasl::SaslConfig;
 use crate::tls::{ListenTls, ServerTls};
-use crate::yaml::{self, Node};
+use crate::yaml::{self, boolean, scalar, Node};
+use route::{self as route_config, PoolInfo, Reference, RouteConfig};
 
 /// How a pool spreads keys, as twemproxy's `distribution:` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +80,10 @@ pub struct PoolConfig {
     pub server_failure_limit: u32,
     /// `client_connections` limit; 0 (default) is unlimited.
     pub client_connections: usize,
+    /// Shoal extension `client_idle_timeout` in ms: a client connection that sends nothing
+    /// for this long is closed (memcached's `idle_timeout`); `None` (absent or 0, the
+    /// default) never closes one. Applies to connections accepted after it is configured.
+    pub client_idle_timeout: Option<Duration>,
     /// Shoal extension `replicas` (default 1): keep each key on this many servers
     /// (its ring server and the next live ones in server order); writes go to all,
     /// reads fail over in that order. nutcracker rejects this directive.
@@ -102,13 +109,14 @@ const ROUTE_POOL_DIRECTIVES: &[&str] = &[
     "route",
     "backlog",
     "client_connections",
+    "client_idle_timeout",
     "tls",
     "sasl",
 ];
 
 /// Directives about a pool's own clients, meaningless on a pool without a `listen`
 /// address (one only routes reach, whose clients are the route pool's).
-const CLIENT_DIRECTIVES: &[&str] = &["tls", "sasl"];
+const CLIENT_DIRECTIVES: &[&str] = &["tls", "sasl", "client_idle_timeout"];
 
 /// A whole configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,30 +206,10 @@ struct Parsed {
     refs: Vec<Reference>,
 }
 
-pub(crate) fn scalar<'a>(key: &str, line: usize, node: &'a Node) -> Result<&'a str, ConfigError> {
-    match node {
-        Node::Scalar(s) if !s.is_empty() => Ok(s),
-        Node::Scalar(_) => Err(ConfigError::at(line, key, "missing value")),
-        _ => Err(ConfigError::at(line, key, "expected a single value")),
-    }
-}
-
 fn number<T: std::str::FromStr>(key: &str, line: usize, node: &Node) -> Result<T, ConfigError> {
     let s = scalar(key, line, node)?;
     s.parse::<T>()
         .map_err(|_| ConfigError::at(line, key, format!("'{s}' is not a valid number")))
-}
-
-pub(crate) fn boolean(key: &str, line: usize, node: &Node) -> Result<bool, ConfigError> {
-    match scalar(key, line, node)? {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        s => Err(ConfigError::at(
-            line,
-            key,
-            format!("'{s}' is not 'true' or 'false'"),
-        )),
-    }
 }
 
 fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, ConfigError> {
@@ -247,6 +235,7 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, Config
         server_retry_timeout: Duration::from_millis(30_000),
         server_failure_limit: 2,
         client_connections: 0,
+        client_idle_timeout: None,
         replicas: 1,
         servers: Vec::new(),
         sasl: None,
@@ -338,6 +327,12 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, Config
                 }
             }
             "client_connections" => pool.client_connections = number(k, line, &value)?,
+            "client_idle_timeout" => {
+                let ms: u64 = number(k, line, &value).map_err(|_| {
+                    ConfigError::at(line, k, "must be a number of milliseconds (0: none)")
+                })?;
+                pool.client_idle_timeout = (ms > 0).then(|| Duration::from_millis(ms));
+            }
             "replicas" => {
                 pool.replicas = number(k, line, &value)?;
                 if pool.replicas == 0 {
@@ -555,6 +550,32 @@ mod tests {
         assert_eq!(p.servers[0].weight, 2);
         assert!(p.auto_eject_hosts);
         assert_eq!(p.server_failure_limit, 1);
+    }
+
+    #[test]
+    fn client_idle_timeout_is_milliseconds_and_needs_clients() {
+        let p = |text: &str| ProxyConfig::parse(text).map(|c| c.pools[0].client_idle_timeout);
+        assert_eq!(p(GOOD), Ok(None));
+        let with = GOOD.replace(
+            "  timeout: 400\n",
+            "  timeout: 400\n  client_idle_timeout: 1500\n",
+        );
+        assert_eq!(p(&with), Ok(Some(Duration::from_millis(1500))));
+        let zero = GOOD.replace("  timeout: 400\n", "  client_idle_timeout: 0\n");
+        assert_eq!(p(&zero), Ok(None), "0 is none");
+        let bad = GOOD.replace("  timeout: 400\n", "  client_idle_timeout: -5\n");
+        let e = ProxyConfig::parse(&bad).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (7, "client_idle_timeout"));
+        // A pool only routes reach has no clients of its own to time out.
+        let unlistened = "front:\n  listen: 127.0.0.1:1\n  route:\n    type: failover\n    \
+                          pools: [a, b]\na:\n  client_idle_timeout: 10\n  servers:\n   - h:1:1\n\
+                          b:\n  servers:\n   - h:2:1\n";
+        let e = ProxyConfig::parse(unlistened).unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (7, "client_idle_timeout"),
+            "{e}"
+        );
     }
 
     #[test]
