@@ -24,13 +24,36 @@ pub fn unix_now() -> u32 {
         .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
 }
 
-#[derive(Default)]
-struct SyncRequests {
-    wanted: Mutex<Vec<Arc<Queue>>>,
+/// Work for the sync thread under `always`: queues with writers waiting for an fsync, and
+/// whether a segment was sealed since it last looked. Its mutex is a leaf lock: it may be
+/// taken under a queue's lock, so nothing else is locked while it is held.
+#[derive(Debug, Default)]
+pub(crate) struct SyncRequests {
+    wanted: Mutex<Wanted>,
     cv: Condvar,
     stop: AtomicBool,
     /// The sync thread has died (panicked): nothing will be fsynced any more.
     dead: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct Wanted {
+    queues: Vec<Arc<Queue>>,
+    /// Some queue has a sealed segment or a new directory entry awaiting its fsync.
+    sealed: bool,
+}
+
+impl SyncRequests {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Wanted> {
+        self.wanted.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes the sync thread to fsync the segments sealed since its last pass, even if no
+    /// writer is waiting.
+    pub(crate) fn sealed(&self) {
+        self.lock().sealed = true;
+        self.cv.notify_one();
+    }
 }
 
 struct Inner {
@@ -41,7 +64,6 @@ struct Inner {
     quarantined: parking_lot::Mutex<Vec<PathBuf>>,
     /// Queues whose directory could not be read at startup.
     broken: HashSet<String>,
-    sync: SyncRequests,
     _lock: File,
 }
 
@@ -98,6 +120,7 @@ impl Engine {
             memory_per_queue: cfg.memory_per_queue,
             fault: cfg.fault.clone(),
             reclaim: Some(reclaim),
+            sync: Arc::default(),
         });
         let mut queues = HashMap::new();
         let mut quarantined = Vec::new();
@@ -131,7 +154,6 @@ impl Engine {
             queues: RwLock::new(queues),
             quarantined: parking_lot::Mutex::new(quarantined),
             broken,
-            sync: SyncRequests::default(),
             _lock: lock,
             cfg,
         });
@@ -267,18 +289,13 @@ impl Engine {
         }
         // Checked after subscribing: `sync_died` sets the flag before it fails the
         // queues' waiters, so either this sees it or `rx` sees the failure.
-        if self.inner.sync.dead.load(Ordering::SeqCst) {
+        let sync = &self.inner.ctx.sync;
+        if sync.dead.load(Ordering::SeqCst) {
             return Err(QueueError::SyncFailed);
         }
         if !q.sync_queued.swap(true, Ordering::AcqRel) {
-            let mut w = self
-                .inner
-                .sync
-                .wanted
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            w.push(q.clone());
-            self.inner.sync.cv.notify_one();
+            sync.lock().queues.push(q.clone());
+            sync.cv.notify_one();
         }
         let s = match rx.wait_for(|s| s.lsn >= lsn || s.failed).await {
             Ok(s) => *s,
@@ -294,8 +311,9 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        self.inner.sync.stop.store(true, Ordering::SeqCst);
-        self.inner.sync.cv.notify_all();
+        let sync = &self.inner.ctx.sync;
+        sync.stop.store(true, Ordering::SeqCst);
+        sync.cv.notify_all();
         if let Some(h) = self.syncer.take() {
             // The thread catches its own panics; one escaping that (from the logging
             // itself) is still reported rather than dropped.
@@ -306,6 +324,10 @@ impl Drop for Engine {
                 );
             }
         }
+        // Queues left in the request list (after a panic of the sync thread) hold the
+        // context that holds the list: a cycle that would keep them, and the reclaim
+        // thread, alive for good.
+        sync.lock().queues.clear();
     }
 }
 
@@ -313,7 +335,7 @@ impl Inner {
     /// After the sync thread died: every durability wait, present and future, fails
     /// (the connection is closed without its replies) instead of waiting forever.
     fn sync_died(&self) {
-        self.sync.dead.store(true, Ordering::SeqCst);
+        self.ctx.sync.dead.store(true, Ordering::SeqCst);
         for q in self.queues.read().values() {
             q.synced.send_modify(|s| s.failed = true);
         }
@@ -342,37 +364,51 @@ fn log_report(name: &str, r: &RecoveryReport) {
 
 /// The sync thread: for `always`, fsyncs each queue that has waiters, sharing one fsync
 /// among every write that arrived before it started (group commit: the writes that
-/// arrive during an fsync share the next); for an interval,
-/// fsyncs every queue with unsynced writes once per interval.
+/// arrive during an fsync share the next), and each queue that sealed a segment; for an
+/// interval, fsyncs every queue with unsynced writes or sealed segments once per interval.
 fn sync_main(inner: &Inner) {
+    let sync = &inner.ctx.sync;
     let interval = match inner.cfg.fsync {
         FsyncPolicy::Every(d) => Some(d),
         _ => None,
     };
     loop {
-        let stop = inner.sync.stop.load(Ordering::SeqCst);
+        let stop = sync.stop.load(Ordering::SeqCst);
+        // The request list's lock is released before the queue map's is taken (see
+        // `SyncRequests`).
         let batch: Vec<Arc<Queue>> = match interval {
             Some(d) => {
-                let g = inner.sync.wanted.lock().unwrap_or_else(|e| e.into_inner());
+                let g = sync.lock();
                 if !stop {
-                    let _ = inner.sync.cv.wait_timeout(g, d);
+                    let _ = sync.cv.wait_timeout(g, d);
                 }
                 inner.queues.read().values().cloned().collect()
             }
             None => {
-                let mut g = inner.sync.wanted.lock().unwrap_or_else(|e| e.into_inner());
-                while g.is_empty() && !inner.sync.stop.load(Ordering::SeqCst) {
-                    g = inner.sync.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+                let mut g = sync.lock();
+                while g.queues.is_empty() && !g.sealed && !sync.stop.load(Ordering::SeqCst) {
+                    g = sync.cv.wait(g).unwrap_or_else(|e| e.into_inner());
                 }
-                if g.is_empty() {
+                let sealed = std::mem::take(&mut g.sealed);
+                // No waiting for more writes to gather: writes that arrive during this
+                // fsync are covered by the next one, which starts the moment this one
+                // ends. (Gathering by sleeping cost a lone writer a timer wake-up,
+                // ~150 µs here, on top of a ~200 µs fdatasync, and lost throughput
+                // at every connection count measured.)
+                let mut batch = std::mem::take(&mut g.queues);
+                drop(g);
+                if batch.is_empty() && !sealed {
+                    // Woken to stop.
                     inner.queues.read().values().cloned().collect()
                 } else {
-                    // No waiting for more writes to gather: writes that arrive during this
-                    // fsync are covered by the next one, which starts the moment this one
-                    // ends. (Gathering by sleeping cost a lone writer a timer wake-up,
-                    // ~150 µs here, on top of a ~200 µs fdatasync, and lost throughput
-                    // at every connection count measured.)
-                    std::mem::take(&mut *g)
+                    if sealed {
+                        for q in inner.queues.read().values() {
+                            if q.has_unsynced_files() && !batch.iter().any(|b| Arc::ptr_eq(b, q)) {
+                                batch.push(q.clone());
+                            }
+                        }
+                    }
+                    batch
                 }
             }
         };
@@ -389,7 +425,7 @@ fn sync_main(inner: &Inner) {
             q.sync_queued.store(false, Ordering::Release);
             q.sync_now();
         }
-        if stop || inner.sync.stop.load(Ordering::SeqCst) {
+        if stop || sync.stop.load(Ordering::SeqCst) {
             // One last pass so everything written before shutdown is durable.
             for q in inner.queues.read().values() {
                 q.sync_now();

@@ -16,6 +16,7 @@ pub mod config;
 mod crc;
 pub mod engine;
 pub mod error;
+mod fsync;
 pub mod name;
 pub mod queue;
 pub mod record;

@@ -90,13 +90,15 @@ pub fn render(shared: &Shared) -> String {
         &[],
         engine.unavailable().len() as u64,
     );
-    // Per queue (each fsync is of one queue's active segment); declared even with no
-    // queue yet, like the families below. `sum by (le)` gives the server-wide histogram.
+    // Per queue (each fsync is of one queue's segment files or directory); declared even
+    // with no queue yet, like the families below. `sum by (le)` gives the server-wide
+    // histogram.
     const FSYNC: &str = "shoal_queued_fsync_duration_seconds";
-    const FSYNC_HELP: &str = "Time each fsync (fdatasync) of the queue's active segment took.";
+    const FSYNC_HELP: &str =
+        "Time each fsync of the queue's segments (fdatasync) or of its directory took.";
     const BATCH: &str = "shoal_queued_group_commit_writes";
     const BATCH_HELP: &str =
-        "Writes to the queue made durable by one fsync (the group commit's batch size).";
+        "Writes to the queue made durable by one fsync pass (the group commit's batch size).";
     p.declare(FSYNC, FSYNC_HELP, Kind::Histogram);
     p.declare(BATCH, BATCH_HELP, Kind::Histogram);
 

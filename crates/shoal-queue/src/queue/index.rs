@@ -35,6 +35,29 @@ pub(super) struct Segment {
     pub(super) live: u64,
 }
 
+/// What the next fsync pass must make durable besides the active segment. A roll or a new
+/// queue directory only records it here: the fsyncs themselves run on the sync thread,
+/// which publishes a durable position only once all of them (and the active segment's)
+/// have succeeded, so no write is acknowledged before its segment and the directory
+/// entries leading to it are durable.
+#[derive(Debug, Default)]
+pub(super) struct Unsynced {
+    /// Segments sealed since the last pass, oldest first. The file handle is kept even if
+    /// the segment is deleted meanwhile: until its unlink is durable it can come back after
+    /// a power loss, and its acks must then be intact.
+    pub(super) sealed: Vec<(u64, Arc<File>)>,
+    /// A segment file was created in the queue's directory.
+    pub(super) dir: bool,
+    /// The queue's directory was created in the queues directory.
+    pub(super) parent: bool,
+}
+
+impl Unsynced {
+    pub(super) fn is_empty(&self) -> bool {
+        self.sealed.is_empty() && !self.dir && !self.parent
+    }
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Counters {
     pub(super) enqueued: u64,
@@ -62,6 +85,8 @@ pub(super) struct State {
     /// Writes (appends) ever made: what one fsync covers is counted in these.
     pub(super) writes: u64,
     pub(super) counters: Counters,
+    /// Sealed segments and directory entries the sync thread has yet to fsync.
+    pub(super) unsynced: Unsynced,
     pub(super) deleted: bool,
     pub(super) wbuf: Vec<u8>,
 }

@@ -6,15 +6,10 @@ use super::Queue;
 use crate::config::FsyncPolicy;
 use crate::record::{self, Kind, HEADER_LEN};
 use crate::segment;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::sync::Arc;
-
-pub(super) fn fsync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
 
 impl Queue {
     /// Writes pending acks and, optionally, one message record, in a single write at the
@@ -47,9 +42,7 @@ impl Queue {
         if !st.dir_ready {
             fs::create_dir_all(&self.dir)?;
             if self.ctx.fsync != FsyncPolicy::Never {
-                if let Some(parent) = self.dir.parent() {
-                    fsync_dir(parent)?;
-                }
+                st.unsynced.parent = true;
             }
             st.dir_ready = true;
         }
@@ -78,16 +71,11 @@ impl Queue {
         Ok((id, at))
     }
 
-    /// Seals the active segment and starts a new one.
+    /// Seals the active segment and starts a new one. No fsync happens here (this runs on
+    /// a connection's thread, under the queue's lock): the sealed segment and the new
+    /// directory entry are left to the sync thread, which fsyncs them before the new
+    /// active segment and acknowledges nothing written after them until they are durable.
     fn roll(&self, st: &mut State) -> io::Result<()> {
-        let sync = self.ctx.fsync != FsyncPolicy::Never;
-        if sync {
-            // The sync thread only ever fsyncs the active segment, so a sealed one must
-            // be made durable here, before writes move on.
-            if let Some(s) = st.segments.values().next_back() {
-                s.file.sync_data()?;
-            }
-        }
         let id = st.next_seg;
         st.next_seg += 1;
         let path = segment::segment_path(&self.dir, id);
@@ -98,13 +86,16 @@ impl Queue {
             .open(&path)?;
         let mut hdr = Vec::with_capacity(HEADER_LEN);
         record::encode(&mut hdr, Kind::SegmentStart, 0, st.next_seq, 0, b"");
-        let created =
-            file.write_all_at(&hdr, 0)
-                .and_then(|()| if sync { fsync_dir(&self.dir) } else { Ok(()) });
-        if let Err(e) = created {
+        if let Err(e) = file.write_all_at(&hdr, 0) {
             drop(file);
             let _ = fs::remove_file(&path);
             return Err(e);
+        }
+        if self.ctx.fsync != FsyncPolicy::Never {
+            if let Some((&old, s)) = st.segments.iter().next_back() {
+                st.unsynced.sealed.push((old, s.file.clone()));
+            }
+            st.unsynced.dir = true;
         }
         st.segments.insert(
             id,
@@ -115,6 +106,13 @@ impl Queue {
             },
         );
         st.disk += HEADER_LEN as u64;
+        if self.ctx.fsync == FsyncPolicy::Always {
+            // A roll that no write follows (a drained queue's, on a dequeue or expiry)
+            // has no waiter to ask for an fsync; without this the sealed segment's file
+            // (deleted a moment later) would stay open, its disk space held, until the
+            // queue's next write.
+            self.ctx.sync.sealed();
+        }
         Ok(())
     }
 

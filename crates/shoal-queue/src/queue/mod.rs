@@ -25,6 +25,7 @@ pub use expiry::expiry_from_exptime;
 pub use recovery::RecoveryReport;
 
 use crate::config::{FsyncPolicy, QueueLimits, WriteFault};
+use crate::engine::SyncRequests;
 use index::State;
 use parking_lot::Mutex;
 use std::fs;
@@ -44,6 +45,8 @@ pub(crate) struct Ctx {
     /// Where consumed segments are sent to be unlinked. Unlinking a 64 MiB file takes
     /// ~10-20 ms on ext4, far too long to hold a queue's lock or an event loop for.
     pub reclaim: Option<std::sync::mpsc::Sender<PathBuf>>,
+    /// The sync thread's requests, to wake it when a roll leaves a sealed segment to fsync.
+    pub sync: Arc<SyncRequests>,
 }
 
 impl Ctx {
@@ -178,6 +181,8 @@ impl Queue {
         st.bytes = 0;
         st.mem = 0;
         st.disk = 0;
+        // The files go with the directory: nothing of them needs to be durable now.
+        st.unsynced = index::Unsynced::default();
         drop(st);
         self.synced.send_modify(|s| s.lsn = u64::MAX);
         self.arrivals.notify_waiters();
