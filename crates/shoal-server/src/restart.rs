@@ -86,6 +86,7 @@ pub fn open_store(settings: &Settings) -> anyhow::Result<OpenedStore> {
         // link walked is a cache miss on the request path.
         index_capacity: 1usize << settings.hashpower.unwrap_or(DEFAULT_HASHPOWER),
         preallocate: settings.large_pages,
+        huge_pages: settings.huge_pages,
     };
     let Some(path) = &settings.memory_file else {
         return Ok(OpenedStore {

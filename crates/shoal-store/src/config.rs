@@ -24,6 +24,9 @@ pub struct StoreConfig {
     /// segments are first written: no page faults while the cache fills, at the cost of
     /// the full limit in RSS from the start.
     pub preallocate: bool,
+    /// Reserve segment memory in one mapping advised for transparent huge pages (see
+    /// `anon_region`); false: allocate each segment from the heap.
+    pub huge_pages: bool,
 }
 
 impl Default for StoreConfig {
@@ -35,6 +38,7 @@ impl Default for StoreConfig {
             writers: 4,
             index_capacity: 0,
             preallocate: false,
+            huge_pages: true,
         }
     }
 }

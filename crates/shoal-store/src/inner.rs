@@ -60,7 +60,7 @@ impl Inner {
             .collect();
         Inner {
             clock,
-            segs: Segments::new(g.seg, g.segments, g.capacity),
+            segs: Segments::new(g.seg, g.segments, g.capacity, cfg.huge_pages),
             refs: g.refs,
             shards,
             hasher: foldhash::fast::RandomState::default(),

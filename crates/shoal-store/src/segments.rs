@@ -141,12 +141,14 @@ unsafe impl Send for Segments {}
 
 impl Segments {
     /// A table of segments of `seg_size` bytes, allowing `limit` of them and addressing up to
-    /// `capacity` (for later raises of the limit).
+    /// `capacity` (for later raises of the limit). With `huge_pages`, memory for every
+    /// segment id is reserved up front in one mapping advised for transparent huge pages
+    /// (falling back to the heap if that fails); without, each segment is a heap allocation.
     ///
     /// # Panics
     /// If `seg_size` is not a power of two between 8 bytes and 2 GiB: item offsets are
     /// `u32`, references pack offsets with shifts, and every allocation uses this size.
-    pub fn new(seg_size: usize, limit: usize, capacity: usize) -> Self {
+    pub fn new(seg_size: usize, limit: usize, capacity: usize, huge_pages: bool) -> Self {
         // Checked here, once, because `layout` and every write into a segment rely on it.
         assert!(
             seg_size.is_power_of_two() && (8..=1 << 31).contains(&seg_size),
@@ -160,7 +162,7 @@ impl Segments {
         let meta = (0..capacity).map(|_| SegMeta::default()).collect();
         let never_allocated = (0..capacity as u32).rev().map(|i| i as SegId).collect();
         // Miri cannot run mmap/madvise; its runs use the heap path.
-        let anon = if cfg!(miri) {
+        let anon = if cfg!(miri) || !huge_pages {
             None
         } else {
             capacity

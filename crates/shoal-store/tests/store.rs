@@ -11,6 +11,7 @@ fn store(limit: usize) -> Store {
         writers: 2,
         index_capacity: 0,
         preallocate: false,
+        huge_pages: true,
     })
     .expect("config")
 }
@@ -233,6 +234,7 @@ fn no_evict_mode_reports_out_of_memory() {
         writers: 1,
         index_capacity: 0,
         preallocate: false,
+        huge_pages: true,
     })
     .unwrap();
     let mut w = s.writer();
@@ -339,6 +341,7 @@ fn presized_index_reports_its_capacity() {
     let s = Store::new(StoreConfig {
         index_capacity: 1 << 16,
         preallocate: false,
+        huge_pages: true,
         ..StoreConfig::default()
     })
     .unwrap();
@@ -409,6 +412,7 @@ fn small_store(segments: usize) -> Store {
         writers: 1,
         index_capacity: 0,
         preallocate: false,
+        huge_pages: true,
     })
     .expect("config")
 }

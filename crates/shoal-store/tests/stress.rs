@@ -336,6 +336,7 @@ fn eviction_under_concurrent_reads_keeps_every_value_intact() {
         writers: WRITERS,
         index_capacity: 0,
         preallocate: false,
+        huge_pages: true,
     })
     .expect("config");
     assert_eq!(store.max_item_bytes(), SEGMENT, "smallest segment size");

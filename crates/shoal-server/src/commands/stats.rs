@@ -418,6 +418,7 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
         usize::MAX => strs(out, "zero_copy_min", "off"),
         n => reply::stat_u64(out, "zero_copy_min", n as u64),
     }
+    strs(out, "hugepages", yes_no(sh.store.huge_page_advised()));
 }
 
 /// `stats items`: class 1 holds every item (see the module documentation), printed only

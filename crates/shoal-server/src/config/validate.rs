@@ -136,6 +136,7 @@ impl Args {
             metrics_listen: self.metrics_listen,
             io_uring: self.io_uring,
             zero_copy_min: shoal_net::MIN_REFERENCED_VALUE,
+            huge_pages: true,
         };
         for opt in &self.extended {
             apply_extended(&mut s, opt)?;
