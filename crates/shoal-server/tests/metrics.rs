@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{http_get, http_raw, parse_page, with_metrics};
-use std::io::{BufRead, BufReader, Read, Write};
+use common::{http_get, parse_page, with_metrics};
+use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -130,39 +130,7 @@ fn without_the_flag_there_is_no_endpoint_and_no_histogram() {
 #[test]
 fn bad_http_gets_a_4xx_and_a_closed_connection() {
     let (_server, metrics) = with_metrics(&[]);
-    let t = Instant::now();
-    assert_eq!(http_raw(metrics, b"get foo\r\n").0, 400);
-    assert_eq!(http_raw(metrics, b"\x80\x00\x00\x05hello").0, 400);
-    assert_eq!(http_get(metrics, "/").0, 404);
-    assert_eq!(http_get(metrics, "/metricsx").0, 404);
-    assert_eq!(http_raw(metrics, b"POST /metrics HTTP/1.1\r\n\r\n").0, 405);
-    assert_eq!(http_raw(metrics, b"GET /metrics HTTP/3\r\n\r\n").0, 505);
-    // Headers past 8 KiB.
-    let mut huge = b"GET /metrics HTTP/1.1\r\n".to_vec();
-    for i in 0..400 {
-        huge.extend_from_slice(format!("X-Filler-{i}: aaaaaaaaaaaaaaaa\r\n").as_bytes());
-    }
-    huge.extend_from_slice(b"\r\n");
-    assert_eq!(http_raw(metrics, &huge).0, 431);
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
-
-    // Slowloris: a head that never ends is cut off at the read timeout (5 s), while
-    // other scrapes go on being served.
-    let t = Instant::now();
-    let mut slow = TcpStream::connect(metrics).expect("connect");
-    slow.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    slow.write_all(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
-        .expect("write");
-    assert_eq!(http_get(metrics, "/metrics").0, 200);
-    let mut reply = String::new();
-    let _ = slow.read_to_string(&mut reply);
-    let waited = t.elapsed();
-    assert!(reply.starts_with("HTTP/1.1 408 "), "{reply:?}");
-    assert!(
-        waited >= Duration::from_secs(4) && waited < Duration::from_secs(8),
-        "{waited:?}"
-    );
+    shoal_test_support::check_bad_http_is_refused(metrics, "memcached_up");
 
     // Connections are bounded: idle ones past the limit are closed at once.
     let idle: Vec<TcpStream> = (0..40)

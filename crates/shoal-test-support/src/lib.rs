@@ -281,6 +281,55 @@ pub fn http_raw(addr: std::net::SocketAddr, request: &[u8]) -> (u16, String) {
     (status, text)
 }
 
+/// What every daemon's `--metrics-listen` endpoint must do with bad HTTP input: non-HTTP
+/// bytes and binary junk get 400, another path 404, another method 405, another version
+/// 505, a request head past 8 KiB 431, each answered and the connection closed at once;
+/// and a head that never ends (slowloris) gets 408 and a close at the 5 s request timeout
+/// while scrapes meanwhile are served. `family` is a metric the page always has.
+pub fn check_bad_http_is_refused(addr: std::net::SocketAddr, family: &str) {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    let t = Instant::now();
+    for (request, status) in [
+        (&b"get foo\r\n"[..], 400),
+        (b"\x80\x00\x00\x05hello", 400),
+        (b"GET / HTTP/1.1\r\n\r\n", 404),
+        (b"GET /metricsx HTTP/1.1\r\n\r\n", 404),
+        (b"POST /metrics HTTP/1.1\r\n\r\n", 405),
+        (b"GET /metrics HTTP/3\r\n\r\n", 505),
+    ] {
+        let (got, reply) = http_raw(addr, request);
+        assert_eq!(got, status, "for {request:?}: {reply:?}");
+    }
+    let mut huge = b"GET /metrics HTTP/1.1\r\n".to_vec();
+    for i in 0..400 {
+        huge.extend_from_slice(format!("X-Filler-{i}: aaaaaaaaaaaaaaaa\r\n").as_bytes());
+    }
+    huge.extend_from_slice(b"\r\n");
+    assert_eq!(http_raw(addr, &huge).0, 431);
+    // Every answer above came at once (http_raw reads until the close).
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+
+    let t = Instant::now();
+    let mut slow = std::net::TcpStream::connect(addr).expect("connect");
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+        .expect("write");
+    assert!(
+        scrape_metrics(addr).contains(family),
+        "a scrape beside the slow client"
+    );
+    let mut reply = String::new();
+    let _ = slow.read_to_string(&mut reply);
+    let waited = t.elapsed();
+    assert!(reply.starts_with("HTTP/1.1 408 "), "{reply:?}");
+    assert!(
+        waited >= Duration::from_secs(4) && waited < Duration::from_secs(8),
+        "closed after {waited:?}"
+    );
+}
+
 /// `GET /metrics` from a daemon's `--metrics-listen` address: the body of its reply,
 /// which must be `200 OK` (the test fails otherwise). Five-second timeouts.
 pub fn scrape_metrics(addr: std::net::SocketAddr) -> String {

@@ -498,28 +498,10 @@ pub fn with_metrics(args: &[&str]) -> (Server, SocketAddr) {
     (server, addr)
 }
 
-/// Sends `request` to an HTTP server and reads until it closes the connection (bounded
-/// by [`IO_TIMEOUT`] per read): the status code (0 if none) and the whole response.
-pub fn http_raw(addr: SocketAddr, request: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
-    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    s.set_write_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    let _ = s.write_all(request);
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|r| r.get(..3))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, text)
-}
-
 /// `GET path`: the status and the body.
 pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
-    let (status, text) = http_raw(addr, req.as_bytes());
+    let (status, text) = shoal_test_support::http_raw(addr, req.as_bytes());
     let body = text
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())
