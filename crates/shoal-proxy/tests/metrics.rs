@@ -144,7 +144,7 @@ fn both_log_formats_carry_the_same_events() {
     };
     let events = same_events_in_both_formats(command, &[]);
     for want in [
-        "INFO shoal_proxy::server: pool alpha listening on #.#.#.#:#",
+        "INFO shoal_proxy::accept: pool alpha listening on #.#.#.#:#",
         "DEBUG shoal_net::accept: connection accepted peer=#.#.#.#:#",
         "DEBUG shoal_net::connection: connection closed end=Eof",
         "INFO shoal_proxy: shut down",
