@@ -11,14 +11,14 @@
 #   4. the zero-copy crossover: shoald copying every value (-o no_zero_copy) against
 #      sending values of 1 KB and more from segment memory, at 1-16 KB;
 #   5. system calls per request (scripts/syscalls.sh).
-# Results go to bench/results/data-path/; docs/benchmarks/2026-11-25-data-path.md reads
-# them. Takes about 40 minutes at REPEATS=5.
+# Results go to $OUT (default bench/results/data-path/; the dated reports in docs/benchmarks/ read
+# them). Takes about 45 minutes at REPEATS=5; PARTS picks some of them.
 #
-#   bash scripts/bench-data-path.sh [REPEATS]
+#   [PARTS="depth1 depth16 conns1000 crossover syscalls"] bash scripts/bench-data-path.sh [REPEATS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats=${1:-5}
-out=bench/results/data-path
+out=${OUT:-bench/results/data-path}
 bin=target/release
 cargo build --release -p shoal-server -p shoal-bench >&2
 mkdir -p "$out"
@@ -28,12 +28,19 @@ cmp() { # name, then compare-memcached arguments
   "$bin/shoal-bench" compare-memcached --no-memory --memcaslap none --repeats "$repeats" \
     --server-args="-t 2 -m 1024" --out "$out/$name" "$@" >&2
 }
-cmp depth1 --depths 1 --value-sizes 100,10k,100k -c 16 -T 1 -t 5s \
+parts=" ${PARTS:-depth1 depth16 conns1000 crossover syscalls} "
+part() { [[ $parts == *" $1 "* ]]; }
+# Segment memory on the heap (-o no_hugepages) beside the default (transparent huge
+# pages): what the huge pages are worth per request.
+part depth1 && cmp depth1 --depths 1 --value-sizes 100,10k,100k -c 16 -T 1 -t 5s \
+  --variant "io_uring=--io-uring" --variant "no_hugepages=-o no_hugepages" \
+  --equal-load 0.5,0.8,0.95
+part depth16 && cmp depth16 --depths 16 --value-sizes 100 -c 50 -T 2 -t 5s \
+  --variant "io_uring=--io-uring"
+part conns1000 && cmp conns1000 --depths 1 --value-sizes 100 -c 1000 -T 2 -t 5s \
   --variant "io_uring=--io-uring" --equal-load 0.5,0.8,0.95
-cmp depth16 --depths 16 --value-sizes 100 -c 50 -T 2 -t 5s --variant "io_uring=--io-uring"
-cmp conns1000 --depths 1 --value-sizes 100 -c 1000 -T 2 -t 5s \
-  --variant "io_uring=--io-uring" --equal-load 0.5,0.8,0.95
-cmp crossover --depths 1 --value-sizes 1k,2k,4k,8k,16k -c 16 -T 1 -t 4s \
+part crossover && cmp crossover --depths 1 --value-sizes 1k,2k,4k,8k,16k -c 16 -T 1 -t 4s \
   --variant "copy_all=-o no_zero_copy" --variant "from_1k=-o zero_copy_min=1024"
-VALUES="100 10240 102400" DEPTHS="1 16" bash scripts/syscalls.sh 50000 > "$out/syscalls.md"
+part syscalls && VALUES="100 10240 102400" DEPTHS="1 16" bash scripts/syscalls.sh 50000 \
+  > "$out/syscalls.md"
 echo "== done ($(uptime | sed 's/.*load average/load average/'))" >&2
