@@ -492,7 +492,7 @@ fn check_readable_after_switch(s: &Settings) -> Result<(), StartupError> {
 
 /// `-L`: the memory limit's worth of segments was made resident at startup (as memcached
 /// allocates its whole cache); say whether huge pages back it, which is what `-L` is for.
-/// Without `-L` segments are advised for huge pages all the same, just touched lazily.
+/// (`-o hugepages` asks for the huge pages without the preallocation.)
 fn large_pages_note(advised: bool) {
     let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
         .ok()
@@ -513,8 +513,8 @@ fn large_pages_note(advised: bool) {
             "-L: segment memory preallocated, but transparent huge pages are not available"
         ),
         (false, _) => tracing::warn!(
-            "-L has no effect: segment memory is a memory file (-e) or could not be reserved \
-             in one mapping"
+            "-L has no effect: segment memory is a memory file (-e), is on the heap \
+             (-o no_hugepages), or could not be reserved in one mapping"
         ),
     }
 }

@@ -448,7 +448,7 @@ fn stats_settings_has_every_memcached_key_in_order() {
         // shoald's own data-path settings, listed after memcached's.
         ("io_uring", "no"),
         ("zero_copy_min", "4096"),
-        ("hugepages", "yes"),
+        ("hugepages", "no"),
     ] {
         assert_eq!(st[name], value, "{name}");
     }

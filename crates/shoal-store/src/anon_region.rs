@@ -4,11 +4,13 @@
 //! addresses spread over the whole cache. With 4 KiB pages a cache of a few hundred
 //! megabytes far outgrows the TLB, so most of those touches also walk the page tables (two
 //! levels of them under virtualisation); 2 MiB pages cover 512 times as much per TLB entry.
-//! memcached gets huge pages only with `-L`, which allocates all of `-m` up front. Here the
-//! whole address range of the store is reserved once (no memory is committed until a
-//! segment is written), aligned to 2 MiB and advised for huge pages, so segments get them
-//! as they are first used, and RSS still follows what the cache holds. `-L` additionally
-//! touches the memory limit's worth of segments at startup, as memcached does.
+//! memcached gets huge pages only with `-L`, which allocates all of `-m` up front. Here,
+//! when asked for (`-L`, or shoald's `-o hugepages`), the whole address range of the store
+//! is reserved once (no memory is committed until a segment is written), aligned to 2 MiB
+//! and advised for huge pages, so segments get them as they are first used and RSS still
+//! follows what the cache holds; `-L` additionally touches the memory limit's worth of
+//! segments at startup, as memcached does. It is opt-in because on the project's test VM
+//! it made no measurable difference for caches up to 100 MB.
 
 use std::io;
 

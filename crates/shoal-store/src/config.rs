@@ -25,7 +25,8 @@ pub struct StoreConfig {
     /// the full limit in RSS from the start.
     pub preallocate: bool,
     /// Reserve segment memory in one mapping advised for transparent huge pages (see
-    /// `anon_region`); false: allocate each segment from the heap.
+    /// `anon_region`; memcached's `-L`); false (the default): allocate each segment from
+    /// the heap.
     pub huge_pages: bool,
 }
 
@@ -38,7 +39,7 @@ impl Default for StoreConfig {
             writers: 4,
             index_capacity: 0,
             preallocate: false,
-            huge_pages: true,
+            huge_pages: false,
         }
     }
 }

@@ -8,11 +8,10 @@
 //! per-item allocator, no fragmentation, and eviction cost amortised over a segment.
 //!
 //! Segment memory is allocated lazily (zeroed pages are not resident until written), so a
-//! store that never fills does not cost its whole limit in RSS. It comes from one
-//! anonymous reservation advised for huge pages ([`AnonRegion`]), or, for a warm restart,
-//! from a shared mapping of a memory file ([`MemoryMap`]) whose contents outlive the
-//! process; from the heap, segment by segment, only where the address space cannot be
-//! reserved.
+//! store that never fills does not cost its whole limit in RSS. It comes from the heap,
+//! segment by segment; from one anonymous reservation advised for huge pages
+//! ([`AnonRegion`]) when the store is configured for them; or, for a warm restart, from a
+//! shared mapping of a memory file ([`MemoryMap`]) whose contents outlive the process.
 
 use crate::anon_region::AnonRegion;
 use crate::memory_file::MemoryMap;

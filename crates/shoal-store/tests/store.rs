@@ -11,7 +11,7 @@ fn store(limit: usize) -> Store {
         writers: 2,
         index_capacity: 0,
         preallocate: false,
-        huge_pages: true,
+        huge_pages: false,
     })
     .expect("config")
 }

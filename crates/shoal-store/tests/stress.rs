@@ -336,6 +336,8 @@ fn eviction_under_concurrent_reads_keeps_every_value_intact() {
         writers: WRITERS,
         index_capacity: 0,
         preallocate: false,
+        // The reservation's reuse and release of segment memory, under the same churn as
+        // the heap's (the store tests use the heap).
         huge_pages: true,
     })
     .expect("config");

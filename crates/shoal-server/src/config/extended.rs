@@ -89,7 +89,7 @@ pub(super) fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigEr
             s.zero_copy_min = usize::try_from(n).map_err(|_| o.unparsable())?;
         }
         "no_zero_copy" => s.zero_copy_min = usize::MAX,
-        // shoald's own: segment memory advised for transparent huge pages (the default).
+        // shoald's own: segment memory advised for transparent huge pages (implied by -L).
         "hugepages" => s.huge_pages = true,
         "no_hugepages" => s.huge_pages = false,
         "hashpower" => {
@@ -453,15 +453,12 @@ mod tests {
         assert_eq!(s.zero_copy_min, usize::MAX);
         assert!(settings(&["-o", "zero_copy_min=lots"]).is_err());
         assert!(s.inert.is_empty(), "these all have an effect");
-        assert!(settings(&[]).unwrap().huge_pages);
-        let s = settings(&["-o", "no_hugepages"]).unwrap();
-        assert!(!s.huge_pages);
+        assert!(!settings(&[]).unwrap().huge_pages);
+        assert!(settings(&["-L"]).unwrap().huge_pages);
+        let s = settings(&["-o", "hugepages"]).unwrap();
+        assert!(s.huge_pages);
         assert!(s.inert.is_empty());
-        assert!(
-            settings(&["-o", "no_hugepages,hugepages"])
-                .unwrap()
-                .huge_pages
-        );
+        assert!(!settings(&["-L", "-o", "no_hugepages"]).unwrap().huge_pages);
     }
 
     #[test]

@@ -225,8 +225,9 @@ pub struct Settings {
     /// `-o zero_copy_min=BYTES`: hits at least this long are sent from segment memory
     /// rather than copied into the reply (`-o no_zero_copy`: `usize::MAX`, never).
     pub zero_copy_min: usize,
-    /// `-o hugepages` (the default) / `-o no_hugepages`: segment memory is one reservation
-    /// advised for transparent huge pages, or heap allocations segment by segment.
+    /// `-o hugepages` (implied by `-L`) / `-o no_hugepages` (the default otherwise): segment
+    /// memory is one reservation advised for transparent huge pages, or heap allocations
+    /// segment by segment.
     pub huge_pages: bool,
 }
 

@@ -136,7 +136,8 @@ impl Args {
             metrics_listen: self.metrics_listen,
             io_uring: self.io_uring,
             zero_copy_min: shoal_net::MIN_REFERENCED_VALUE,
-            huge_pages: true,
+            // memcached uses large pages only with -L; so does shoald unless told.
+            huge_pages: self.large_pages,
         };
         for opt in &self.extended {
             apply_extended(&mut s, opt)?;
