@@ -12,8 +12,8 @@ use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -22,38 +22,6 @@ pub fn unix_now() -> u32 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
-}
-
-/// Work for the sync thread under `always`: queues with writers waiting for an fsync, and
-/// whether a segment was sealed since it last looked. Its mutex is a leaf lock: it may be
-/// taken under a queue's lock, so nothing else is locked while it is held.
-#[derive(Debug, Default)]
-pub(crate) struct SyncRequests {
-    wanted: Mutex<Wanted>,
-    cv: Condvar,
-    stop: AtomicBool,
-    /// The sync thread has died (panicked): nothing will be fsynced any more.
-    dead: AtomicBool,
-}
-
-#[derive(Debug, Default)]
-struct Wanted {
-    queues: Vec<Arc<Queue>>,
-    /// Some queue has a sealed segment or a new directory entry awaiting its fsync.
-    sealed: bool,
-}
-
-impl SyncRequests {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Wanted> {
-        self.wanted.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Wakes the sync thread to fsync the segments sealed since its last pass, even if no
-    /// writer is waiting.
-    pub(crate) fn sealed(&self) {
-        self.lock().sealed = true;
-        self.cv.notify_one();
-    }
 }
 
 struct Inner {

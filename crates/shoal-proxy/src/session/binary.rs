@@ -35,9 +35,10 @@ use shoal_protocol::binary::{self, decode, opcode, reply, Attrs, Command, Malfor
 use shoal_protocol::{parse, parse_binary, BinaryParsed, Parsed};
 use tokio::io::AsyncWrite;
 
+use super::fanout::read_order;
 use super::getrun::{GetRun, ROUTE_GROUP};
 use super::pending::Pending;
-use super::route::{dispatch, read_order};
+use super::route::dispatch;
 use super::translate::{self, text_safe, Op, Untranslatable};
 use super::window::{Reframe, Slot};
 use super::{Session, IN_FLIGHT_LIMIT, LIMITS, LINE_REPLY_COST, REFUSE_VALUES};

@@ -3,8 +3,9 @@
 
 use shoal_protocol::{decode_key, Request};
 
+use super::fanout::{servers_for, write};
 use super::pending::Pending;
-use super::route::{dispatch, local_reply, servers_for, write};
+use super::route::{dispatch, local_reply};
 use super::window::{Reframe, Slot};
 use super::{Session, IN_FLIGHT_LIMIT, LINE_REPLY_COST};
 use crate::frame::ReplyKind;

@@ -40,6 +40,7 @@
 //!   arrive, so stalled senders together hold at most the budget.
 
 mod binary;
+mod fanout;
 mod forward;
 mod getrun;
 mod multiget;
@@ -63,13 +64,11 @@ use crate::pool::PoolSlot;
 use crate::route::Target;
 use crate::stats::incr;
 
+pub(crate) use fanout::{read_order, servers_for as write_servers};
 use getrun::GetRun;
 pub(crate) use multiget::entries;
 use pending::Pending;
-pub(crate) use route::{
-    finish_pool, pool_flush, pool_get, pool_keyed, read_order, servers_for as write_servers,
-    PoolFlight,
-};
+pub(crate) use route::{finish_pool, pool_flush, pool_get, pool_keyed, PoolFlight};
 use stream::get_command;
 use stream::GetStream;
 pub use value_size::ValueSize;

@@ -1,8 +1,8 @@
 //! Multi-gets over several servers: splitting the keys into one fragment per server, and
 //! putting the fragments' replies back in the request's key order.
 
+use super::fanout::{read, read_order, route_error};
 use super::pending::{MultiGet, Pending};
-use super::route::{read, read_order, route_error};
 use crate::error::BackendError;
 use crate::frame::ReplyKind;
 use crate::pool::Pool;

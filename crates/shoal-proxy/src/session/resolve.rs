@@ -1,9 +1,9 @@
 //! Turning what a request waits for into the bytes written to the client: awaiting
 //! backend replies, retrying replicas, and feeding the value-size estimate.
 
+use super::fanout::send;
 use super::multiget::{entries, reassemble};
 use super::pending::{Attempt, Pending};
-use super::route::send;
 use crate::backend::{Reply, ReplyRx};
 use crate::error::BackendError;
 use crate::frame::ReplyKind;

@@ -18,14 +18,15 @@ mod index;
 mod log;
 mod produce;
 mod recovery;
+mod sync_requests;
 
 pub use consume::{Delivery, Take};
 pub use durability::{SyncMetrics, Synced};
 pub use expiry::expiry_from_exptime;
 pub use recovery::RecoveryReport;
+pub(crate) use sync_requests::SyncRequests;
 
 use crate::config::{FsyncPolicy, QueueLimits, WriteFault};
-use crate::engine::SyncRequests;
 use index::State;
 use parking_lot::Mutex;
 use std::fs;
