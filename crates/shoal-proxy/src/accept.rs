@@ -14,10 +14,10 @@ use tokio::sync::oneshot;
 
 use crate::config::Listen;
 use crate::error::StartError;
-use crate::pool::PoolSlot;
 use crate::route::Target;
 use crate::session::serve;
 use crate::shared::{Bound, ClientConn, ConnGuard, Live, Shared};
+use crate::slot::PoolSlot;
 
 /// One worker thread's service: serves the connections handed to it, on its own event
 /// loop, with its own server connections.

@@ -29,9 +29,11 @@ pub mod sasl;
 pub mod server;
 pub mod session;
 mod shared;
+pub mod slot;
 pub mod stats;
 mod stats_port;
 pub mod tls;
+pub mod value_size;
 pub mod yaml;
 
 pub use config::{PoolConfig, ProxyConfig};

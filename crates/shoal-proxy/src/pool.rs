@@ -1,14 +1,9 @@
 //! A server pool: placement, health and one [`Backend`] per server, built from a
 //! [`PoolConfig`].
 
-use std::sync::atomic::{
-    AtomicU64,
-    Ordering::{Acquire, Release},
-};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use parking_lot::RwLock;
 use shoal_client::health::HealthSink;
 
 use shoal_ring::RingError;
@@ -17,9 +12,8 @@ use crate::backend::Backend;
 use crate::config::PoolConfig;
 use crate::health::Health;
 use crate::placement::Placement;
-use crate::route::Target;
-use crate::session::ValueSize;
 use crate::stats::{PoolStats, ServerStats};
+use crate::value_size::ValueSize;
 
 /// What every worker's instance of a server pool shares: the configuration, where keys
 /// go, failure counting and ejection, and the counters. Built (and its ring checked) once
@@ -194,43 +188,6 @@ impl Pool {
         for (i, r) in self.routes.iter().enumerate() {
             r.point(self.health.clone(), i);
         }
-    }
-}
-
-/// Where a listening pool's current [`Target`] (its server pool, or its route) lives for
-/// one worker, so a reload can swap it while client connections stay open. Sessions
-/// check [`PoolSlot::generation`] (one atomic load) and take the lock only when a reload
-/// has happened since they last looked.
-pub struct PoolSlot {
-    generation: AtomicU64,
-    pool: RwLock<Target>,
-}
-
-impl PoolSlot {
-    /// A slot holding `target`.
-    pub fn new(target: Target) -> PoolSlot {
-        PoolSlot {
-            generation: AtomicU64::new(0),
-            pool: RwLock::new(target),
-        }
-    }
-
-    /// What new requests should use.
-    pub fn load(&self) -> Target {
-        self.pool.read().clone()
-    }
-
-    /// Bumped by every [`PoolSlot::store`]: an unchanged value means the pool loaded with
-    /// it is still current.
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Acquire)
-    }
-
-    /// Makes `target` the one new requests use; requests already holding the old one
-    /// finish on it.
-    pub fn store(&self, target: Target) {
-        *self.pool.write() = target;
-        self.generation.fetch_add(1, Release);
     }
 }
 

@@ -36,9 +36,10 @@ use std::sync::Arc;
 use crate::config::{Listen, PoolConfig, ProxyConfig};
 use crate::error::ConfigError;
 use crate::error::StartError;
-use crate::pool::{Pool, PoolShared, PoolSlot};
+use crate::pool::{Pool, PoolShared};
 use crate::route::{Router, Target};
 use crate::shared::{Bound, Entry, Shared};
+use crate::slot::PoolSlot;
 use crate::stats::PoolStats;
 
 /// Why a reload was refused. Whatever the reason, nothing changed.

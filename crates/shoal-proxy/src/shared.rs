@@ -16,8 +16,9 @@ use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
 
 use crate::config::PoolConfig;
-use crate::pool::{PoolShared, PoolSlot};
+use crate::pool::PoolShared;
 use crate::route::Target;
+use crate::slot::PoolSlot;
 use crate::stats::{decr, incr, PoolStats, PoolView};
 
 /// Process-wide counters: the stats header and the metrics page's first figures.

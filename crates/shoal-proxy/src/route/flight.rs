@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use shoal_protocol::{decode_key, reply, Request};
 
-use super::get::{finish_get, same, send_route, GetFlight, GetSpec};
-use super::keyed::{finish_keyed, send_keyed, KeyedFlight, KeyedOp};
-use super::keys::{KeyList, KeyOutcome};
+use super::get::{finish_get, same, send_route, GetFlight};
+use super::keyed::{finish_keyed, send_keyed, KeyedFlight};
+use super::keyed_op::KeyedOp;
+use super::keys::{GetSpec, KeyList, KeyOutcome};
 use super::{is_failure, Kind, Router, Target};
 use crate::frame::ReplyKind;
 use crate::pool::Pool;

@@ -1,37 +1,20 @@
 //! Get-family requests (`get`, `gets`, `gat`, `gats`, one key or many) through a target:
 //! [`send_get`] forwards the first stage at once, so pipelined requests reach the
 //! servers in the client's order; [`finish_get`] awaits it and runs the later stages
-//! (failover, warm-up) the answers call for.
+//! (failover, warm-up) the answers call for. The warm-up stage lives here too: it
+//! sends further gets, and gets send it, so the two recurse as one state machine.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::keyed::{finish_keyed, send_keyed};
+use super::keyed_op::add_op;
+use super::keys::{flags_and_data, GetSpec};
 use super::keys::{outcomes, KeyList, KeyOutcome};
-use super::{shadow, warmup, Kind, Router, Target};
+use super::{shadow, Boxed, Kind, Router, Target};
 use crate::pool::Pool;
 use crate::session::{finish_pool, pool_get, PoolFlight};
-
-/// A boxed future: routes nest, so their steps recurse.
-pub(crate) type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// How a get-family request asks for its keys.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct GetSpec {
-    /// `get`, `gets`, `gat` or `gats`.
-    pub(crate) cmd: &'static str,
-    /// `gat`/`gats`'s expiration time.
-    pub(crate) exptime: Option<i64>,
-}
-
-impl GetSpec {
-    /// Whether replies carry CAS tokens (`gets`, `gats`).
-    pub(crate) fn with_cas(&self) -> bool {
-        self.cmd == "gets" || self.cmd == "gats"
-    }
-}
 
 /// A get-family request through a target, its first stage sent.
 pub(crate) enum GetFlight {
@@ -44,7 +27,7 @@ pub(crate) enum GetFlight {
     /// Sent to the first of several pools; the others are for keys that need them.
     Chain(Box<Chain>),
     /// Sent to a warm-up route's cold pool.
-    Warmup(Box<warmup::WarmupGet>),
+    Warmup(Box<WarmupGet>),
     /// Split over several targets (a prefix route): each part's key indexes and flight.
     Split {
         parts: Vec<(Vec<usize>, GetFlight)>,
@@ -88,12 +71,7 @@ pub(crate) fn send_route(r: &Arc<Router>, keys: KeyList, spec: GetSpec) -> Boxed
             Kind::Replicated { reads, .. } => chain(reads, keys, spec, false).await,
             Kind::Warmup { cold, .. } => {
                 let first = send_get(cold, keys.clone(), spec).await;
-                GetFlight::Warmup(Box::new(warmup::WarmupGet::new(
-                    first,
-                    r.clone(),
-                    keys,
-                    spec,
-                )))
+                GetFlight::Warmup(Box::new(WarmupGet::new(first, r.clone(), keys, spec)))
             }
             Kind::Shadow {
                 main,
@@ -205,4 +183,86 @@ pub(crate) fn finish_get(f: GetFlight) -> Boxed<'static, Vec<KeyOutcome>> {
             }
         }
     })
+}
+
+/// A get through a warm-up route whose cold stage is in flight.
+pub(crate) struct WarmupGet {
+    cold_flight: GetFlight,
+    router: Arc<Router>,
+    keys: KeyList,
+    spec: GetSpec,
+}
+
+impl WarmupGet {
+    pub(crate) fn new(
+        cold_flight: GetFlight,
+        router: Arc<Router>,
+        keys: KeyList,
+        spec: GetSpec,
+    ) -> WarmupGet {
+        WarmupGet {
+            cold_flight,
+            router,
+            keys,
+            spec,
+        }
+    }
+
+    /// Awaits cold, reads what it lacked from warm, copies warm's hits into cold, and
+    /// gives each key's outcome.
+    pub(crate) async fn finish(self) -> Vec<KeyOutcome> {
+        let mut out = finish_get(self.cold_flight).await;
+        let Kind::Warmup {
+            cold,
+            warm,
+            exptime,
+        } = &self.router.kind
+        else {
+            return out;
+        };
+        let lacking: Vec<usize> = (0..out.len()).filter(|&i| !out[i].is_hit()).collect();
+        if lacking.is_empty() {
+            return out;
+        }
+        let plain = GetSpec {
+            cmd: "get",
+            exptime: None,
+        };
+        let warm_out = finish_get(send_get(warm, self.keys.subset(&lacking), plain).await).await;
+        // A `gat` sets the key's expiration time: the copy gets the one asked for.
+        let ttl = self.spec.exptime.unwrap_or(i64::from(*exptime));
+        let with_cas = self.spec.with_cas();
+        let mut copies = Vec::new();
+        let mut hits = Vec::new();
+        for (&i, o) in lacking.iter().zip(&warm_out) {
+            let KeyOutcome::Hit(entry) = o else { continue };
+            let Some((flags, data)) = flags_and_data(entry) else {
+                continue;
+            };
+            let op = Arc::new(add_op(self.keys.get(i), flags, ttl, data, with_cas));
+            // Sent now, in key order; without CAS nobody waits for the answer.
+            copies.push(send_keyed(cold, &op).await);
+            hits.push(i);
+        }
+        if !with_cas {
+            drop(copies);
+            for (i, o) in lacking.into_iter().zip(warm_out) {
+                out[i] = o;
+            }
+            return out;
+        }
+        // gets/gats: the client needs cold's CAS token, so the copies are made first and
+        // the keys read again from cold. Keys warm lacked keep cold's outcome.
+        for c in copies {
+            finish_keyed(c).await;
+        }
+        if hits.is_empty() {
+            return out;
+        }
+        let again = finish_get(send_get(cold, self.keys.subset(&hits), self.spec).await).await;
+        for (i, o) in hits.into_iter().zip(again) {
+            out[i] = o;
+        }
+        out
+    }
 }

@@ -4,6 +4,22 @@ use bytes::Bytes;
 
 use crate::session::entries;
 
+/// How a get-family request asks for its keys.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GetSpec {
+    /// `get`, `gets`, `gat` or `gats`.
+    pub(crate) cmd: &'static str,
+    /// `gat`/`gats`'s expiration time.
+    pub(crate) exptime: Option<i64>,
+}
+
+impl GetSpec {
+    /// Whether replies carry CAS tokens (`gets`, `gats`).
+    pub(crate) fn with_cas(&self) -> bool {
+        self.cmd == "gets" || self.cmd == "gats"
+    }
+}
+
 /// A list of keys in one buffer (a route keeps them until its last stage is answered;
 /// one allocation, not one per key).
 #[derive(Clone, Default)]

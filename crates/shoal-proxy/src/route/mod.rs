@@ -49,11 +49,13 @@
 mod flight;
 mod get;
 mod keyed;
+mod keyed_op;
 mod keys;
 pub mod latest;
 mod shadow;
-mod warmup;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 pub(crate) use flight::{
@@ -65,8 +67,11 @@ pub(crate) use keys::KeyOutcome;
 use crate::config::route::{KeyFraction, RouteConfig};
 use crate::config::PoolConfig;
 use crate::pool::Pool;
-use crate::session::ValueSize;
 use crate::stats::PoolStats;
+use crate::value_size::ValueSize;
+
+/// A boxed future: routes nest, so their steps recurse.
+pub(crate) type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What a listening pool (or a route) sends requests to: a server pool, or a route.
 #[derive(Clone)]

@@ -1,9 +1,8 @@
 //! Shadow copies: which keys are copied (a fixed fraction of the key space, by hash) and
 //! sending the copies without ever waiting for them.
 
-use super::get::GetSpec;
-use super::keyed::KeyedOp;
-use super::keys::KeyList;
+use super::keyed_op::KeyedOp;
+use super::keys::{GetSpec, KeyList};
 use super::latest::{fnv1a64, mix};
 use crate::config::route::KeyFraction;
 use crate::frame::ReplyKind;

@@ -21,6 +21,14 @@
 //! batches; `window.rs` keeps the requests in flight and collects their replies in order
 //! (`resolve.rs` turns each into reply bytes, `multiget.rs` reassembles split
 //! multi-gets); `binary.rs`, `translate.rs` and `getrun.rs` are the binary front end.
+//! `fanout.rs` places a request on a pool's servers and sends it.
+//!
+//! This module and [`crate::route`] depend on each other, on purpose: routes nest, and
+//! their leaves are server pools. A route session's request waits on a route flight
+//! (`pending.rs`'s `Routed`). A route forwards to a pool through this module's pool
+//! primitives (`pool_get`, `pool_keyed`, `pool_flush`, `finish_pool`), so a request takes
+//! the same placement, multi-get splitting and failover whether or not a route is
+//! configured. Every other module edge in the crate points one way.
 //!
 //! Memory per connection is bounded whatever the client does, and a slow client never
 //! slows a backend connection other clients share (backend replies are always read; what
@@ -49,7 +57,6 @@ mod resolve;
 mod route;
 mod stream;
 mod translate;
-mod value_size;
 mod window;
 
 use std::collections::VecDeque;
@@ -60,8 +67,8 @@ use shoal_net::{Budget, NoValue, OUTPUT_HIGH_WATER};
 use shoal_protocol::{parse, reply, Limits, Parsed, Request};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::pool::PoolSlot;
 use crate::route::Target;
+use crate::slot::PoolSlot;
 use crate::stats::incr;
 
 pub(crate) use fanout::{read_order, servers_for as write_servers};
@@ -71,7 +78,6 @@ use pending::Pending;
 pub(crate) use route::{finish_pool, pool_flush, pool_get, pool_keyed, PoolFlight};
 use stream::get_command;
 use stream::GetStream;
-pub use value_size::ValueSize;
 use window::Slot;
 
 /// Largest value a client may send through the proxy (backends enforce their own limit).
@@ -82,9 +88,7 @@ const MAX_PENDING: usize = 1024;
 /// flight before it waits for answers. As large as the output high-water mark: asking
 /// for more than can be written before the next stall only buys memory.
 pub const IN_FLIGHT_LIMIT: usize = OUTPUT_HIGH_WATER;
-/// Most keys one multi-get batch asks for, whatever the estimate says: what bounds a
-/// batch when values turn out far larger than the estimate (at most this many items).
-pub const MAX_BATCH_KEYS: usize = 256;
+pub use crate::value_size::MAX_BATCH_KEYS;
 /// What a one-line reply (`STORED`, `DELETED`, ...) is counted as while in flight.
 const LINE_REPLY_COST: usize = 64;
 

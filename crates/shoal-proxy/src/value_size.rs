@@ -1,7 +1,10 @@
 //! The pool-wide estimate of a retrieved value's size that sizes multi-get batches.
 
-use super::MAX_BATCH_KEYS;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+/// Most keys one multi-get batch asks for, whatever the estimate says: what bounds a
+/// batch when values turn out far larger than the estimate (at most this many items).
+pub const MAX_BATCH_KEYS: usize = 256;
 
 /// Smallest per-value estimate, so tiny values cannot make a batch unbounded.
 const MIN_VALUE_COST: usize = 64;
@@ -59,8 +62,8 @@ impl ValueSize {
 
 #[cfg(test)]
 mod tests {
-    use super::super::IN_FLIGHT_LIMIT;
     use super::*;
+    use crate::session::IN_FLIGHT_LIMIT;
 
     #[test]
     fn value_size_rises_at_once_and_falls_slowly() {
