@@ -1,4 +1,4 @@
-//! mcrouter's routes, over twemproxy's pools: a pool with a `route:` (see [`config`])
+//! mcrouter's routes, over twemproxy's pools: a pool with a `route:` (see [`crate::config`])
 //! has no servers of its own and sends each request to other pools of the file.
 //!
 //! What each route does with each request (mcrouter's semantics, except where noted):
@@ -7,7 +7,7 @@
 //!   goes to the first pool. A *get-family* request (`get`, `gets`, `gat`, `gats`, meta
 //!   `mg` and `me`) goes on to the next pool for every key that **missed or failed**
 //!   there; every other request (storage, `delete`, `incr`/`decr`, `touch`, meta `ms`,
-//!   `md`, `ma`, and an `mg` that only touches: see [`meta_reads`]) goes on only on an **error**: a transport failure or a `SERVER_ERROR`
+//!   `md`, `ma`, and an `mg` that only touches: see `meta_reads`) goes on only on an **error**: a transport failure or a `SERVER_ERROR`
 //!   reply (`CLIENT_ERROR` and `ERROR` are the request's fault and come back as they
 //!   are). A multi-get asks the next pool only for the keys still missing. The answer
 //!   for a key is the last pool's that was asked (so a miss after errors is a miss, as
