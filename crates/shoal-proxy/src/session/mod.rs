@@ -40,7 +40,8 @@
 //!   replies outstanding at once, sized with the pool's
 //!   [`ValueSize`](crate::value_size::ValueSize) estimate. A multi-get asking for more
 //!   is forwarded in batches of keys, the next batch only once the previous ones have
-//!   been answered and written out (so a client that asks for 5,000 copies of a 100 KB value and never reads costs a few hundred KB, not 500 MB);
+//!   been answered and written out (so a client that asks for 5,000 copies of a 100 KB
+//!   value and never reads costs a few hundred KB, not 500 MB);
 //! - requests: the read buffer stays at a few kilobytes unless a request needs more, and
 //!   growth past that is charged to the process-wide [`Budget`] (`--read-buf-mem-limit`). A
 //!   value the budget cannot cover is answered as memcached answers one it has no memory
