@@ -10,7 +10,7 @@
 # Idle is the share of the machine's cores neither used.
 # This shows whether the benchmark is bound by CPU or by the round trip.
 #
-#   bash scripts/cpu-split.sh [ROUNDS] [VALUE_BYTES] [DURATION]
+#   [SHOALD_ARGS="-o hugepages"] bash scripts/cpu-split.sh [ROUNDS] [VALUE_BYTES] [DURATION]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -34,7 +34,8 @@ measure() { # server
   local server=$1 port pid t0 t1 w0 w1 ops secs cu cs
   port=$(free_port)
   case "$server" in
-    shoald) "$bin/shoald" -p "$port" -l 127.0.0.1 -t 2 -m 1024 2>/dev/null & ;;
+    # shellcheck disable=SC2086 # SHOALD_ARGS is a list of arguments
+    shoald) "$bin/shoald" -p "$port" -l 127.0.0.1 -t 2 -m 1024 ${SHOALD_ARGS:-} 2>/dev/null & ;;
     *) memcached -p "$port" -l 127.0.0.1 -t 2 -m 1024 -U 0 -u "$(id -un)" 2>/dev/null & ;;
   esac
   pid=$!
