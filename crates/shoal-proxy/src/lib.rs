@@ -23,6 +23,7 @@ pub mod health;
 pub mod metrics;
 pub mod placement;
 pub mod pool;
+pub mod pool_request;
 pub mod reload;
 pub mod route;
 pub mod sasl;

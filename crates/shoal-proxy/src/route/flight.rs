@@ -9,10 +9,10 @@ use super::get::{finish_get, same, send_route, GetFlight};
 use super::keyed::{finish_keyed, send_keyed, KeyedFlight};
 use super::keyed_op::KeyedOp;
 use super::keys::{GetSpec, KeyList, KeyOutcome};
-use super::{is_failure, Kind, Router, Target};
+use super::{Kind, Router, Target};
 use crate::frame::ReplyKind;
 use crate::pool::Pool;
-use crate::session::{finish_pool, pool_flush, PoolFlight};
+use crate::pool_request::{finish_pool, is_failure, meta_reads, pool_flush, PoolFlight};
 use crate::stats::incr;
 
 /// A client's request through a route, on its way.
@@ -109,7 +109,7 @@ pub(crate) async fn dispatch(router: &Arc<Router>, req: &Request<'_>, raw: &[u8]
                 key: real.to_vec(),
                 bytes,
                 kind,
-                read: super::meta_reads(req),
+                read: meta_reads(req),
             });
             keyed(router, &op).await
         }

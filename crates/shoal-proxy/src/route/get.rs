@@ -14,7 +14,7 @@ use super::keys::{flags_and_data, GetSpec};
 use super::keys::{outcomes, KeyList, KeyOutcome};
 use super::{shadow, Boxed, Kind, Router, Target};
 use crate::pool::Pool;
-use crate::session::{finish_pool, pool_get, PoolFlight};
+use crate::pool_request::{finish_pool, pool_get, PoolFlight};
 
 /// A get-family request through a target, its first stage sent.
 pub(crate) enum GetFlight {

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::keyed_op::KeyedOp;
-use super::{is_failure, severity, shadow, Boxed, Kind, Target};
+use super::{shadow, Boxed, Kind, Target};
 use crate::pool::Pool;
-use crate::session::{finish_pool, pool_keyed, PoolFlight};
+use crate::pool_request::{finish_pool, is_failure, pool_keyed, severity, PoolFlight};
 
 /// A one-key request through a target, its first stage sent.
 pub(crate) enum KeyedFlight {

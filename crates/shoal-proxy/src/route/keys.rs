@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use crate::session::entries;
+use crate::pool_request::entries;
 
 /// How a get-family request asks for its keys.
 #[derive(Clone, Copy, Debug)]

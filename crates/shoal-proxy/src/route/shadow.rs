@@ -3,11 +3,11 @@
 
 use super::keyed_op::KeyedOp;
 use super::keys::{GetSpec, KeyList};
-use super::latest::{fnv1a64, mix};
 use crate::config::route::KeyFraction;
 use crate::frame::ReplyKind;
 use crate::pool::Pool;
-use crate::session::{read_order, write_servers};
+use crate::pool_request::latest::{fnv1a64, mix};
+use crate::pool_request::{read_order, servers_for};
 
 /// Where `key` falls in `[0, 1)`, in millionths: FNV-1a 64 of the key finished with
 /// splitmix64's mixer (mcrouter hashes with SpookyHashV2 for the same purpose; the
@@ -70,7 +70,7 @@ pub(crate) fn copy_keyed(shadow: &Pool, op: &KeyedOp, range: KeyFraction) {
     let servers = if op.read {
         read_order(shadow, &op.key).map(|s| s.into_iter().take(1).collect())
     } else {
-        write_servers(shadow, &op.key)
+        servers_for(shadow, &op.key)
     };
     for s in servers.unwrap_or_default() {
         if let Some(b) = shadow.backends.get(s) {

@@ -35,13 +35,12 @@ use shoal_protocol::binary::{self, decode, opcode, reply, Attrs, Command, Malfor
 use shoal_protocol::{parse, parse_binary, BinaryParsed, Parsed};
 use tokio::io::AsyncWrite;
 
-use super::fanout::read_order;
 use super::getrun::{GetRun, ROUTE_GROUP};
-use super::pending::Pending;
-use super::route::dispatch;
 use super::translate::{self, text_safe, Op, Untranslatable};
+use super::wait::{Pending, Wait};
 use super::window::{Reframe, Slot};
 use super::{Session, IN_FLIGHT_LIMIT, LIMITS, LINE_REPLY_COST, REFUSE_VALUES};
+use crate::pool_request::{dispatch, read_order};
 use crate::route::Target;
 use crate::sasl::MECHANISMS;
 
@@ -330,9 +329,9 @@ impl Session<'_> {
                     let pending = match &self.target {
                         Target::Pool(pool) => dispatch(pool, &request, &scratch).await,
                         // The same route dispatch as a text client's meta command.
-                        Target::Route(router) => Pending::Routed(Box::new(
+                        Target::Route(router) => Pending::Session(Wait::Routed(Box::new(
                             crate::route::dispatch(router, &request, &scratch).await,
-                        )),
+                        ))),
                     };
                     self.push_slot(Slot {
                         pending,

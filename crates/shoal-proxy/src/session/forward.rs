@@ -3,12 +3,11 @@
 
 use shoal_protocol::{decode_key, Request};
 
-use super::fanout::{servers_for, write};
-use super::pending::Pending;
-use super::route::{dispatch, local_reply};
+use super::wait::{Pending, Wait};
 use super::window::{Reframe, Slot};
 use super::{Session, IN_FLIGHT_LIMIT, LINE_REPLY_COST};
 use crate::frame::ReplyKind;
+use crate::pool_request::{dispatch, local_reply, servers_for, write};
 use crate::route::Target;
 
 impl Session<'_> {
@@ -32,7 +31,9 @@ impl Session<'_> {
             Target::Pool(pool) => dispatch(pool, req, raw).await,
             Target::Route(router) => match local_reply(req) {
                 Some(p) => p,
-                None => Pending::Routed(Box::new(crate::route::dispatch(router, req, raw).await)),
+                None => Pending::Session(Wait::Routed(Box::new(
+                    crate::route::dispatch(router, req, raw).await,
+                ))),
             },
         };
         self.push_slot(Slot {
@@ -65,7 +66,7 @@ impl Session<'_> {
         match &self.target {
             Target::Pool(pool) => {
                 if let Ok(servers) = servers_for(pool, real) {
-                    drop(write(pool, servers, bytes, kind).await);
+                    drop(write::<Wait>(pool, servers, bytes, kind).await);
                 }
             }
             Target::Route(router) => crate::route::send_and_forget(router, real, bytes, kind).await,

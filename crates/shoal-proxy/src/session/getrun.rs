@@ -26,10 +26,10 @@ use std::sync::Arc;
 
 use shoal_protocol::binary::{reply, Attrs};
 
-use super::pending::Pending;
-use super::resolve::resolve;
 use super::translate::error_line;
+use super::wait::Pending;
 use super::MAX_BATCH_KEYS;
+use crate::pool_request::resolve;
 use crate::route::{GetFlight, KeyOutcome, Router, Target};
 
 /// The one group of a run gathered on a route pool (which has no servers to group by).

@@ -15,20 +15,19 @@
 //! shoald and shoal-queued; this module is its [`Handler`]: requests are forwarded as they
 //! are parsed, and their replies collected in order before each write.
 //!
-//! The session's jobs, one module each: this one parses a request and decides what to do
-//! with it; `forward.rs` forwards a text or meta request (by the pool's ring, `route.rs`,
-//! or through its route); `stream.rs` forwards a multi-get too large for one window in
-//! batches; `window.rs` keeps the requests in flight and collects their replies in order
-//! (`resolve.rs` turns each into reply bytes, `multiget.rs` reassembles split
-//! multi-gets); `binary.rs`, `translate.rs` and `getrun.rs` are the binary front end.
-//! `fanout.rs` places a request on a pool's servers and sends it.
+//! The session's jobs, one module each:
+//! - this one parses a request and decides what to do with it;
+//! - `forward.rs` forwards a text or meta request, within the pool or through its route;
+//! - `stream.rs` forwards a multi-get too large for one window in batches;
+//! - `window.rs` keeps the requests in flight and collects their replies in order;
+//! - `wait.rs` is what a request can wait for beyond one pool's replies (batches, route
+//!   flights);
+//! - `binary.rs`, `translate.rs` and `getrun.rs` are the binary front end.
 //!
-//! This module and [`crate::route`] depend on each other, on purpose: routes nest, and
-//! their leaves are server pools. A route session's request waits on a route flight
-//! (`pending.rs`'s `Routed`). A route forwards to a pool through this module's pool
-//! primitives (`pool_get`, `pool_keyed`, `pool_flush`, `finish_pool`), so a request takes
-//! the same placement, multi-get splitting and failover whether or not a route is
-//! configured. Every other module edge in the crate points one way.
+//! Placement, fan-out, failover and reply assembly within a pool are
+//! [`crate::pool_request`]'s, which routes ([`crate::route`]) use too. So a request is
+//! treated the same whether or not a route is configured, and neither module depends on
+//! the session.
 //!
 //! Memory per connection is bounded whatever the client does, and a slow client never
 //! slows a backend connection other clients share (backend replies are always read; what
@@ -49,15 +48,11 @@
 //!   arrive, so stalled senders together hold at most the budget.
 
 mod binary;
-mod fanout;
 mod forward;
 mod getrun;
-mod multiget;
-mod pending;
-mod resolve;
-mod route;
 mod stream;
 mod translate;
+mod wait;
 mod window;
 
 use std::collections::VecDeque;
@@ -72,13 +67,9 @@ use crate::route::Target;
 use crate::slot::PoolSlot;
 use crate::stats::incr;
 
-pub(crate) use fanout::{read_order, servers_for as write_servers};
 use getrun::GetRun;
-pub(crate) use multiget::entries;
-use pending::Pending;
-pub(crate) use route::{finish_pool, pool_flush, pool_get, pool_keyed, PoolFlight};
-use stream::get_command;
 use stream::GetStream;
+use wait::Pending;
 use window::Slot;
 
 /// Largest value a client may send through the proxy (backends enforce their own limit).

@@ -9,11 +9,10 @@
 use shoal_net::{Reservation, READ_CHUNK};
 use shoal_protocol::{reply, Keys, Request};
 
-use super::multiget::{plan, reassemble, send_plan};
-use super::pending::{Batch, BatchParts, Pending};
-use super::resolve::{finish_fragments, push_reply};
+use super::wait::{Batch, BatchParts, Pending, Wait};
 use super::window::{Reframe, Slot, Timing};
 use super::{Session, IN_FLIGHT_LIMIT};
+use crate::pool_request::{finish_fragments, get_command, plan, push_reply, reassemble, send_plan};
 use crate::route::Target;
 use crate::stats::incr;
 
@@ -32,17 +31,6 @@ pub(super) struct GetStream {
     /// When the multi-get was received, if the pool times requests: its one latency
     /// observation is made when its last batch is answered.
     since: Option<u64>,
-}
-
-/// The command and expiration time of a `get`-family request.
-pub(super) fn get_command(req: &Request<'_>) -> (&'static str, Option<i64>) {
-    match req {
-        Request::Get { with_cas, .. } => (if *with_cas { "gets" } else { "get" }, None),
-        Request::GetAndTouch {
-            with_cas, exptime, ..
-        } => (if *with_cas { "gats" } else { "gat" }, Some(*exptime)),
-        _ => ("get", None),
-    }
 }
 
 impl Session<'_> {
@@ -130,7 +118,7 @@ impl Session<'_> {
             self.stream = None;
         }
         self.push_slot(Slot {
-            pending: Pending::Batch(Box::new(Batch { get, last, parts })),
+            pending: Pending::Session(Wait::Batch(Box::new(Batch { get, last, parts }))),
             cost,
             reframe: Reframe::Verbatim,
             timing,

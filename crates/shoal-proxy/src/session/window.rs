@@ -13,10 +13,10 @@ use shoal_net::{NoValue, OUTPUT_HIGH_WATER};
 use tokio::io::AsyncWrite;
 
 use super::getrun::GetRun;
-use super::pending::Pending;
-use super::resolve::{self, finish, resolve};
 use super::translate::{self, BinaryReply};
+use super::wait::{resolve_routed, Pending, Wait};
 use super::Session;
+use crate::pool_request::{finish, resolve};
 use crate::route::Target;
 use crate::stats::incr;
 
@@ -55,7 +55,7 @@ pub(super) enum Reframe {
 pub(super) async fn resolve_on(target: &Target, p: Pending, out: &mut Vec<u8>) {
     match target {
         Target::Pool(pool) => resolve(pool, p, out).await,
-        Target::Route(_) => resolve::resolve_routed(p, out).await,
+        Target::Route(_) => resolve_routed(p, out).await,
     }
 }
 
@@ -132,7 +132,7 @@ impl Session<'_> {
         } = slot;
         match reframe {
             Reframe::Verbatim => match (pending, &self.target) {
-                (Pending::Batch(b), _) => self.resolve_batch(*b, wbuf).await,
+                (Pending::Session(Wait::Batch(b)), _) => self.resolve_batch(*b, wbuf).await,
                 (p, target) => resolve_on(target, p, wbuf).await,
             },
             Reframe::Binary(r) => {

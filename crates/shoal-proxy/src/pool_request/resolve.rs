@@ -4,6 +4,7 @@
 use super::fanout::send;
 use super::multiget::{entries, reassemble};
 use super::pending::{Attempt, Pending};
+use super::reply_rank::{severity, SEVERITY_ERROR};
 use crate::backend::{Reply, ReplyRx};
 use crate::error::BackendError;
 use crate::frame::ReplyKind;
@@ -12,7 +13,7 @@ use crate::stats::incr;
 use bytes::Bytes;
 use shoal_protocol::reply;
 
-pub(super) async fn await_rx(rx: Option<ReplyRx>) -> Reply {
+pub(crate) async fn await_rx(rx: Option<ReplyRx>) -> Reply {
     match rx {
         Some(rx) => rx.await.unwrap_or(Err(BackendError::Closed)),
         None => Err(BackendError::Closed),
@@ -20,7 +21,7 @@ pub(super) async fn await_rx(rx: Option<ReplyRx>) -> Reply {
 }
 
 /// Waits for an attempt, failing over to the remaining replicas on transport errors.
-pub(super) async fn finish(pool: &Pool, a: Attempt) -> Reply {
+pub(crate) async fn finish(pool: &Pool, a: Attempt) -> Reply {
     let mut r = await_rx(a.rx).await;
     for s in a.rest {
         if r.is_ok() {
@@ -35,7 +36,7 @@ pub(super) async fn finish(pool: &Pool, a: Attempt) -> Reply {
 }
 
 /// Feeds the size of the values in a retrieval reply to the pool's estimate.
-pub(super) fn observe(pool: &Pool, kind: ReplyKind, b: &[u8]) {
+pub(crate) fn observe(pool: &Pool, kind: ReplyKind, b: &[u8]) {
     let (size, count) = match kind {
         ReplyKind::Retrieval => {
             entries(b).fold((0, 0), |(max, n), e| (max.max(e.all.1 - e.all.0), n + 1))
@@ -48,7 +49,7 @@ pub(super) fn observe(pool: &Pool, kind: ReplyKind, b: &[u8]) {
 
 /// Waits for every fragment of a multi-get: their replies, or the first failure (a
 /// transport error, or a reply that is not `VALUE`s and `END`, such as an error line).
-pub(super) async fn finish_fragments(
+pub(crate) async fn finish_fragments(
     pool: &Pool,
     frags: Vec<Attempt>,
 ) -> Result<Vec<Bytes>, Reply> {
@@ -72,7 +73,7 @@ pub(super) async fn finish_fragments(
     }
 }
 
-pub(super) fn push_reply(pool: &Pool, r: Reply, out: &mut Vec<u8>) {
+pub(crate) fn push_reply(pool: &Pool, r: Reply, out: &mut Vec<u8>) {
     match r {
         Ok(b) => out.extend_from_slice(&b),
         Err(e) => {
@@ -82,7 +83,7 @@ pub(super) fn push_reply(pool: &Pool, r: Reply, out: &mut Vec<u8>) {
     }
 }
 
-pub(super) async fn resolve(pool: &Pool, p: Pending, out: &mut Vec<u8>) {
+pub(crate) async fn resolve<S>(pool: &Pool, p: Pending<S>, out: &mut Vec<u8>) {
     match p {
         Pending::Ready(v) => out.extend_from_slice(&v),
         Pending::Static(s) => out.extend_from_slice(s),
@@ -98,8 +99,8 @@ pub(super) async fn resolve(pool: &Pool, p: Pending, out: &mut Vec<u8>) {
             for rx in rxs {
                 let r = rx.await.unwrap_or(Err(BackendError::Closed));
                 let rank = match &r {
-                    Ok(b) => crate::route::severity(b),
-                    Err(_) => crate::route::SEVERITY_ERROR,
+                    Ok(b) => severity(b),
+                    Err(_) => SEVERITY_ERROR,
                 };
                 let worse = match &worst {
                     Some((w, _)) => rank > *w,
@@ -133,19 +134,8 @@ pub(super) async fn resolve(pool: &Pool, p: Pending, out: &mut Vec<u8>) {
             }
             Err(r) => push_reply(pool, r, out),
         },
-        // Batches are resolved by the session, which knows which multi-get failed; routed
-        // requests by `resolve_routed` (only route sessions make them).
-        Pending::Batch(_) | Pending::Routed(_) => {}
-    }
-}
-
-/// Resolves what a route session waits for: replies through its route, or replies the
-/// proxy made itself (nothing else is dispatched on a route).
-pub(super) async fn resolve_routed(p: Pending, out: &mut Vec<u8>) {
-    match p {
-        Pending::Ready(v) => out.extend_from_slice(&v),
-        Pending::Static(s) => out.extend_from_slice(s),
-        Pending::Routed(f) => crate::route::finish(*f, out).await,
-        _ => {}
+        // What only the session waits for (batches of a streamed multi-get, route flights)
+        // it resolves itself.
+        Pending::Session(_) => {}
     }
 }

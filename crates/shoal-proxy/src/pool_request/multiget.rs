@@ -8,22 +8,23 @@ use crate::frame::ReplyKind;
 use crate::pool::Pool;
 use crate::stats::incr;
 use bytes::Bytes;
+use std::convert::Infallible;
 
 /// A multi-get's keys grouped by server.
-pub(super) struct Plan {
+pub(crate) struct Plan {
     /// The keys, concatenated.
-    pub(super) keys: Vec<u8>,
+    pub(crate) keys: Vec<u8>,
     /// (start, end, fragment) for each key in request order.
-    pub(super) spans: Vec<(usize, usize, usize)>,
+    pub(crate) spans: Vec<(usize, usize, usize)>,
     /// Per fragment: its servers (failover order).
-    pub(super) servers: Vec<Vec<usize>>,
+    pub(crate) servers: Vec<Vec<usize>>,
     /// Per fragment: its keys, each preceded by a space.
-    pub(super) keys_of: Vec<Vec<u8>>,
+    pub(crate) keys_of: Vec<Vec<u8>>,
 }
 
 /// Groups `list` by the server each key lives on (one fragment per key when replicated,
 /// so each can fail over on its own).
-pub(super) fn plan(pool: &Pool, list: &[&[u8]]) -> Result<Plan, BackendError> {
+pub(crate) fn plan(pool: &Pool, list: &[&[u8]]) -> Result<Plan, BackendError> {
     let replicated = pool.placement.replica_count() > 1;
     let mut p = Plan {
         keys: Vec::with_capacity(list.iter().map(|k| k.len()).sum()),
@@ -58,7 +59,7 @@ pub(super) fn plan(pool: &Pool, list: &[&[u8]]) -> Result<Plan, BackendError> {
 }
 
 /// Sends one request per fragment of `plan`; the error reply if one cannot be sent.
-pub(super) async fn send_plan(
+pub(crate) async fn send_plan(
     pool: &Pool,
     plan: Plan,
     cmd: &str,
@@ -75,7 +76,7 @@ pub(super) async fn send_plan(
         bytes.extend_from_slice(&fkeys);
         bytes.extend_from_slice(b"\r\n");
         incr(&pool.stats.fragments);
-        match read(pool, servers, bytes, ReplyKind::Retrieval).await {
+        match read::<Infallible>(pool, servers, bytes, ReplyKind::Retrieval).await {
             Pending::One(a) => frags.push(a),
             Pending::Ready(r) => return Err(r),
             Pending::Static(r) => return Err(r.to_vec()),
@@ -90,13 +91,13 @@ pub(super) async fn send_plan(
 }
 
 /// A multi-get small enough to forward at once.
-pub(super) async fn multi_get(
+pub(crate) async fn multi_get<S>(
     pool: &Pool,
     list: &[&[u8]],
     raw: &[u8],
     cmd: &str,
     exptime: Option<i64>,
-) -> Pending {
+) -> Pending<S> {
     let mut plan = match plan(pool, list) {
         Ok(p) => p,
         Err(e) => return route_error(pool, e),
@@ -148,7 +149,7 @@ pub(crate) fn entries(b: &[u8]) -> impl Iterator<Item = Entry> + '_ {
 }
 
 /// Writes the hits of every fragment in the request's key order (without `END`).
-pub(super) fn reassemble(
+pub(crate) fn reassemble(
     keys: &[u8],
     spans: &[(usize, usize, usize)],
     replies: &[Bytes],

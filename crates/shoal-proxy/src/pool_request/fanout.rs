@@ -1,8 +1,8 @@
 //! How one request reaches a pool's servers: which servers hold a key (and in which
 //! order a read tries them), and the read, write and send primitives that put the request
-//! on their backend connections. [`super::route`] decides what a request is; this module
-//! only places and sends it, so the multi-get and reply modules can share it without
-//! depending on the routing above them.
+//! on their backend connections. [`super::dispatch`] decides what a request is; this
+//! module only places and sends it, so the multi-get and reply modules can share it
+//! without depending on the dispatch above them.
 
 use super::pending::{Attempt, Pending};
 use crate::backend::ReplyRx;
@@ -11,7 +11,7 @@ use crate::frame::ReplyKind;
 use crate::pool::Pool;
 use crate::stats::incr;
 
-pub(super) fn route_error(pool: &Pool, e: BackendError) -> Pending {
+pub(crate) fn route_error<S>(pool: &Pool, e: BackendError) -> Pending<S> {
     incr(&pool.stats.forward_error);
     Pending::Ready(e.reply())
 }
@@ -29,18 +29,18 @@ pub(crate) fn servers_for(pool: &Pool, key: &[u8]) -> Result<Vec<usize>, Backend
 
 /// The servers a read of `key` tries, in order: in a replicated pool, mcrouter's
 /// LatestRoute order, which starts at the replica this proxy host prefers
-/// ([`crate::route::latest::host_seed`]) and fails over to the others; else the one
+/// ([`super::latest::host_seed`]) and fails over to the others; else the one
 /// server.
 pub(crate) fn read_order(pool: &Pool, key: &[u8]) -> Result<Vec<usize>, BackendError> {
     let mut servers = servers_for(pool, key)?;
     if servers.len() > 1 {
         let n = servers.len();
-        servers.rotate_left((crate::route::latest::host_seed() % n as u64) as usize);
+        servers.rotate_left((super::latest::host_seed() % n as u64) as usize);
     }
     Ok(servers)
 }
 
-pub(super) async fn send(
+pub(crate) async fn send(
     pool: &Pool,
     server: usize,
     bytes: Vec<u8>,
@@ -53,12 +53,12 @@ pub(super) async fn send(
 }
 
 /// A read: to the first server, failing over to the others.
-pub(super) async fn read(
+pub(crate) async fn read<S>(
     pool: &Pool,
     servers: Vec<usize>,
     bytes: Vec<u8>,
     kind: ReplyKind,
-) -> Pending {
+) -> Pending<S> {
     let mut it = servers.into_iter();
     let Some(first) = it.next() else {
         return route_error(pool, BackendError::NoLiveServers);
@@ -80,12 +80,12 @@ pub(super) async fn read(
 
 /// A write: to every server holding the key. In a replicated pool it waits for every
 /// replica and answers the worst reply (mcrouter's AllSyncRoute).
-pub(super) async fn write(
+pub(crate) async fn write<S>(
     pool: &Pool,
     servers: Vec<usize>,
     bytes: Vec<u8>,
     kind: ReplyKind,
-) -> Pending {
+) -> Pending<S> {
     if servers.len() == 1 {
         let rx = send(pool, servers[0], bytes, kind).await;
         return match rx {

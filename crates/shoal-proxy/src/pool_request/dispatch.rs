@@ -1,18 +1,31 @@
-//! Routing one parsed request within a server pool: which servers it goes to, and what
-//! the connection then waits for. Also the same, one request at a time, for the routes
-//! of [`crate::route`] ([`pool_get`], [`pool_keyed`], [`pool_flush`], [`finish_pool`]).
+//! Dispatching one parsed request within a server pool: which servers it goes to, and
+//! what the connection then waits for. Also the same, one request at a time, for the
+//! routes of [`crate::route`] ([`pool_get`], [`pool_keyed`], [`pool_flush`],
+//! [`finish_pool`]).
 
 use super::fanout::{read, read_order, route_error, send, servers_for, write};
-use super::get_command;
 use super::multiget::multi_get;
 use super::pending::Pending;
+use super::reply_rank::meta_reads;
 use super::resolve::resolve;
 use crate::frame::ReplyKind;
 use crate::pool::Pool;
 use crate::stats::incr;
 use shoal_protocol::{decode_key, reply, Request};
+use std::convert::Infallible;
 
-pub(super) async fn dispatch(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> Pending {
+/// The command and expiration time of a `get`-family request.
+pub(crate) fn get_command(req: &Request<'_>) -> (&'static str, Option<i64>) {
+    match req {
+        Request::Get { with_cas, .. } => (if *with_cas { "gets" } else { "get" }, None),
+        Request::GetAndTouch {
+            with_cas, exptime, ..
+        } => (if *with_cas { "gats" } else { "gat" }, Some(*exptime)),
+        _ => ("get", None),
+    }
+}
+
+pub(crate) async fn dispatch<S>(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> Pending<S> {
     match req {
         Request::Get { keys, .. } | Request::GetAndTouch { keys, .. } => {
             let (cmd, exptime) = get_command(req);
@@ -54,7 +67,7 @@ pub(super) async fn dispatch(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> Pend
             let Ok(real) = decode_key(key, flags.base64(), &mut tmp) else {
                 return Pending::Static(b"CLIENT_ERROR error decoding key\r\n");
             };
-            let is_read = crate::route::meta_reads(req);
+            let is_read = meta_reads(req);
             let found = if is_read {
                 read_order(pool, real)
             } else {
@@ -84,7 +97,7 @@ pub(super) async fn dispatch(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> Pend
 }
 
 /// `flush_all` to every live server of the pool: `OK` if all say so.
-async fn flush_all(pool: &Pool, raw: &[u8], noreply: bool) -> Pending {
+async fn flush_all<S>(pool: &Pool, raw: &[u8], noreply: bool) -> Pending<S> {
     let kind = if noreply {
         ReplyKind::None
     } else {
@@ -105,7 +118,7 @@ async fn flush_all(pool: &Pool, raw: &[u8], noreply: bool) -> Pending {
 
 /// The reply to a request the proxy answers itself, whatever its pool (`None` for a
 /// request that goes to servers).
-pub(super) fn local_reply(req: &Request<'_>) -> Option<Pending> {
+pub(crate) fn local_reply<S>(req: &Request<'_>) -> Option<Pending<S>> {
     Some(match req {
         Request::MetaNoop => Pending::Static(reply::MN),
         Request::Version => Pending::Ready(
@@ -150,7 +163,7 @@ pub(super) fn local_reply(req: &Request<'_>) -> Option<Pending> {
 }
 
 /// A request forwarded within one server pool on a route's behalf, not yet answered.
-pub(crate) struct PoolFlight(Pending);
+pub(crate) struct PoolFlight(Pending<Infallible>);
 
 /// Sends `cmd [exptime] keys...` (a get-family request) to `pool`, split over its
 /// servers as a client's multi-get is.
