@@ -11,7 +11,7 @@ use super::resolve::resolve;
 use crate::frame::ReplyKind;
 use crate::pool::Pool;
 use crate::stats::incr;
-use shoal_protocol::{decode_key, reply, Request};
+use shoal_protocol::{decode_key, reply, MetaFlags, Request};
 use std::convert::Infallible;
 
 /// The command and expiration time of a `get`-family request.
@@ -64,36 +64,71 @@ pub(crate) async fn dispatch<S>(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> P
         | Request::MetaArithmetic { key, flags }
         | Request::MetaDebug { key, flags } => {
             let mut tmp = [0u8; 256];
-            let Ok(real) = decode_key(key, flags.base64(), &mut tmp) else {
-                return Pending::Static(b"CLIENT_ERROR error decoding key\r\n");
+            let m = match meta_forward(req, key, flags, raw, &mut tmp) {
+                Ok(m) => m,
+                Err(error) => return Pending::Static(error),
             };
-            let is_read = meta_reads(req);
-            let found = if is_read {
-                read_order(pool, real)
+            let found = if m.read {
+                read_order(pool, m.key)
             } else {
-                servers_for(pool, real)
+                servers_for(pool, m.key)
             };
             let servers = match found {
                 Ok(s) => s,
                 Err(e) => return route_error(pool, e),
             };
-            let quiet = flags.quiet() && !matches!(req, Request::MetaDebug { .. });
-            let mut bytes = raw.to_vec();
-            let kind = if quiet {
-                bytes.extend_from_slice(b"mn\r\n");
-                ReplyKind::MetaQuiet
+            if m.read {
+                read(pool, servers, m.bytes, m.kind).await
             } else {
-                ReplyKind::Meta
-            };
-            if is_read {
-                read(pool, servers, bytes, kind).await
-            } else {
-                write(pool, servers, bytes, kind).await
+                write(pool, servers, m.bytes, m.kind).await
             }
         }
         Request::FlushAll { noreply, .. } => flush_all(pool, raw, *noreply).await,
         _ => local_reply(req).unwrap_or(Pending::Static(reply::ERROR)),
     }
+}
+
+/// A meta command as it is forwarded to a server.
+pub(crate) struct MetaForward<'k> {
+    /// The key that places it (decoded, for a base64 key).
+    pub(crate) key: &'k [u8],
+    /// The command's bytes. A quiet one is followed by `mn`, so that its end is seen
+    /// even when it answers nothing.
+    pub(crate) bytes: Vec<u8>,
+    /// The reply it expects.
+    pub(crate) kind: ReplyKind,
+    /// A read ([`meta_reads`]): one replica with failover, never replicated.
+    pub(crate) read: bool,
+}
+
+/// How the meta command `req` (with key `key` and flags `flags`, its line `raw`) is
+/// forwarded, or the error reply for a key that does not decode. Pools and routes both
+/// forward meta commands this way.
+pub(crate) fn meta_forward<'k>(
+    req: &Request<'_>,
+    key: &[u8],
+    flags: &MetaFlags<'_>,
+    raw: &[u8],
+    tmp: &'k mut [u8; 256],
+) -> Result<MetaForward<'k>, &'static [u8]> {
+    let Ok(key) = decode_key(key, flags.base64(), tmp) else {
+        return Err(b"CLIENT_ERROR error decoding key\r\n");
+    };
+    // A meta debug command (`me`) always answers, so it gets no `mn` behind it.
+    let quiet = flags.quiet() && !matches!(req, Request::MetaDebug { .. });
+    let mut bytes = raw.to_vec();
+    let kind = if quiet {
+        bytes.extend_from_slice(b"mn\r\n");
+        ReplyKind::MetaQuiet
+    } else {
+        ReplyKind::Meta
+    };
+    Ok(MetaForward {
+        key,
+        bytes,
+        kind,
+        read: meta_reads(req),
+    })
 }
 
 /// `flush_all` to every live server of the pool: `OK` if all say so.

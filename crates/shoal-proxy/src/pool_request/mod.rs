@@ -22,10 +22,11 @@ mod reply_rank;
 mod resolve;
 
 pub(crate) use dispatch::{
-    dispatch, finish_pool, get_command, local_reply, pool_flush, pool_get, pool_keyed, PoolFlight,
+    dispatch, finish_pool, get_command, local_reply, meta_forward, pool_flush, pool_get,
+    pool_keyed, PoolFlight,
 };
 pub(crate) use fanout::{read_order, servers_for, write};
 pub(crate) use multiget::{entries, plan, reassemble, send_plan};
 pub(crate) use pending::{MultiGet, Pending};
-pub(crate) use reply_rank::{is_failure, meta_reads, severity};
+pub(crate) use reply_rank::{is_failure, severity};
 pub(crate) use resolve::{finish, finish_fragments, push_reply, resolve};

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use shoal_protocol::{decode_key, reply, Request};
+use shoal_protocol::{reply, Request};
 
 use super::get::{finish_get, same, send_route, GetFlight};
 use super::keyed::{finish_keyed, send_keyed, KeyedFlight};
@@ -12,7 +12,7 @@ use super::keys::{GetSpec, KeyList, KeyOutcome};
 use super::{Kind, Router, Target};
 use crate::frame::ReplyKind;
 use crate::pool::Pool;
-use crate::pool_request::{finish_pool, is_failure, meta_reads, pool_flush, PoolFlight};
+use crate::pool_request::{finish_pool, is_failure, meta_forward, pool_flush, PoolFlight};
 use crate::stats::incr;
 
 /// A client's request through a route, on its way.
@@ -94,22 +94,15 @@ pub(crate) async fn dispatch(router: &Arc<Router>, req: &Request<'_>, raw: &[u8]
         | Request::MetaArithmetic { key, flags }
         | Request::MetaDebug { key, flags } => {
             let mut tmp = [0u8; 256];
-            let Ok(real) = decode_key(key, flags.base64(), &mut tmp) else {
-                return RouteFlight::Ready(b"CLIENT_ERROR error decoding key\r\n");
-            };
-            let quiet = flags.quiet() && !matches!(req, Request::MetaDebug { .. });
-            let mut bytes = raw.to_vec();
-            let kind = if quiet {
-                bytes.extend_from_slice(b"mn\r\n");
-                ReplyKind::MetaQuiet
-            } else {
-                ReplyKind::Meta
+            let m = match meta_forward(req, key, flags, raw, &mut tmp) {
+                Ok(m) => m,
+                Err(error) => return RouteFlight::Ready(error),
             };
             let op = Arc::new(KeyedOp {
-                key: real.to_vec(),
-                bytes,
-                kind,
-                read: meta_reads(req),
+                key: m.key.to_vec(),
+                bytes: m.bytes,
+                kind: m.kind,
+                read: m.read,
             });
             keyed(router, &op).await
         }
