@@ -11,7 +11,7 @@ use super::resolve::resolve;
 use crate::frame::ReplyKind;
 use crate::pool::Pool;
 use crate::stats::incr;
-use shoal_protocol::{decode_key, reply, MetaFlags, Request};
+use shoal_protocol::{decode_key, reply, Request};
 use std::convert::Infallible;
 
 /// The command and expiration time of a `get`-family request.
@@ -58,15 +58,13 @@ pub(crate) async fn dispatch<S>(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> P
                 Err(e) => route_error(pool, e),
             }
         }
-        Request::MetaGet { key, flags }
-        | Request::MetaSet { key, flags, .. }
-        | Request::MetaDelete { key, flags }
-        | Request::MetaArithmetic { key, flags }
-        | Request::MetaDebug { key, flags } => {
+        Request::FlushAll { noreply, .. } => flush_all(pool, raw, *noreply).await,
+        _ => {
             let mut tmp = [0u8; 256];
-            let m = match meta_forward(req, key, flags, raw, &mut tmp) {
-                Ok(m) => m,
-                Err(error) => return Pending::Static(error),
+            let m = match meta_forward(req, raw, &mut tmp) {
+                Some(Ok(m)) => m,
+                Some(Err(error)) => return Pending::Static(error),
+                None => return local_reply(req).unwrap_or(Pending::Static(reply::ERROR)),
             };
             let found = if m.read {
                 read_order(pool, m.key)
@@ -83,8 +81,6 @@ pub(crate) async fn dispatch<S>(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> P
                 write(pool, servers, m.bytes, m.kind).await
             }
         }
-        Request::FlushAll { noreply, .. } => flush_all(pool, raw, *noreply).await,
-        _ => local_reply(req).unwrap_or(Pending::Static(reply::ERROR)),
     }
 }
 
@@ -101,18 +97,24 @@ pub(crate) struct MetaForward<'k> {
     pub(crate) read: bool,
 }
 
-/// How the meta command `req` (with key `key` and flags `flags`, its line `raw`) is
-/// forwarded, or the error reply for a key that does not decode. Pools and routes both
-/// forward meta commands this way.
+/// How `req` (whose line is `raw`) is forwarded if it is a keyed meta command (`mg`,
+/// `ms`, `md`, `ma`, `me`), or the error reply for a key that does not decode; `None`
+/// for any other request. Pools and routes both forward meta commands this way.
 pub(crate) fn meta_forward<'k>(
     req: &Request<'_>,
-    key: &[u8],
-    flags: &MetaFlags<'_>,
     raw: &[u8],
     tmp: &'k mut [u8; 256],
-) -> Result<MetaForward<'k>, &'static [u8]> {
+) -> Option<Result<MetaForward<'k>, &'static [u8]>> {
+    let (key, flags) = match req {
+        Request::MetaGet { key, flags }
+        | Request::MetaSet { key, flags, .. }
+        | Request::MetaDelete { key, flags }
+        | Request::MetaArithmetic { key, flags }
+        | Request::MetaDebug { key, flags } => (key, flags),
+        _ => return None,
+    };
     let Ok(key) = decode_key(key, flags.base64(), tmp) else {
-        return Err(b"CLIENT_ERROR error decoding key\r\n");
+        return Some(Err(b"CLIENT_ERROR error decoding key\r\n"));
     };
     // A meta debug command (`me`) always answers, so it gets no `mn` behind it.
     let quiet = flags.quiet() && !matches!(req, Request::MetaDebug { .. });
@@ -123,12 +125,12 @@ pub(crate) fn meta_forward<'k>(
     } else {
         ReplyKind::Meta
     };
-    Ok(MetaForward {
+    Some(Ok(MetaForward {
         key,
         bytes,
         kind,
         read: meta_reads(req),
-    })
+    }))
 }
 
 /// `flush_all` to every live server of the pool: `OK` if all say so.

@@ -88,24 +88,6 @@ pub(crate) async fn dispatch(router: &Arc<Router>, req: &Request<'_>, raw: &[u8]
             });
             keyed(router, &op).await
         }
-        Request::MetaGet { key, flags }
-        | Request::MetaSet { key, flags, .. }
-        | Request::MetaDelete { key, flags }
-        | Request::MetaArithmetic { key, flags }
-        | Request::MetaDebug { key, flags } => {
-            let mut tmp = [0u8; 256];
-            let m = match meta_forward(req, key, flags, raw, &mut tmp) {
-                Ok(m) => m,
-                Err(error) => return RouteFlight::Ready(error),
-            };
-            let op = Arc::new(KeyedOp {
-                key: m.key.to_vec(),
-                bytes: m.bytes,
-                kind: m.kind,
-                read: m.read,
-            });
-            keyed(router, &op).await
-        }
         Request::FlushAll { noreply, .. } => {
             let mut pools = Vec::new();
             flush_pools(&Target::Route(router.clone()), &mut pools);
@@ -120,7 +102,21 @@ pub(crate) async fn dispatch(router: &Arc<Router>, req: &Request<'_>, raw: &[u8]
             }
             RouteFlight::Flush(parts)
         }
-        _ => RouteFlight::Ready(reply::ERROR),
+        _ => {
+            let mut tmp = [0u8; 256];
+            let m = match meta_forward(req, raw, &mut tmp) {
+                Some(Ok(m)) => m,
+                Some(Err(error)) => return RouteFlight::Ready(error),
+                None => return RouteFlight::Ready(reply::ERROR),
+            };
+            let op = Arc::new(KeyedOp {
+                key: m.key.to_vec(),
+                bytes: m.bytes,
+                kind: m.kind,
+                read: m.read,
+            });
+            keyed(router, &op).await
+        }
     }
 }
 
