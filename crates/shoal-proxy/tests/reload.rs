@@ -324,20 +324,6 @@ fn placed_conf(backends: &[Shoald], weights: &[u32], hash: &str, distribution: &
     c
 }
 
-/// Sets every key over `c`, pipelined.
-fn set_over(c: &mut Conn, keys: &[String]) {
-    for chunk in keys.chunks(50) {
-        let mut req = Vec::new();
-        for k in chunk {
-            req.extend_from_slice(format!("set {k} 0 0 1\r\nv\r\n").as_bytes());
-        }
-        c.send(&req);
-        for k in chunk {
-            assert_eq!(c.line(), "STORED", "set {k}");
-        }
-    }
-}
-
 /// Where `keys` land when set through a fresh shoal-proxy started on `conf` (the backends
 /// are emptied before and after).
 fn fresh_placement(conf: &str, backends: &[Shoald], keys: &[String]) -> Vec<Vec<usize>> {
@@ -365,14 +351,14 @@ fn weight_hash_and_distribution_changes_place_keys_as_a_fresh_proxy_does() {
     ];
     let proxy = Proxy::start(&steps[0], 1);
     let mut c = proxy.conn();
-    set_over(&mut c, &keys);
+    common::set_over(&mut c, &keys);
     let mut before = holders(&backends, &keys);
     assert!(before.iter().all(|h| h.len() == 1), "{before:?}");
     for (i, conf) in steps.iter().enumerate().skip(1) {
         let want = fresh_placement(conf, &backends, &keys);
         std::fs::write(&proxy.conf, conf).expect("rewrite conf");
         assert_eq!(reload(&proxy), "OK\r\n", "step {i}");
-        set_over(&mut c, &keys);
+        common::set_over(&mut c, &keys);
         let after = holders(&backends, &keys);
         common::flush(&backends);
         assert_eq!(after, want, "step {i}: not where a fresh proxy puts them");

@@ -80,25 +80,31 @@ fn flags_expiry_and_cas_roundtrip() {
 /// point is the bulk itself).
 const BULK: u32 = if cfg!(miri) { 200 } else { 20_000 };
 
-#[test]
-fn items_expire_and_are_reclaimed_without_a_read() {
-    let s = store(64 << 20);
+/// Stores `key0`..`key{BULK-1}` (200-byte values), each with the expiry `exptime(i)`,
+/// through a writer that is dropped at the end, which seals its segments so the expiry
+/// sweep may visit them.
+fn store_bulk(s: &Store, exptime: impl Fn(u32) -> u32) {
     let mut w = s.writer();
-    let exp = s.clock().expiry(10);
     for i in 0..BULK {
         let key = format!("key{i}");
         s.update(&mut w, key.as_bytes(), |e| {
             e.store(
                 &[&[0u8; 200]],
                 StoreOptions {
-                    exptime: exp,
+                    exptime: exptime(i),
                     ..Default::default()
                 },
             )
         })
         .unwrap();
     }
-    drop(w); // seals the writer's segment so the scanner may visit it
+}
+
+#[test]
+fn items_expire_and_are_reclaimed_without_a_read() {
+    let s = store(64 << 20);
+    let exp = s.clock().expiry(10);
+    store_bulk(&s, |_| exp);
     assert_eq!(s.stats().curr_items, u64::from(BULK));
     s.clock().advance_for_test(11);
     for _ in 0..64 {
@@ -116,23 +122,8 @@ fn items_expire_and_are_reclaimed_without_a_read() {
 #[test]
 fn the_sweep_finds_items_whose_expiry_a_touch_brought_forward() {
     let s = store(64 << 20);
-    let mut w = s.writer();
     let long = s.clock().expiry(1000);
-    for i in 0..BULK {
-        let key = format!("key{i}");
-        s.update(&mut w, key.as_bytes(), |e| {
-            e.store(
-                &[&[0u8; 200]],
-                StoreOptions {
-                    exptime: if i % 2 == 0 { long } else { 0 },
-                    ..Default::default()
-                },
-            )
-        })
-        .unwrap();
-    }
-    // A fresh writer for the touches: `w`'s segments are sealed when it is dropped.
-    drop(w);
+    store_bulk(&s, |i| if i % 2 == 0 { long } else { 0 });
     let mut w = s.writer();
     let soon = s.clock().expiry(5);
     for i in (0..BULK).step_by(100) {

@@ -383,7 +383,12 @@ pub fn flush(backends: &[Shoald]) {
 
 /// Sets every key through `addr`, pipelined, and checks each reply is `STORED`.
 pub fn set_all(addr: SocketAddr, keys: &[String]) {
-    let mut c = Conn::connect(addr);
+    set_over(&mut Conn::connect(addr), keys);
+}
+
+/// Sets every key over the open connection `c`, pipelined, and checks each reply is
+/// `STORED`.
+pub fn set_over(c: &mut Conn, keys: &[String]) {
     for chunk in keys.chunks(50) {
         let mut req = Vec::new();
         for k in chunk {
