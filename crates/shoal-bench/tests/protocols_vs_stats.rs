@@ -78,7 +78,7 @@ fn memcache_protocols_count_what_shoald_counts() {
 
 #[test]
 fn memcache_protocols_count_what_memcached_counts() {
-    let Some(bin) = common::peer("memcached", "memcached") else {
+    let Some(bin) = shoal_test_support::peer("memcached", "memcached") else {
         return;
     };
     let srv = ServerProcess::start_memcached(&bin, &["-t".into(), "2".into()]).expect("memcached");
@@ -93,7 +93,7 @@ fn memcache_protocols_count_what_memcached_counts() {
 
 #[test]
 fn resp_counts_what_redis_counts() {
-    let Some(bin) = common::peer("redis-server", "redis-server") else {
+    let Some(bin) = shoal_test_support::peer("redis-server", "redis-server") else {
         return;
     };
     let srv = ServerProcess::start_redis(&bin, &[]).expect("redis-server");

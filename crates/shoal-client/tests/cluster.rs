@@ -352,7 +352,6 @@ async fn commands_and_pipelined_concurrency() {
     .await;
 }
 
-/// memcached on a free loopback port, killed on drop.
 /// memcached as a ring member (the launcher's default `-t 2`, 64 MB).
 fn start_memcached(bin: &std::path::Path) -> (Memcached, Server) {
     let mc = Memcached::start_bin(bin, &[]);

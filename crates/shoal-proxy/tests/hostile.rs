@@ -428,11 +428,7 @@ fn idle_clients_are_closed_and_active_ones_are_not() {
 
     // Reloaded without the timeout (0: none), new connections are never closed for it.
     std::fs::write(&proxy.conf, conf_text(0)).expect("rewrite conf");
-    let mut s = TcpStream::connect(proxy.stats).expect("stats port");
-    s.write_all(b"reload\r\n").expect("reload");
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).expect("reload answer");
-    assert_eq!(answer, "OK\r\n");
+    assert_eq!(reload(&proxy), "OK\r\n");
     let mut kept = Conn::connect(alpha);
     std::thread::sleep(idle * 2);
     assert!(kept.cmd("version").starts_with("VERSION "));

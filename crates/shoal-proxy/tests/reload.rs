@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{holders, Conn, Proxy, Shoald};
+use common::{holders, reload, stats_port, Conn, Proxy, Shoald};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,21 +23,6 @@ fn conf(pools: &[(&str, &str, &[&Shoald])]) -> String {
         }
     }
     c
-}
-
-/// Sends `request` to the stats port and reads the whole answer.
-fn stats_port(addr: SocketAddr, request: &[u8]) -> String {
-    let mut s = TcpStream::connect_timeout(&addr, common::IO_TIMEOUT).expect("stats");
-    s.set_read_timeout(Some(common::IO_TIMEOUT))
-        .expect("timeout");
-    s.write_all(request).expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read stats");
-    out
-}
-
-fn reload(proxy: &Proxy) -> String {
-    stats_port(proxy.stats, b"reload\r\n")
 }
 
 fn stats(proxy: &Proxy) -> serde_json::Value {
@@ -108,9 +93,7 @@ fn add_a_server_under_load(threads: usize) {
     until(2_000);
     std::fs::write(&proxy.conf, conf(&[("alpha", "127.0.0.1:0", &[a, b, new])]))
         .expect("rewrite conf");
-    let pid = i32::try_from(proxy.proc.child.id()).expect("pid");
-    // SAFETY: kill(2) on our own child's pid has no memory effects.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    proxy.proc.sighup();
     let changes = proxy.proc.wait_for("configuration reloaded: ");
     assert!(changes.contains("server"), "{changes}");
     let after = done.load(Ordering::Relaxed);
@@ -290,11 +273,7 @@ fn reloads_are_counted_on_the_metrics_page() {
         .wait_for("metrics listening on ")
         .parse()
         .expect("metrics addr");
-    let pid = i32::try_from(proc.child.id()).expect("pid");
-    let hup = || {
-        // SAFETY: kill(2) on our own child's pid has no memory effects.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
-    };
+    let hup = || proc.sighup();
     std::fs::write(&path, "alpha:\n  listen: [\n").expect("write");
     hup();
     let why = proc.wait_for("reload refused");
@@ -451,9 +430,7 @@ fn a_request_in_flight_across_a_reload_is_answered_by_its_removed_server() {
         .expect("the request reached the slow server");
 
     std::fs::write(&proxy.conf, conf(new.addr)).expect("rewrite conf");
-    let pid = i32::try_from(proxy.proc.child.id()).expect("pid");
-    // SAFETY: kill(2) on our own child's pid has no memory effects.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    proxy.proc.sighup();
     let changes = proxy.proc.wait_for("configuration reloaded: ");
     assert!(
         changes.contains(&format!("server {slow} removed")),

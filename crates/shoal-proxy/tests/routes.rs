@@ -513,15 +513,6 @@ fn bad_route_configs_are_refused_with_their_line() {
     assert_eq!(code, Some(0), "{err}");
 }
 
-fn reload(proxy: &Proxy) -> String {
-    let mut s = TcpStream::connect_timeout(&proxy.stats, IO_TIMEOUT).expect("stats");
-    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    std::io::Write::write_all(&mut s, b"reload\r\n").expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    out
-}
-
 #[test]
 fn reload_turns_a_pool_into_a_route_and_back_keeping_connections() {
     let (a, b) = (Shoald::start(), Shoald::start());

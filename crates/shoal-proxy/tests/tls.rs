@@ -332,16 +332,6 @@ fn openssl_s_client_through_the_proxy() {
     assert!(!out.contains("VALUE") && !out.contains("END"), "{out}");
 }
 
-/// Sends `reload` to the stats port; the answer.
-fn reload(proxy: &Proxy) -> String {
-    let mut s = TcpStream::connect_timeout(&proxy.stats, IO_TIMEOUT).expect("stats");
-    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    s.write_all(b"reload\r\n").expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    out
-}
-
 /// The certificate a TLS listener presents.
 fn presented(
     addr: SocketAddr,

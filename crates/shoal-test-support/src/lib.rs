@@ -123,8 +123,9 @@ pub fn workspace_bin(bin: &str) -> PathBuf {
         assert!(path.is_file(), "{} was not built", path.display());
         // Cargo leaves a binary it found up to date untouched (the newer source was a
         // test, or changed nothing the binary depends on); mark it checked, or every
-        // test process would run cargo again until the next real rebuild.
-        if let Ok(f) = std::fs::File::options().write(true).open(&path) {
+        // test process would run cargo again until the next real rebuild. Read-only: a
+        // running binary cannot be opened for writing, and the owner may set times anyway.
+        if let Ok(f) = std::fs::File::open(&path) {
             let _ = f.set_modified(SystemTime::now());
         }
     }

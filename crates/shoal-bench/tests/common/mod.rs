@@ -12,9 +12,3 @@ pub fn workspace_bin(env: &str, bin: &str) -> PathBuf {
     }
     shoal_test_support::workspace_bin(bin)
 }
-
-/// An external peer (memcached, redis-server): CI requires it, a plain `cargo test`
-/// prints a visible skip (see shoal-test-support).
-pub fn peer(name: &str, package: &str) -> Option<PathBuf> {
-    shoal_test_support::peer(name, package)
-}

@@ -33,6 +33,13 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// Sends the process SIGHUP (shoal-proxy reloads its configuration on it).
+    pub fn sighup(&self) {
+        let pid = i32::try_from(self.child.id()).expect("pid");
+        // SAFETY: kill(2) on our own child's pid has no memory effects.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    }
+
     pub fn spawn(mut cmd: Command) -> Proc {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -379,6 +386,21 @@ pub fn flush(backends: &[Shoald]) {
     for b in backends {
         assert_eq!(b.conn().cmd("flush_all"), "OK");
     }
+}
+
+/// Sends `request` to a stats port and reads the whole answer (the port closes after it).
+pub fn stats_port(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("stats");
+    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    s.write_all(request).expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read stats");
+    out
+}
+
+/// Sends `reload` to `proxy`'s stats port; the answer.
+pub fn reload(proxy: &Proxy) -> String {
+    stats_port(proxy.stats, b"reload\r\n")
 }
 
 /// Sets every key through `addr`, pipelined, and checks each reply is `STORED`.
