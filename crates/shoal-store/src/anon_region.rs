@@ -78,11 +78,11 @@ impl AnonRegion {
         self.len
     }
 
-    /// Writes to every page of `[off, off + len)` so that it is resident now rather than
-    /// at its first use (memcached's `-L`, which allocates the whole cache at startup).
-    pub(crate) fn prefault(&self, off: usize, len: usize) {
-        let end = off.saturating_add(len).min(self.len);
-        let mut at = off;
+    /// Writes to every page of the first `len` bytes so that they are resident now rather
+    /// than at first use (memcached's `-L`, which allocates the whole cache at startup).
+    pub(crate) fn prefault(&self, len: usize) {
+        let end = len.min(self.len);
+        let mut at = 0;
         while at < end {
             // SAFETY: in range; the memory is ours and no segment in this range has been
             // handed out yet, so nothing reads it concurrently. A volatile write of zero
@@ -118,7 +118,7 @@ mod tests {
         let r = AnonRegion::reserve(8 << 20).expect("reserve");
         assert_eq!(r.base() as usize % HUGE_PAGE, 0);
         assert_eq!(r.len(), 8 << 20);
-        r.prefault(0, 2 << 20);
+        r.prefault(2 << 20);
         // SAFETY: within the region, which this test owns.
         unsafe {
             assert_eq!(*r.base().add(5 << 20), 0);

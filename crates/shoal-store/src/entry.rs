@@ -216,7 +216,7 @@ impl<'a> Entry<'a> {
             let dst = self.inner.segs.base(seg).add(off as usize);
             layout::write(dst, &spec, self.key, value, self.now);
         }
-        self.inner.expires_in(seg, opts.exptime);
+        self.inner.expires_in_active(seg, opts.exptime);
         let loc = self.inner.refs.make(seg, off);
         self.inner.link_accounting(self.shard, loc, size);
         match self.current {

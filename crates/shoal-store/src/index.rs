@@ -11,12 +11,10 @@ use crate::layout::{RawItem, NO_LINK};
 /// A 32-bit item reference: segment and offset, packed by [`Refs`].
 pub type Ref = u32;
 
-/// Shards grow their bucket arrays when they hold more than this many items per bucket.
-/// memcached expands its table at 1.5; at 1.0 a hit walks 1.25-1.5 items on average
-/// rather than 1.375-1.75, and every item walked is a likely cache miss, while the
-/// buckets still cost 4-8 bytes per item (memcached's 8-byte pointers, 5-11).
-const MAX_LOAD_NUM: usize = 1;
-const MAX_LOAD_DEN: usize = 1;
+// Shards grow their bucket arrays when they hold more items than buckets. memcached
+// expands its table at 1.5 items per bucket; at 1.0 a hit walks 1.25-1.5 items on
+// average rather than 1.375-1.75, and every item walked is a likely cache miss, while the
+// buckets still cost 4-8 bytes per item (memcached's 8-byte pointers, 5-11).
 /// Buckets a shard starts with.
 const MIN_BUCKETS: usize = 16;
 
@@ -124,9 +122,7 @@ pub struct Shard {
 impl Shard {
     /// An empty shard sized for `capacity` items.
     pub fn with_capacity(capacity: usize) -> Shard {
-        let buckets = (capacity * MAX_LOAD_DEN / MAX_LOAD_NUM)
-            .next_power_of_two()
-            .max(MIN_BUCKETS);
+        let buckets = capacity.next_power_of_two().max(MIN_BUCKETS);
         Shard {
             heads: vec![NO_LINK; buckets],
             len: 0,
@@ -169,7 +165,7 @@ impl Shard {
         items.item(r).set_link(self.heads[b]);
         self.heads[b] = r;
         self.len += 1;
-        if self.len * MAX_LOAD_DEN > self.heads.len() * MAX_LOAD_NUM {
+        if self.len > self.heads.len() {
             self.grow(items);
         }
     }
@@ -240,10 +236,12 @@ impl Shard {
         }
     }
 
-    /// Unlinks every item, calling `f` with each, and shrinks back to the minimum size.
+    /// Unlinks every item, calling `f` with each; the bucket array keeps its size.
     pub fn drain(&mut self, items: &impl Items, mut f: impl FnMut(Ref)) {
-        let heads = std::mem::replace(&mut self.heads, vec![NO_LINK; MIN_BUCKETS]);
-        for mut r in heads {
+        // The bucket array keeps its size, as memcached's table does after `flush_all`:
+        // a cache flushed is usually refilled to the same size.
+        for head in self.heads.iter_mut() {
+            let mut r = std::mem::replace(head, NO_LINK);
             while r != NO_LINK {
                 let next = items.item(r).link();
                 f(r);

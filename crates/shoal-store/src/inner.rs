@@ -338,6 +338,18 @@ impl Inner {
                 .fetch_min(exptime, Ordering::AcqRel);
         }
     }
+
+    /// [`expires_in`](Self::expires_in) for an item just written to the writer's own
+    /// active segment. The sweep visits only sealed segments, so no walk can race with
+    /// this one: a plain check spares the atomic read-modify-write on the usual path,
+    /// where a later write's expiry is no earlier than what the segment already holds.
+    #[inline]
+    pub(crate) fn expires_in_active(&self, seg: SegId, exptime: u32) {
+        let earliest = &self.segs.meta(seg).earliest_expiry;
+        if exptime != 0 && earliest.load(Ordering::Relaxed) > exptime {
+            earliest.fetch_min(exptime, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Items for Inner {

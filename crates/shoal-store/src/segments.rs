@@ -203,7 +203,7 @@ impl Segments {
     /// for anonymous segment memory; a memory file is the caller's to size.
     pub fn prefault(&self, segments: usize) {
         if let Some(anon) = &self.anon {
-            anon.prefault(0, segments.saturating_mul(self.seg_size));
+            anon.prefault(segments.saturating_mul(self.seg_size));
         }
     }
 

@@ -76,7 +76,7 @@ pub struct Args {
     /// memcached's smallest slab chunk (accepted; shoald has no slab classes).
     #[arg(short = 'n', long = "slab-min-size")]
     pub slab_min_size: Option<u32>,
-    /// Try to use large memory pages (shoald relies on transparent huge pages).
+    /// Preallocate all of -m at startup, advised for transparent huge pages.
     #[arg(short = 'L', long = "enable-largepages")]
     pub large_pages: bool,
     /// Delimiter between key prefixes and ids for per-prefix stats.

@@ -201,9 +201,9 @@ pub struct Settings {
     pub lock_memory: bool,
     /// `-r`: raise the core file limit (and stay dumpable after `-u`).
     pub enable_coredumps: bool,
-    /// `-L`: large pages were asked for.
+    /// `-L`: all of `-m` preallocated at startup (with huge pages advised).
     pub large_pages: bool,
-    /// `-e`: memcached's memory file for warm restarts (not used yet).
+    /// `-e`: memcached's memory file for warm restarts.
     pub memory_file: Option<PathBuf>,
     /// `-N`: number of NAPI ids.
     pub napi_ids: Option<u32>,
