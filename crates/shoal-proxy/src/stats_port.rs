@@ -18,9 +18,9 @@ pub(crate) const STATS_BACKLOG: u32 = 128;
 const STATS_COMMAND_WAIT: Duration = Duration::from_millis(100);
 /// Longest command line the stats port reads.
 const STATS_COMMAND_MAX: usize = 256;
-/// Stats connections served at once (as many as the metrics listener serves); more are
+/// Stats connections served at once: as many as the metrics listener serves. More are
 /// closed as soon as they are accepted, so clients that never read cannot pile up.
-pub const STATS_MAX_CONNECTIONS: usize = 32;
+pub const STATS_MAX_CONNECTIONS: usize = shoal_net::metrics::MAX_CONNECTIONS;
 /// How long writing one stats answer may take before the connection is dropped: a client
 /// that never reads holds its slot this long at most.
 pub const STATS_WRITE_TIMEOUT: Duration = Duration::from_secs(2);

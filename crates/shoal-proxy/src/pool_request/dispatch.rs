@@ -48,37 +48,15 @@ pub(crate) async fn dispatch<S>(pool: &Pool, req: &Request<'_>, raw: &[u8]) -> P
             } else {
                 ReplyKind::Line
             };
-            match servers_for(pool, key) {
-                Ok(s) => write(pool, s, raw.to_vec(), kind).await,
-                Err(e) if *noreply => {
-                    incr(&pool.stats.forward_error);
-                    let _ = e;
-                    Pending::Nothing
-                }
-                Err(e) => route_error(pool, e),
-            }
+            keyed(pool, key, raw.to_vec(), kind, false).await
         }
         Request::FlushAll { noreply, .. } => flush_all(pool, raw, *noreply).await,
         _ => {
             let mut tmp = [0u8; 256];
-            let m = match meta_forward(req, raw, &mut tmp) {
-                Some(Ok(m)) => m,
-                Some(Err(error)) => return Pending::Static(error),
-                None => return local_reply(req).unwrap_or(Pending::Static(reply::ERROR)),
-            };
-            let found = if m.read {
-                read_order(pool, m.key)
-            } else {
-                servers_for(pool, m.key)
-            };
-            let servers = match found {
-                Ok(s) => s,
-                Err(e) => return route_error(pool, e),
-            };
-            if m.read {
-                read(pool, servers, m.bytes, m.kind).await
-            } else {
-                write(pool, servers, m.bytes, m.kind).await
+            match meta_forward(req, raw, &mut tmp) {
+                Some(Ok(m)) => keyed(pool, m.key, m.bytes, m.kind, m.read).await,
+                Some(Err(error)) => Pending::Static(error),
+                None => local_reply(req).unwrap_or(Pending::Static(reply::ERROR)),
             }
         }
     }
@@ -240,21 +218,33 @@ pub(crate) async fn pool_keyed(
     kind: ReplyKind,
     is_read: bool,
 ) -> PoolFlight {
+    PoolFlight(keyed(pool, key, bytes, kind, is_read).await)
+}
+
+/// Sends a one-key request (`bytes`, expecting a `kind` reply) to the server(s) of `key`:
+/// a read to its first replica with failover, a write to every replica. A key that
+/// cannot be placed is an error reply, or nothing (counted) if no reply is expected.
+async fn keyed<S>(
+    pool: &Pool,
+    key: &[u8],
+    bytes: Vec<u8>,
+    kind: ReplyKind,
+    is_read: bool,
+) -> Pending<S> {
     let found = if is_read {
         read_order(pool, key)
     } else {
         servers_for(pool, key)
     };
-    PoolFlight(match found {
+    match found {
         Ok(s) if is_read => read(pool, s, bytes, kind).await,
         Ok(s) => write(pool, s, bytes, kind).await,
-        Err(e) if kind == ReplyKind::None => {
+        Err(_) if kind == ReplyKind::None => {
             incr(&pool.stats.forward_error);
-            let _ = e;
             Pending::Nothing
         }
         Err(e) => route_error(pool, e),
-    })
+    }
 }
 
 /// Sends `flush_all` (`raw`) to every live server of `pool`.

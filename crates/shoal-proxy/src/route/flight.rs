@@ -12,7 +12,9 @@ use super::keys::{GetSpec, KeyList, KeyOutcome};
 use super::{Kind, Router, Target};
 use crate::frame::ReplyKind;
 use crate::pool::Pool;
-use crate::pool_request::{finish_pool, is_failure, meta_forward, pool_flush, PoolFlight};
+use crate::pool_request::{
+    finish_pool, get_command, is_failure, meta_forward, pool_flush, PoolFlight,
+};
 use crate::stats::incr;
 
 /// A client's request through a route, on its way.
@@ -37,22 +39,8 @@ pub(crate) enum RouteFlight {
 
 /// The command and expiration time of a get-family request.
 fn get_spec(req: &Request<'_>) -> GetSpec {
-    match req {
-        Request::GetAndTouch {
-            with_cas, exptime, ..
-        } => GetSpec {
-            cmd: if *with_cas { "gats" } else { "gat" },
-            exptime: Some(*exptime),
-        },
-        Request::Get { with_cas: true, .. } => GetSpec {
-            cmd: "gets",
-            exptime: None,
-        },
-        _ => GetSpec {
-            cmd: "get",
-            exptime: None,
-        },
-    }
+    let (cmd, exptime) = get_command(req);
+    GetSpec { cmd, exptime }
 }
 
 /// Forwards the first stage of `req` (whose bytes are `raw`) through `router`. Requests

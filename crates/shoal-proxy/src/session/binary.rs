@@ -250,6 +250,8 @@ impl Session<'_> {
         let Some(mut run) = self.run.take() else {
             return;
         };
+        // Timed from before the run is sent, as a single request is.
+        let timing = self.timing(run.len());
         match &self.target {
             Target::Pool(pool) => {
                 for g in &mut run.groups {
@@ -265,7 +267,6 @@ impl Session<'_> {
             Target::Route(router) => run.send_routed(router).await,
         }
         let cost = run.cost;
-        let timing = self.timing(run.len());
         self.push_slot(Slot {
             pending: Pending::Nothing,
             cost,

@@ -51,7 +51,7 @@ pub(super) enum Reframe {
 }
 
 /// Resolves what a request sent on `target` waits for (see [`resolve()`] and
-/// [`resolve::resolve_routed`]).
+/// [`resolve_routed`]).
 pub(super) async fn resolve_on(target: &Target, p: Pending, out: &mut Vec<u8>) {
     match target {
         Target::Pool(pool) => resolve(pool, p, out).await,
