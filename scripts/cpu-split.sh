@@ -4,7 +4,8 @@
 #
 # For each round and server: start it with -t 2 -m 1024, prefill every key, then run
 # `shoal-bench load -c 16 -T 1 -d 1` (1:10 set:get) for DURATION plus a 1 s warm-up.
-# Server CPU is utime+stime from /proc/PID/stat across the load run; the load
+# The measured run does not prefill again. Server CPU is utime+stime from
+# /proc/PID/stat across the load run; the load
 # generator's is its own user+system time from getrusage (bash's `times` is too coarse,
 # so /usr/bin/time is used). Server sleeps are its threads' voluntary context switches.
 # Idle is the share of the machine's cores neither used.
@@ -40,12 +41,13 @@ measure() { # server
   esac
   pid=$!
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$server did not start" >&2; exit 1; }
   "$bin/shoal-bench" load -s "127.0.0.1:$port" -c 16 -T 1 -k 10000 -v "$value" \
     -n 20000 --set-ratio 1.0 --no-progress >/dev/null 2>&1
   t0=$(cpu_ticks "$pid"); w0=$(switches "$pid")
   /usr/bin/time -f "%e %U %S" -o "$work/time" "$bin/shoal-bench" load -s "127.0.0.1:$port" \
-    -c 16 -T 1 -d 1 -k 10000 -v "$value" --set-ratio 0.1 -t "$duration" --no-progress \
-    >"$work/out" 2>&1
+    -c 16 -T 1 -d 1 -k 10000 -v "$value" --set-ratio 0.1 -t "$duration" --no-prefill \
+    --no-progress >"$work/out" 2>&1
   t1=$(cpu_ticks "$pid"); w1=$(switches "$pid")
   kill "$pid"; wait "$pid" 2>/dev/null || true
   ops=$(awk '/^ops\/s/ {print $2}' "$work/out")

@@ -122,6 +122,9 @@ impl LoadConfig {
                 }
                 Some(_) => {}
             }
+            if self.refill == Refill::Window {
+                return bad("several servers take --refill batch only");
+            }
         }
         if self.threads == 0 {
             return bad("--threads must be at least 1");

@@ -6,8 +6,9 @@
 //! counter: it must have dropped by exactly the successes counted.
 
 use super::conn::SyncConn;
-use super::{note, num, Env, ServerKind};
+use super::{note, Env, ServerKind};
 use crate::chart::{self, Series};
+use crate::report::num;
 use crate::report::Experiment;
 use crate::BenchError;
 use serde::Serialize;

@@ -9,10 +9,11 @@
 //! - Keys moved when a fourth node joins, for every placement.
 
 use super::conn::SyncConn;
-use super::{note, num, Env, ServerKind};
+use super::{note, Env, ServerKind};
 use crate::chart::{self, Series};
 use crate::load::{self, Latency, LoadConfig};
 use crate::proto::Protocol;
+use crate::report::num;
 use crate::report::Experiment;
 use crate::text;
 use crate::workload::ValueSize;

@@ -8,10 +8,6 @@ pub mod hash;
 pub mod queue;
 pub mod versus;
 
-/// Table numbers are formatted by the report writer; kept at this path, where the
-/// experiments and `shoal-bench`'s subcommands have always found it.
-pub use crate::report::num;
-
 use crate::server::ServerProcess;
 use crate::BenchError;
 use serde::Serialize;

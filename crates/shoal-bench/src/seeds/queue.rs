@@ -4,10 +4,11 @@
 //! dequeues); redis is driven with LPUSH/RPOP and an append-only file (fsync every
 //! second) so it has a disk footprint too.
 
-use super::{note, num, Env, ServerKind};
+use super::{note, Env, ServerKind};
 use crate::chart::{self, Series};
 use crate::load::{self, Latency, LoadConfig};
 use crate::proto::Protocol;
+use crate::report::num;
 use crate::report::Experiment;
 use crate::server::dir_bytes;
 use crate::workload::ValueSize;

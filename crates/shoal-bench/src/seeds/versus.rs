@@ -2,10 +2,11 @@
 //! ketama), sets and gets of 1 KB, 10 KB and 100 KB values, from one client and from
 //! 200 and 1000 concurrent connections.
 
-use super::{note, num, Env, ServerKind};
+use super::{note, Env, ServerKind};
 use crate::chart::{self, Series};
 use crate::load::{self, Latency, LoadConfig};
 use crate::proto::Protocol;
+use crate::report::num;
 use crate::report::Experiment;
 use crate::workload::ValueSize;
 use crate::BenchError;
