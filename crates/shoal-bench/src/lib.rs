@@ -17,6 +17,7 @@ pub mod binary;
 pub mod chart;
 pub mod compare;
 pub mod fill;
+pub mod hitratio;
 pub mod load;
 pub mod machine;
 pub mod meta;

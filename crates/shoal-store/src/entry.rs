@@ -4,7 +4,7 @@ use crate::error::StoreError;
 use crate::index::{Ref as Loc, Shard};
 use crate::inner::Inner;
 use crate::item::Item;
-use crate::layout::{self, ItemSpec, FETCHED, STALE, WIN_SENT};
+use crate::layout::{self, with_freq, ItemSpec, CAS_SEEN, FETCHED, STALE, WIN_SENT};
 use crate::writer::Writer;
 
 /// Options for storing a new value.
@@ -20,6 +20,11 @@ pub struct StoreOptions {
     pub stale: bool,
     /// Store the item with the recache token already handed out.
     pub win_sent: bool,
+    /// The caller will not hand the new item's CAS unique to a client (text-protocol
+    /// storage replies do not carry it), so the store may give the item another when it
+    /// moves it during eviction, saving the 8 bytes of keeping it. Left false, the unique
+    /// is treated as seen and kept for the item's life.
+    pub private_cas: bool,
 }
 
 /// An error from an [`Entry`] method; propagate it out of the `update` closure with `?`.
@@ -195,7 +200,10 @@ impl<'a> Entry<'a> {
         if opts.win_sent {
             state |= WIN_SENT;
         }
-        let spec = ItemSpec {
+        if !opts.private_cas {
+            state |= CAS_SEEN;
+        }
+        let mut spec = ItemSpec {
             key_len: self.key.len(),
             value_len,
             flags: opts.flags,
@@ -210,6 +218,19 @@ impl<'a> Entry<'a> {
         let Some((seg, off)) = self.writer.alloc(size) else {
             return Err(EntryError(EntryErrorKind::NeedSpace(size)));
         };
+        // How often the key has been read carries over to its new value; a new key that
+        // was evicted unread from probation a moment ago starts as read once, so that
+        // probation keeps it this time (see `ghost`). Decided only once room is found,
+        // since `update` re-runs the closure when it is not.
+        let freq = match self.current {
+            Some(loc) => self.inner.item_at(loc).freq(),
+            None if self.inner.ghost.take(self.hash) => {
+                self.shard.counters.ghost_hits += 1;
+                1
+            }
+            None => 0,
+        };
+        spec.state = with_freq(spec.state, freq);
         // SAFETY: the writer owns [off, off + size) of its active segment exclusively; the
         // item is published below under the shard lock.
         unsafe {

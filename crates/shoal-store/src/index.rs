@@ -96,6 +96,9 @@ pub struct ShardCounters {
     pub reclaimed: u64,
     /// Reads that found an expired item.
     pub get_expired: u64,
+    /// New keys written soon after being evicted unread from probation (found in the
+    /// ghost).
+    pub ghost_hits: u64,
 }
 
 impl ShardCounters {
@@ -108,6 +111,7 @@ impl ShardCounters {
         self.expired_unfetched += o.expired_unfetched;
         self.reclaimed += o.reclaimed;
         self.get_expired += o.get_expired;
+        self.ghost_hits += o.ghost_hits;
     }
 }
 
@@ -157,6 +161,19 @@ impl Shard {
             r = item.link();
         }
         None
+    }
+
+    /// Whether `r` is linked (the index points at it, not at another copy of its key).
+    /// Walks `r`'s chain comparing references only, never keys.
+    pub fn links(&self, items: &impl Items, hash: u64, r: Ref) -> bool {
+        let mut at = self.heads[self.bucket(hash)];
+        while at != NO_LINK {
+            if at == r {
+                return true;
+            }
+            at = items.item(at).link();
+        }
+        false
     }
 
     /// Links a new item (its key must not be linked already).

@@ -7,11 +7,12 @@
 
 use crate::clock::{is_expired, Clock};
 use crate::config::{Geometry, StoreConfig};
-use crate::error::StoreError;
+use crate::evict::Evictor;
+use crate::ghost::Ghost;
 use crate::index::{Items, Padded, Ref, Refs, Shard};
 use crate::item::Item;
 use crate::layout::{RawItem, FETCHED};
-use crate::segments::{Acquired, SegId, Segments};
+use crate::segments::{SegId, Segments};
 use crate::store_id::StoreId;
 use parking_lot::{Mutex, MutexGuard};
 use std::hash::BuildHasher;
@@ -26,11 +27,14 @@ pub(crate) const CRAWL_BATCH: usize = 4;
 /// Evicted segments one acquisition may find pinned (and leave draining) before it gives
 /// up: pins last one write, so more than one in a row is already rare; the bound only
 /// keeps a pathological run finite.
-const MAX_DRAINED_PER_ACQUIRE: usize = 64;
+pub(crate) const MAX_DRAINED_PER_ACQUIRE: usize = 64;
 /// How long an acquisition waits, at most, for pinned segments to be let go when every
 /// other way to find room failed (memory of a few segments, each pinned by a reply being
 /// written on another thread).
-const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+pub(crate) const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+/// Ghost slots per byte of memory limit: one per 256 bytes, about one per item at the
+/// sizes caches usually hold, for 1/64 of the limit in memory.
+const GHOST_BYTES_PER_SLOT: usize = 256;
 
 /// Everything a store shares between its handles, writers and entries: the clock,
 /// segment memory, the index shards and the accounting over them.
@@ -49,6 +53,13 @@ pub(crate) struct Inner {
     pub(crate) evict_observer: std::sync::OnceLock<EvictObserver>,
     /// The memory file segments live in, for a warm restart (see `restart`).
     pub(crate) memory_file: std::sync::OnceLock<crate::memory_file::MemoryFile>,
+    /// Eviction's state. Its lock is held while a sealed segment's items are walked
+    /// (eviction, expiry sweeps), so that no walk ever reads a segment being reused.
+    pub(crate) evictor: Mutex<Evictor>,
+    /// Keys recently evicted unread from probation.
+    pub(crate) ghost: Ghost,
+    /// Eviction once lacked a segment for an item it meant to keep (see `reserve`).
+    pub(crate) reserve_wanted: std::sync::atomic::AtomicBool,
 }
 
 impl Inner {
@@ -70,6 +81,9 @@ impl Inner {
             limit_bytes: AtomicU64::new(cfg.memory_limit as u64),
             evict_observer: std::sync::OnceLock::new(),
             memory_file: std::sync::OnceLock::new(),
+            evictor: Mutex::new(Evictor::default()),
+            ghost: Ghost::new(cfg.memory_limit / GHOST_BYTES_PER_SLOT),
+            reserve_wanted: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -80,13 +94,15 @@ impl Inner {
 
     /// The caller's view of the item at `loc` (read at rel time `now`), valid while the
     /// lock it was found under is held.
-    pub(crate) fn view<'e>(&self, loc: Ref, raw: RawItem, now: u32) -> Item<'e> {
+    pub(crate) fn view(&self, loc: Ref, raw: RawItem, now: u32) -> Item<'_> {
+        let seg = self.refs.seg(loc);
         Item::new(
             self.id(),
-            self.refs.seg(loc),
+            seg,
             raw,
             self.cas_of(loc, &raw),
             now,
+            &self.segs.meta(seg).active_items,
         )
     }
 
@@ -201,55 +217,8 @@ impl Inner {
         }
     }
 
-    /// Finds a fresh segment for a writer, evicting the oldest one if memory is full.
-    pub(crate) fn acquire_segment(&self) -> Result<SegId, StoreError> {
-        let mut attempt = 0;
-        // A segment that turns out to be pinned by a reply after its items were evicted
-        // is left draining, and another is tried; bounded, since each try empties one.
-        let mut drained = 0;
-        let mut waited = std::time::Duration::ZERO;
-        loop {
-            match self.segs.acquire(self.evict) {
-                Acquired::Ready(id) => return Ok(id),
-                Acquired::MustEvict(id) => {
-                    let _scan = self.segs.scan_lock.lock();
-                    self.evict_segment(id);
-                    if let Some(id) = self.segs.reopen(id) {
-                        return Ok(id);
-                    }
-                    drained += 1;
-                    if drained > MAX_DRAINED_PER_ACQUIRE {
-                        break;
-                    }
-                }
-                Acquired::Exhausted if self.segs.draining() > 0 && waited < DRAIN_WAIT => {
-                    // Every candidate was pinned by a reply being written on another
-                    // thread; pins last one write, so wait for one to be let go rather
-                    // than fail the store. (A connection never holds pins while it
-                    // stores, so this never waits on itself.)
-                    let started = std::time::Instant::now();
-                    std::thread::yield_now();
-                    waited += started.elapsed();
-                }
-                Acquired::Exhausted if attempt == 0 => {
-                    attempt += 1;
-                    // Without eviction, expired items are still fair game (memcached -M
-                    // reclaims them too): sweep every sealed segment once and retry.
-                    let now = self.clock.now();
-                    for id in self.segs.sealed_snapshot() {
-                        self.reclaim_expired_in(id, now);
-                    }
-                    let _scan = self.segs.scan_lock.lock();
-                    self.segs.reclaim_dead();
-                }
-                Acquired::Exhausted => break,
-            }
-        }
-        Err(StoreError::OutOfMemory)
-    }
-
     /// Calls `f` with the location of every item written in a sealed segment. The caller
-    /// holds the scan lock, so the segment is not reused meanwhile.
+    /// holds the eviction lock, so the segment is not reused meanwhile.
     pub(crate) fn walk(&self, id: SegId, mut f: impl FnMut(Ref, RawItem)) {
         let used = self.segs.meta(id).used.load(Ordering::Acquire) as usize;
         let mut off = 0usize;
@@ -262,43 +231,9 @@ impl Inner {
         }
     }
 
-    /// Unlinks every item of a segment taken out of the eviction queue. The caller holds
-    /// the scan lock.
-    pub(crate) fn evict_segment(&self, id: SegId) {
-        if self.segs.meta(id).live_items.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        let now = self.clock.now();
-        self.walk(id, |loc, raw| {
-            let hash = self.hash(raw.key());
-            let mut shard = self.shard(hash);
-            let fetched = raw.bits() & FETCHED != 0;
-            let expired = is_expired(raw.exptime(), now);
-            if self.remove_loc(&mut shard, hash, loc) {
-                let c = &mut shard.counters;
-                if expired {
-                    c.reclaimed += 1;
-                    if !fetched {
-                        c.expired_unfetched += 1;
-                    }
-                } else {
-                    c.evictions += 1;
-                    if !fetched {
-                        c.evicted_unfetched += 1;
-                    }
-                    if let Some(observe) = self.evict_observer.get() {
-                        // The segment is not reused before this walk ends, so the item's
-                        // bytes are still intact although it is unlinked.
-                        observe(&self.view(loc, raw, now));
-                    }
-                }
-            }
-        });
-    }
-
     /// Unlinks the expired items of one sealed segment.
     pub(crate) fn reclaim_expired_in(&self, id: SegId, now: u32) {
-        let _scan = self.segs.scan_lock.lock();
+        let _scan = self.evictor.lock();
         let meta = self.segs.meta(id);
         if meta.state.load(Ordering::Acquire) != crate::segments::SEALED
             || meta.live_items.load(Ordering::Acquire) == 0

@@ -1,9 +1,9 @@
 //! A view of one live item, as the store hands it to callers.
 
-use crate::layout::{RawItem, FETCHED, STALE, WIN_SENT};
+use crate::layout::{RawItem, CAS_SEEN, FETCHED, HAS_CAS, STALE, WIN_SENT};
 use crate::segments::SegId;
 use crate::store_id::StoreId;
-use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A live item, valid while the shard lock that produced it is held.
 pub struct Item<'e> {
@@ -15,19 +15,28 @@ pub struct Item<'e> {
     pub(crate) owner: StoreId,
     /// The segment it is in.
     pub(crate) seg: SegId,
-    _lock: PhantomData<&'e ()>,
+    /// Its segment's count of items read since they arrived (raised at the first read).
+    active_items: &'e AtomicU32,
 }
 
 impl<'e> Item<'e> {
-    /// The item `raw` in segment `seg` of the store `owner`, read at rel time `now`.
-    pub(crate) fn new(owner: StoreId, seg: SegId, raw: RawItem, cas: u64, now: u32) -> Self {
+    /// The item `raw` in segment `seg` of the store `owner`, read at rel time `now`;
+    /// `active_items` is the segment's count of items read since they arrived.
+    pub(crate) fn new(
+        owner: StoreId,
+        seg: SegId,
+        raw: RawItem,
+        cas: u64,
+        now: u32,
+        active_items: &'e AtomicU32,
+    ) -> Self {
         Item {
             raw,
             cas,
             now,
             owner,
             seg,
-            _lock: PhantomData,
+            active_items,
         }
     }
 
@@ -46,8 +55,13 @@ impl<'e> Item<'e> {
         self.raw.flags()
     }
 
-    /// The CAS unique.
+    /// The CAS unique. Asking for it records that a client may now hold it, so that it
+    /// survives the item being moved by eviction (an unseen one may change then, which
+    /// no client can tell).
     pub fn cas(&self) -> u64 {
+        if self.raw.bits() & (HAS_CAS | CAS_SEEN) == 0 {
+            self.raw.set_state(CAS_SEEN);
+        }
         self.cas
     }
 
@@ -84,9 +98,17 @@ impl<'e> Item<'e> {
         self.raw.bits() & WIN_SENT != 0
     }
 
-    /// Marks the item read now.
+    /// Marks the item read now: fetched, and counted as read for eviction.
     pub fn mark_fetched(&self) {
-        self.raw.set_state(FETCHED);
+        self.record_read();
+    }
+
+    /// Records a read: memcached's fetched flag, the access time, and the read count
+    /// eviction keeps items by.
+    pub(crate) fn record_read(&self) {
+        if self.raw.mark_read() {
+            self.active_items.fetch_add(1, Ordering::Relaxed);
+        }
         self.raw.set_atime(self.now);
     }
 

@@ -3,23 +3,29 @@
 //! Items are packed back to back, each starting on a 4-byte boundary so that the fields
 //! other threads may change in place (the flag bits, the access time, the chain link and
 //! the expiry) can be read and written as `AtomicU32`. Optional fields cost nothing when
-//! unused: an item with no client flags, no expiry and a derived CAS has a 12-byte header
-//! (memcached's is 48-56 bytes plus slab-class rounding).
+//! unused: an item with no client flags, no expiry, a value under 4 KiB and a derived CAS
+//! has a 12-byte header (memcached's is 48-56 bytes plus slab-class rounding).
 //!
 //! The hash index is chained through the items themselves, as memcached's is: `link` is
 //! the reference of the next item in the same bucket. That keeps the index outside the
 //! items down to one 4-byte bucket head per item at most.
 //!
 //! ```text
-//! +0  word0   u32  bits:8 | key_len:8 | value_len_low:16
+//! +0  word0   u32  bits:12 | key_len:8 | value_len_low:12
 //! +4  atime   u32  last access, rel seconds
 //! +8  link    u32  next item in the hash chain (written only under the shard lock)
-//! [+  len_hi  u32] present if BIG_LEN: value_len >> 16
+//! [+  len_hi  u32] present if BIG_LEN: value_len >> 12
 //! [+  flags   u32] present if HAS_FLAGS
 //! [+  exptime u32] present if HAS_EXPTIME
 //! [+  cas     u64] present if HAS_CAS (two little-endian u32 words)
 //!  +  key, value, zero padding to a multiple of 4
 //! ```
+//!
+//! The twelve bits hold the shape (which optional fields exist, fixed at write time) and
+//! the state readers change in place: memcached's fetched, stale and win flags, and what
+//! eviction reads (see `evict`): a 2-bit count of reads since the item was written or
+//! last moved, a bit for "read since it arrived in this segment", and a bit recording that
+//! a client has been given its CAS unique, without which a move may give it a new one.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -29,7 +35,7 @@ pub const HAS_FLAGS: u32 = 1;
 pub const HAS_EXPTIME: u32 = 1 << 1;
 /// An explicit CAS unique is stored instead of the one derived from the item's location.
 pub const HAS_CAS: u32 = 1 << 2;
-/// The value is 64 KiB or longer; its high bits are in an extra word.
+/// The value is 4 KiB or longer; its high bits are in an extra word.
 pub const BIG_LEN: u32 = 1 << 3;
 /// The item has been read since it was stored.
 pub const FETCHED: u32 = 1 << 4;
@@ -37,12 +43,42 @@ pub const FETCHED: u32 = 1 << 4;
 pub const STALE: u32 = 1 << 5;
 /// A meta client has been handed the win token for recaching this item.
 pub const WIN_SENT: u32 = 1 << 6;
+/// The low bit of the read count (two bits: 0 to [`FREQ_MAX`]).
+const FREQ_SHIFT: u32 = 7;
+/// The read-count field.
+const FREQ_MASK: u32 = 0b11 << FREQ_SHIFT;
+/// Highest read count: reads beyond it are not counted.
+pub const FREQ_MAX: u32 = 3;
+/// The item has been read since it arrived in its segment (set with the first read, so
+/// that its segment's count of such items is raised exactly once per item).
+pub const ACTIVE: u32 = 1 << 9;
+/// The item's CAS unique has been handed to a client, so it must survive a move.
+pub const CAS_SEEN: u32 = 1 << 10;
+
+/// Bits of flags in word0.
+const BITS_MASK: u32 = 0xfff;
+/// Where the key length starts in word0.
+const KEY_SHIFT: u32 = 12;
+/// Where the low value-length bits start in word0.
+const VLEN_SHIFT: u32 = 20;
+/// Values up to this length fit in word0.
+const VLEN_LOW_MAX: usize = 0xfff;
 
 /// Bits that describe which optional fields exist; fixed once the item is written.
 const SHAPE: u32 = HAS_FLAGS | HAS_EXPTIME | HAS_CAS | BIG_LEN;
 
 /// Longest key the layout can hold.
 pub const MAX_KEY: usize = 255;
+
+/// State bits with the read count set to `freq` (at most [`FREQ_MAX`]).
+pub fn with_freq(state: u32, freq: u32) -> u32 {
+    (state & !FREQ_MASK) | (freq.min(FREQ_MAX) << FREQ_SHIFT)
+}
+
+/// The read count in state bits.
+pub fn freq_of(bits: u32) -> u32 {
+    (bits & FREQ_MASK) >> FREQ_SHIFT
+}
 
 /// Everything needed to write an item.
 #[derive(Debug, Clone, Copy)]
@@ -57,7 +93,7 @@ pub struct ItemSpec {
     pub exptime: u32,
     /// Explicit CAS unique to store, if any.
     pub cas: Option<u64>,
-    /// Initial state bits (STALE, WIN_SENT, FETCHED).
+    /// Initial state bits (FETCHED, STALE, WIN_SENT, CAS_SEEN, a read count).
     pub state: u32,
 }
 
@@ -74,7 +110,7 @@ impl ItemSpec {
         if self.cas.is_some() {
             bits |= HAS_CAS;
         }
-        if self.value_len > 0xffff {
+        if self.value_len > VLEN_LOW_MAX {
             bits |= BIG_LEN;
         }
         bits
@@ -141,24 +177,55 @@ impl RawItem {
     /// All bit flags (shape and state).
     #[inline]
     pub fn bits(&self) -> u32 {
-        self.word0() & 0xff
+        self.word0() & BITS_MASK
     }
 
     /// Key length in bytes.
     #[inline]
     pub fn key_len(&self) -> usize {
-        ((self.word0() >> 8) & 0xff) as usize
+        ((self.word0() >> KEY_SHIFT) & 0xff) as usize
     }
 
     /// Value length in bytes.
     #[inline]
     pub fn value_len(&self) -> usize {
         let w = self.word0();
-        let low = (w >> 16) as usize;
+        let low = (w >> VLEN_SHIFT) as usize;
         if w & BIG_LEN != 0 {
-            low | ((self.word(FIXED_HEADER).load(Ordering::Relaxed) as usize) << 16)
+            low | ((self.word(FIXED_HEADER).load(Ordering::Relaxed) as usize) << 12)
         } else {
             low
+        }
+    }
+
+    /// How many times the item was read since it was written or last moved (0 to
+    /// [`FREQ_MAX`]).
+    #[inline]
+    pub fn freq(&self) -> u32 {
+        freq_of(self.word0())
+    }
+
+    /// Records a read: sets FETCHED and ACTIVE and counts it (up to [`FREQ_MAX`]), in one
+    /// atomic update, skipped when nothing would change (a hot item read again costs a
+    /// load, not a write to a shared cache line). Returns true if this was the item's
+    /// first read since it arrived in its segment.
+    #[inline]
+    pub fn mark_read(&self) -> bool {
+        let word = self.word(0);
+        let mut w = word.load(Ordering::Relaxed);
+        loop {
+            let freq = freq_of(w);
+            let mut next = w | FETCHED | ACTIVE;
+            if freq < FREQ_MAX {
+                next = (next & !FREQ_MASK) | ((freq + 1) << FREQ_SHIFT);
+            }
+            if next == w {
+                return false;
+            }
+            match word.compare_exchange_weak(w, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return w & ACTIVE == 0,
+                Err(now) => w = now,
+            }
         }
     }
 
@@ -245,7 +312,7 @@ impl RawItem {
         self.word(4).store(now, Ordering::Relaxed);
     }
 
-    /// Sets state bits (FETCHED, STALE, WIN_SENT); returns the bits before.
+    /// Sets state bits (FETCHED, STALE, WIN_SENT, CAS_SEEN); returns the bits before.
     pub fn set_state(&self, state: u32) -> u32 {
         debug_assert_eq!(state & SHAPE, 0);
         self.word(0).fetch_or(state, Ordering::Relaxed)
@@ -286,7 +353,9 @@ impl RawItem {
 pub unsafe fn write(dst: *mut u8, spec: &ItemSpec, key: &[u8], value: &[&[u8]], now: u32) -> usize {
     let bits = spec.shape() | spec.state;
     let size = spec.size();
-    let word0 = bits | ((spec.key_len as u32) << 8) | (((spec.value_len & 0xffff) as u32) << 16);
+    let word0 = bits
+        | ((spec.key_len as u32) << KEY_SHIFT)
+        | (((spec.value_len & VLEN_LOW_MAX) as u32) << VLEN_SHIFT);
     let mut off = 0usize;
     let mut put = |v: u32| {
         // SAFETY: the caller gives `size` writable, 4-aligned bytes at `dst`; the header
@@ -298,7 +367,7 @@ pub unsafe fn write(dst: *mut u8, spec: &ItemSpec, key: &[u8], value: &[&[u8]], 
     put(now);
     put(NO_LINK);
     if bits & BIG_LEN != 0 {
-        put((spec.value_len >> 16) as u32);
+        put((spec.value_len >> 12) as u32);
     }
     if bits & HAS_FLAGS != 0 {
         put(spec.flags);
@@ -380,6 +449,35 @@ mod tests {
             state: STALE,
         };
         roundtrip(spec, b"abc", &value);
+    }
+
+    #[test]
+    fn reads_are_counted_up_to_the_maximum_and_activate_once() {
+        let spec = ItemSpec {
+            key_len: 1,
+            value_len: 5000,
+            flags: 0,
+            exptime: 0,
+            cas: None,
+            state: with_freq(0, 0),
+        };
+        let mut buf = vec![0u32; spec.size() / 4 + 1];
+        let ptr = buf.as_mut_ptr() as *mut u8;
+        // SAFETY: `buf` holds the item's bytes, 4-aligned, and outlives the view.
+        unsafe { write(ptr, &spec, b"k", &[&[9u8; 5000]], 1) };
+        // SAFETY: a complete item was just written there.
+        let item = unsafe { RawItem::at(ptr) };
+        assert_eq!(item.value_len(), 5000, "long values keep their length");
+        assert_eq!(item.freq(), 0);
+        assert!(item.mark_read(), "first read activates");
+        assert!(!item.mark_read());
+        assert!(!item.mark_read());
+        assert!(!item.mark_read());
+        assert_eq!(item.freq(), FREQ_MAX);
+        assert_eq!(item.bits() & (FETCHED | ACTIVE), FETCHED | ACTIVE);
+        assert_eq!(item.value(), &[9u8; 5000][..]);
+        assert_eq!(freq_of(with_freq(STALE, 9)), FREQ_MAX);
+        assert_eq!(with_freq(STALE, 2) & STALE, STALE);
     }
 
     #[test]

@@ -23,6 +23,8 @@ mod config;
 mod dump;
 mod entry;
 mod error;
+mod evict;
+mod ghost;
 mod index;
 mod inner;
 mod item;

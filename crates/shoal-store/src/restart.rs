@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 /// Version of the metadata format; a file with another version is refused.
-pub const RESTART_FORMAT_VERSION: u32 = 1;
+pub const RESTART_FORMAT_VERSION: u32 = 2;
 
 const MAGIC: &[u8; 8] = b"SHOALWRM";
 /// Magic, version, body length, CRC-32.
@@ -428,10 +428,12 @@ fn encode(m: &Metadata) -> Vec<u8> {
     for s in &m.pool.segments {
         body.push(s.state as u8);
         body.push(u8::from(s.has_memory));
+        body.push(s.queue as u8);
         put_u32(&mut body, s.gen);
         put_u32(&mut body, s.used);
     }
-    for list in [&m.pool.sealed, &m.pool.free] {
+    put_u32(&mut body, m.pool.queues.len() as u32);
+    for list in m.pool.queues.iter().chain(std::iter::once(&m.pool.free)) {
         put_u32(&mut body, list.len() as u32);
         for &id in list {
             body.extend_from_slice(&id.to_le_bytes());
@@ -495,22 +497,30 @@ fn decode(bytes: &[u8]) -> Result<Metadata, CleanStart> {
     let nseg = c.u32()? as usize;
     let mut segments = Vec::with_capacity(nseg.min(crate::segments::MAX_SEGMENTS));
     for _ in 0..nseg {
-        let [state, has_memory] = c.array()?;
+        let [state, has_memory, queue] = c.array()?;
         segments.push(SavedSegment {
             state: u32::from(state),
             has_memory: has_memory != 0,
+            queue: u32::from(queue),
             gen: c.u32()?,
             used: c.u32()?,
         });
     }
-    let mut lists = [Vec::new(), Vec::new()];
-    for list in &mut lists {
+    let nqueues = c.u32()? as usize;
+    if nqueues > 256 {
+        return Err(corrupt("queue count"));
+    }
+    let mut lists = Vec::with_capacity(nqueues + 1);
+    for _ in 0..=nqueues {
         let n = c.u32()? as usize;
+        let mut list = Vec::with_capacity(n.min(crate::segments::MAX_SEGMENTS));
         for _ in 0..n {
             list.push(SegId::from_le_bytes(c.array()?));
         }
+        lists.push(list);
     }
-    let [sealed, free] = lists;
+    let free = lists.pop().unwrap_or_default();
+    let queues = lists;
     let nrefs = c.u64()?;
     if nrefs.saturating_mul(4) != (body.len() - c.pos) as u64 {
         return Err(corrupt("item list length"));
@@ -526,7 +536,7 @@ fn decode(bytes: &[u8]) -> Result<Metadata, CleanStart> {
         pending_flush,
         pool: SavedPool {
             segments,
-            sealed,
+            queues,
             free,
             next_gen,
         },
@@ -721,7 +731,13 @@ mod tests {
             std::fs::write(&meta, &bytes).expect("write");
             let (store, r) = Store::open_memory_file(cfg(), &path, &cas_on).expect("open");
             match (damage, r) {
-                (9, Restored::Clean(CleanStart::Version { expected: 1, .. })) => {}
+                (
+                    9,
+                    Restored::Clean(CleanStart::Version {
+                        expected: RESTART_FORMAT_VERSION,
+                        ..
+                    }),
+                ) => {}
                 (_, Restored::Clean(CleanStart::Corrupt(_))) if damage != 9 => {}
                 (_, other) => panic!("damage at {damage}: {other:?}"),
             }

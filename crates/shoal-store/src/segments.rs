@@ -1,11 +1,12 @@
 //! Segment memory and the pool that hands segments to writers.
 //!
 //! Memory is carved into equal segments. A writer owns one *active* segment and appends
-//! items to it without any lock; when it is full the segment is *sealed* (queued in write
-//! order) and the writer takes a free one. When none is free and the memory limit is
-//! reached, the oldest sealed segment is evicted whole: every item in it is unlinked from
-//! the index and the segment is reused. This is Segcache's design in its simplest form: no
-//! per-item allocator, no fragmentation, and eviction cost amortised over a segment.
+//! items to it without any lock; when it is full the segment is *sealed* into a queue
+//! and the writer takes a free one. Sealed segments wait in one of several FIFO queues:
+//! the probation queue, where every writer's segments go, and one main queue per item
+//! size class, filled by eviction as it moves the items worth keeping (see `evict`, which
+//! decides which segment to empty next and what to keep of it). No per-item allocator,
+//! no fragmentation, and eviction cost amortised over a segment.
 //!
 //! Segment memory is allocated lazily (zeroed pages are not resident until written), so a
 //! store that never fills does not cost its whole limit in RSS. It comes from the heap,
@@ -18,7 +19,7 @@ use crate::memory_file::MemoryMap;
 use parking_lot::Mutex;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// Identifies a segment; fits the index's 16-bit field.
 pub type SegId = u16;
@@ -28,9 +29,9 @@ pub const MAX_SEGMENTS: usize = 1 << 16;
 
 /// Segment states, kept in [`SegMeta::state`].
 pub const FREE: u32 = 0;
-/// Owned by a writer that appends to it.
+/// Owned by a writer (or by eviction, as a queue's head) that appends to it.
 pub const ACTIVE: u32 = 1;
-/// Full; in the eviction queue.
+/// Full; in an eviction queue.
 pub const SEALED: u32 = 2;
 /// Emptied of items but still read by a reply in flight ([`SegMeta::pins`]): reused once
 /// the last pin is dropped.
@@ -66,11 +67,27 @@ pub struct SegMeta {
     /// or long ones). Only ever lowered while the segment is in use, except by the sweep
     /// itself (see `Inner::reclaim_expired_in`).
     pub earliest_expiry: AtomicU32,
+    /// The queue the segment belongs to (0: probation; a size class otherwise), set when
+    /// it is opened.
+    pub queue: AtomicU32,
+    /// Items read since they arrived in this segment (each counted once, at its first
+    /// read): with the segment's size and age, how much its contents are still wanted.
+    pub active_items: AtomicU32,
+    /// The pool's count of segments opened when this one was: its age, in segments
+    /// written since, is the current count minus this.
+    pub born: AtomicU64,
 }
+
+/// Queues of sealed segments: index [`PROBATION`] for writers' segments, then one per
+/// size class.
+pub const QUEUES: usize = 13;
+/// The queue writers seal their segments into.
+pub const PROBATION: usize = 0;
 
 struct Pool {
     free: Vec<SegId>,
-    sealed: VecDeque<SegId>,
+    /// Sealed segments per queue, oldest first.
+    queues: [VecDeque<SegId>; QUEUES],
     never_allocated: Vec<SegId>,
     /// Segments with memory allocated.
     allocated: usize,
@@ -79,16 +96,8 @@ struct Pool {
     next_gen: u32,
     /// Segments emptied but still pinned by replies in flight (state DRAINING).
     draining: usize,
-}
-
-/// What [`Segments::acquire`] found.
-pub enum Acquired {
-    /// A segment ready to write.
-    Ready(SegId),
-    /// A sealed segment that must be emptied (evicted) before it is written.
-    MustEvict(SegId),
-    /// Nothing can be had: the limit is reached and eviction is off or impossible.
-    Exhausted,
+    /// Segments opened so far: the clock segment ages are measured in.
+    opened: u64,
 }
 
 /// One segment's state as saved for a warm restart.
@@ -96,6 +105,8 @@ pub enum Acquired {
 pub struct SavedSegment {
     /// FREE, ACTIVE or SEALED.
     pub state: u32,
+    /// The queue it belongs to.
+    pub queue: u32,
     /// Generation (derived CAS uniques include it).
     pub gen: u32,
     /// Bytes written.
@@ -109,8 +120,8 @@ pub struct SavedSegment {
 pub struct SavedPool {
     /// Per segment id, in id order.
     pub segments: Vec<SavedSegment>,
-    /// Sealed segments, oldest first.
-    pub sealed: Vec<SegId>,
+    /// Sealed segments of each queue, oldest first.
+    pub queues: Vec<Vec<SegId>>,
     /// Free segments with memory.
     pub free: Vec<SegId>,
     /// The next generation to hand out.
@@ -127,9 +138,6 @@ pub struct Segments {
     ptrs: Box<[AtomicPtr<u8>]>,
     meta: Box<[SegMeta]>,
     pool: Mutex<Pool>,
-    /// Held while a sealed segment's items are walked (eviction, expiry scans) so that no
-    /// walk ever reads a segment that is being reused.
-    pub scan_lock: Mutex<()>,
 }
 
 // SAFETY: segment memory is shared by design; all access goes through the publication
@@ -176,14 +184,14 @@ impl Segments {
             meta,
             pool: Mutex::new(Pool {
                 free: Vec::new(),
-                sealed: VecDeque::new(),
+                queues: Default::default(),
                 never_allocated,
                 allocated: 0,
                 limit,
                 next_gen: 1,
                 draining: 0,
+                opened: 0,
             }),
-            scan_lock: Mutex::new(()),
         }
     }
 
@@ -257,6 +265,7 @@ impl Segments {
             .zip(self.ptrs.iter())
             .map(|(m, p)| SavedSegment {
                 state: m.state.load(Ordering::Acquire),
+                queue: m.queue.load(Ordering::Relaxed),
                 gen: m.gen.load(Ordering::Relaxed),
                 used: m.used.load(Ordering::Relaxed),
                 has_memory: !p.load(Ordering::Acquire).is_null(),
@@ -264,25 +273,37 @@ impl Segments {
             .collect();
         SavedPool {
             segments,
-            sealed: pool.sealed.iter().copied().collect(),
+            queues: pool
+                .queues
+                .iter()
+                .map(|q| q.iter().copied().collect())
+                .collect(),
             free: pool.free.clone(),
             next_gen: pool.next_gen,
         }
     }
 
     /// Rebuilds the pool from saved state over a mapping that holds the saved segments.
-    /// Every segment that held items comes back sealed (oldest first, as saved; segments
-    /// that writers held open go last), with its live counts zeroed for the caller to
-    /// recount as it relinks items. Returns false (leaving the table unchanged) if the
-    /// saved state does not describe this table.
+    /// Every segment that held items comes back sealed in its queue (oldest first, as
+    /// saved; segments that writers or eviction held open go last), with its live counts
+    /// zeroed for the caller to recount as it relinks items. Returns false (leaving the
+    /// table unchanged) if the saved state does not describe this table.
     pub fn restore(&self, saved: &SavedPool) -> bool {
-        if self.mapped.is_none() || saved.segments.len() != self.ptrs.len() {
+        if self.mapped.is_none()
+            || saved.segments.len() != self.ptrs.len()
+            || saved.queues.len() != QUEUES
+        {
             return false;
         }
         let mut seen = vec![false; self.ptrs.len()];
-        let mut sealed = Vec::new();
+        let mut queues: [Vec<SegId>; QUEUES] = Default::default();
         let mut free = Vec::new();
-        for (list, out) in [(&saved.sealed, &mut sealed), (&saved.free, &mut free)] {
+        let lists = saved
+            .queues
+            .iter()
+            .zip(queues.iter_mut())
+            .chain(std::iter::once((&saved.free, &mut free)));
+        for (list, out) in lists {
             for &id in list {
                 let i = id as usize;
                 if i >= seen.len() || seen[i] || !saved.segments[i].has_memory {
@@ -293,13 +314,14 @@ impl Segments {
             }
         }
         for (i, s) in saved.segments.iter().enumerate() {
-            if s.used as usize > self.seg_size {
+            if s.used as usize > self.seg_size || s.queue as usize >= QUEUES {
                 return false;
             }
-            // A segment a writer still held: its items are complete up to `used`.
+            // A segment a writer or eviction still held: its items are complete up to
+            // `used`.
             if s.state == ACTIVE && !seen[i] && s.has_memory {
                 seen[i] = true;
-                sealed.push(i as SegId);
+                queues[s.queue as usize].push(i as SegId);
             }
         }
         let mut pool = self.pool.lock();
@@ -311,6 +333,9 @@ impl Segments {
             let m = &self.meta[i];
             m.live_items.store(0, Ordering::Relaxed);
             m.live_bytes.store(0, Ordering::Relaxed);
+            m.active_items.store(0, Ordering::Relaxed);
+            m.born.store(0, Ordering::Relaxed);
+            m.queue.store(s.queue, Ordering::Relaxed);
             if seen[i] {
                 self.ptrs[i].store(self.memory_for(i as SegId), Ordering::Release);
                 m.gen.store(s.gen, Ordering::Relaxed);
@@ -318,8 +343,10 @@ impl Segments {
                 allocated += 1;
             }
         }
-        for &id in &sealed {
-            self.meta(id).state.store(SEALED, Ordering::Release);
+        for q in &queues {
+            for &id in q {
+                self.meta(id).state.store(SEALED, Ordering::Release);
+            }
         }
         for &id in &free {
             self.meta(id).state.store(FREE, Ordering::Release);
@@ -330,7 +357,7 @@ impl Segments {
             .map(|i| i as SegId)
             .collect();
         pool.allocated = allocated;
-        pool.sealed = sealed.into();
+        pool.queues = queues.map(VecDeque::from);
         pool.free = free;
         pool.next_gen = saved.next_gen.max(1);
         true
@@ -366,10 +393,14 @@ impl Segments {
         &self.meta[id as usize]
     }
 
-    fn open(&self, pool: &mut Pool, id: SegId) -> SegId {
+    fn open(&self, pool: &mut Pool, id: SegId, queue: usize) -> SegId {
         let gen = pool.next_gen;
         pool.next_gen = pool.next_gen.wrapping_add(1).max(1);
+        pool.opened += 1;
         let m = self.meta(id);
+        m.queue.store(queue as u32, Ordering::Relaxed);
+        m.active_items.store(0, Ordering::Relaxed);
+        m.born.store(pool.opened, Ordering::Relaxed);
         m.gen.store(gen, Ordering::Relaxed);
         m.used.store(0, Ordering::Relaxed);
         m.live_items.store(0, Ordering::Relaxed);
@@ -381,67 +412,89 @@ impl Segments {
         id
     }
 
-    /// Finds a segment for a writer. A `MustEvict` answer hands the caller a sealed
-    /// segment already removed from the queue; it must empty it and then call
-    /// [`reopen`](Self::reopen).
-    pub fn acquire(&self, evict: bool) -> Acquired {
+    /// A segment to write for `queue` (the probation queue for a writer, a size class for
+    /// eviction's copies): a free one, as long as more than `reserve` stay free, or new
+    /// memory while the limit allows. `None` when neither exists: memory is full and
+    /// something must be evicted first.
+    pub fn take_free(&self, queue: usize, reserve: usize) -> Option<SegId> {
         let mut pool = self.pool.lock();
-        if let Some(id) = pool.free.pop() {
-            return Acquired::Ready(self.open(&mut pool, id));
+        if pool.free.len() > reserve {
+            if let Some(id) = pool.free.pop() {
+                return Some(self.open(&mut pool, id, queue));
+            }
         }
         if pool.allocated < pool.limit {
             if let Some(id) = pool.never_allocated.pop() {
                 let mem = self.memory_for(id);
                 if mem.is_null() {
                     pool.never_allocated.push(id);
-                    return Acquired::Exhausted;
+                    return None;
                 }
                 self.ptrs[id as usize].store(mem, Ordering::Release);
                 pool.allocated += 1;
-                return Acquired::Ready(self.open(&mut pool, id));
+                return Some(self.open(&mut pool, id, queue));
             }
         }
-        // Prefer a sealed segment whose items are all gone: reusing it costs nothing. Only
-        // the front of the queue is searched, to bound the time under the lock.
-        let dead = pool
-            .sealed
-            .iter()
-            .take(64)
-            .position(|&id| self.meta(id).live_items.load(Ordering::Acquire) == 0);
-        if let Some(pos) = dead {
-            if let Some(id) = pool.sealed.remove(pos) {
-                return Acquired::MustEvict(id);
+        None
+    }
+
+    /// Takes a sealed segment out of the queues whose items are all gone (reusing it
+    /// costs nothing), looking only at the front of each queue to bound the time under
+    /// the lock.
+    pub fn take_dead(&self) -> Option<SegId> {
+        let mut pool = self.pool.lock();
+        for q in pool.queues.iter_mut() {
+            let dead = q
+                .iter()
+                .take(16)
+                .position(|&id| self.meta(id).live_items.load(Ordering::Acquire) == 0);
+            if let Some(pos) = dead {
+                return q.remove(pos);
             }
         }
-        if !evict {
-            return Acquired::Exhausted;
-        }
-        // The oldest segment no reply is reading from: evicting a pinned one would drop
-        // its items and still not free its memory until the reply is written. Pins last
-        // one write, so the search rarely goes past the front.
-        let unpinned = pool
-            .sealed
+        None
+    }
+
+    /// Takes the oldest segment of `queue` that no reply is reading from (evicting a
+    /// pinned one would drop its items and still not free its memory until the reply is
+    /// written; pins last one write, so the search rarely goes past the front), or the
+    /// oldest if every one looked at is pinned.
+    pub fn take_oldest(&self, queue: usize) -> Option<SegId> {
+        let mut pool = self.pool.lock();
+        let q = &mut pool.queues[queue];
+        let unpinned = q
             .iter()
             .take(64)
             .position(|&id| self.meta(id).pins.load(Ordering::Relaxed) == 0)
             .unwrap_or(0);
-        match pool.sealed.remove(unpinned) {
-            Some(id) => Acquired::MustEvict(id),
-            None => Acquired::Exhausted,
-        }
+        q.remove(unpinned)
     }
 
-    /// Makes an emptied segment (from `MustEvict`) the caller's active segment, or, if a
-    /// reply still reads from it, leaves it draining (it joins the free list when the last
-    /// pin is dropped) and returns `None`: the caller asks [`acquire`](Self::acquire) again.
-    pub fn reopen(&self, id: SegId) -> Option<SegId> {
+    /// The oldest segment and the length of each queue (`None` and 0 for an empty one),
+    /// and the pool's count of segments opened, for eviction's choice of queue.
+    pub fn fronts(&self) -> ([Option<SegId>; QUEUES], [usize; QUEUES], u64) {
+        let pool = self.pool.lock();
+        let mut fronts = [None; QUEUES];
+        let mut lens = [0; QUEUES];
+        for (i, q) in pool.queues.iter().enumerate() {
+            fronts[i] = q.front().copied();
+            lens[i] = q.len();
+        }
+        (fronts, lens, pool.opened)
+    }
+
+    /// Hands a segment emptied by eviction back to the pool: to the free list, or, while a
+    /// reply still reads from it, draining (it joins the free list when the last pin is
+    /// dropped). Returns false in the second case.
+    pub fn release_evicted(&self, id: SegId) -> bool {
         let mut pool = self.pool.lock();
         if self.claim(id) {
-            Some(self.open(&mut pool, id))
+            self.release(&mut pool, id);
+            true
         } else {
             self.meta(id).state.store(DRAINING, Ordering::Release);
             pool.draining += 1;
-            None
+            false
         }
     }
 
@@ -487,32 +540,37 @@ impl Segments {
         }
     }
 
-    /// Queues a full segment for eviction, recording how many bytes it holds.
+    /// Queues a full segment in the queue it was opened for, recording how many bytes it
+    /// holds.
     pub fn seal(&self, id: SegId, used: u32) {
         let m = self.meta(id);
         m.used.store(used, Ordering::Relaxed);
+        let queue = (m.queue.load(Ordering::Relaxed) as usize).min(QUEUES - 1);
         let mut pool = self.pool.lock();
         m.state.store(SEALED, Ordering::Release);
-        pool.sealed.push_back(id);
+        pool.queues[queue].push_back(id);
     }
 
     /// Moves sealed segments with no live items to the free list (or frees their memory if
-    /// the limit was lowered). The caller holds `scan_lock`. Returns how many were freed.
+    /// the limit was lowered). The caller holds the eviction lock. Returns how many were
+    /// freed.
     pub fn reclaim_dead(&self) -> usize {
         let mut pool = self.pool.lock();
-        let before = pool.sealed.len();
         let mut dead = Vec::new();
-        pool.sealed.retain(|&id| {
-            let is_dead = self.meta(id).live_items.load(Ordering::Acquire) == 0;
-            if is_dead {
-                dead.push(id);
-            }
-            !is_dead
-        });
+        for q in pool.queues.iter_mut() {
+            q.retain(|&id| {
+                let is_dead = self.meta(id).live_items.load(Ordering::Acquire) == 0;
+                if is_dead {
+                    dead.push(id);
+                }
+                !is_dead
+            });
+        }
+        let n = dead.len();
         for id in dead {
             self.retire(&mut pool, id);
         }
-        before - pool.sealed.len()
+        n
     }
 
     fn release(&self, pool: &mut Pool, id: SegId) {
@@ -547,35 +605,39 @@ impl Segments {
         }
     }
 
-    /// The oldest sealed segment, if the limit is exceeded (so the caller should evict it
-    /// to shrink), taken out of the queue.
-    pub fn take_excess(&self) -> Option<SegId> {
-        let mut pool = self.pool.lock();
-        if pool.allocated > pool.limit {
-            pool.sealed.pop_front()
-        } else {
-            None
-        }
+    /// Most segments the memory limit allows.
+    pub fn limit(&self) -> usize {
+        self.pool.lock().limit
     }
 
-    /// The sealed segment eviction takes next (the oldest), if any.
-    pub fn eviction_candidate(&self) -> Option<SegId> {
-        self.pool.lock().sealed.front().copied()
-    }
-
-    /// Sealed segment ids, oldest first (a snapshot).
-    pub fn sealed_snapshot(&self) -> Vec<SegId> {
-        self.pool.lock().sealed.iter().copied().collect()
-    }
-
-    /// (allocated, limit, free, sealed) counts.
-    pub fn counts(&self) -> (usize, usize, usize, usize) {
+    /// Whether more segments have memory than the limit allows (it was lowered), so the
+    /// caller should evict to shrink.
+    pub fn over_limit(&self) -> bool {
         let pool = self.pool.lock();
+        pool.allocated > pool.limit
+    }
+
+    /// Sealed segment ids of every queue, each queue oldest first (a snapshot).
+    pub fn sealed_snapshot(&self) -> Vec<SegId> {
+        self.pool
+            .lock()
+            .queues
+            .iter()
+            .flat_map(|q| q.iter().copied())
+            .collect()
+    }
+
+    /// (allocated, limit, free, sealed in the probation queue, sealed in the size-class
+    /// queues) counts.
+    pub fn counts(&self) -> (usize, usize, usize, usize, usize) {
+        let pool = self.pool.lock();
+        let main: usize = pool.queues[PROBATION + 1..].iter().map(|q| q.len()).sum();
         (
             pool.allocated,
             pool.limit,
             pool.free.len(),
-            pool.sealed.len(),
+            pool.queues[PROBATION].len(),
+            main,
         )
     }
 

@@ -13,6 +13,25 @@ pub struct StoreStats {
     pub evictions: u64,
     /// Evicted items that were never read.
     pub evicted_unfetched: u64,
+    /// Evicted items that had been read since they arrived in their segment, evicted
+    /// all the same (eviction could keep no more of that segment).
+    pub evicted_active: u64,
+    /// Seconds since the last access of the most recently evicted item.
+    pub evicted_time: u32,
+    /// Items eviction moved from probation to a size class's main queue (read while in
+    /// probation, or of a class worth keeping).
+    pub evict_promoted: u64,
+    /// Their bytes.
+    pub evict_promoted_bytes: u64,
+    /// Items eviction copied forward within a main queue (read since they arrived).
+    pub evict_retained: u64,
+    /// Their bytes.
+    pub evict_retained_bytes: u64,
+    /// New keys written soon after being evicted unread from probation (found in the
+    /// ghost, so stored as already read once).
+    pub ghost_hits: u64,
+    /// Memory taken by the ghost's fingerprints (outside the item limit).
+    pub ghost_bytes: u64,
     /// Expired items removed without ever being read.
     pub expired_unfetched: u64,
     /// Expired items whose memory was reclaimed.
@@ -27,8 +46,12 @@ pub struct StoreStats {
     pub segments_allocated: u64,
     /// Segments free for writing.
     pub segments_free: u64,
-    /// Full segments awaiting eviction.
+    /// Full segments awaiting eviction, in every queue.
     pub segments_sealed: u64,
+    /// Of which in the probation queue.
+    pub segments_probation: u64,
+    /// Of which in the size classes' main queues.
+    pub segments_main: u64,
     /// Memory used by the key index (outside the item limit, like memcached's hash table).
     pub index_bytes: u64,
 }

@@ -7,7 +7,6 @@ use crate::error::{ConfigError, StoreError};
 use crate::index::ShardCounters;
 use crate::inner::{Inner, CRAWL_BATCH};
 use crate::item::Item;
-use crate::layout::FETCHED;
 use crate::stats::StoreStats;
 use crate::writer::Writer;
 use std::sync::atomic::Ordering;
@@ -75,8 +74,7 @@ impl Store {
         }
         let item = inner.view(loc, raw, now);
         let r = f(&item);
-        raw.set_state(FETCHED);
-        raw.set_atime(now);
+        item.record_read();
         Some(r)
     }
 
@@ -167,25 +165,32 @@ impl Store {
                 inner.reclaim_expired_in(id, now);
             }
         }
-        let _scan = inner.segs.scan_lock.lock();
+        let mut ev = inner.evictor.lock();
         inner.segs.reclaim_dead();
-        while let Some(id) = inner.segs.take_excess() {
-            inner.evict_segment(id);
-            inner.segs.give_back(id);
+        // Shrinking to a lowered limit evicts without keeping anything: it must free
+        // whole segments, not move items around.
+        while inner.segs.over_limit() {
+            if inner.evict_one(&mut ev, false) == crate::evict::Evicted::Nothing {
+                break;
+            }
         }
     }
 
     /// Seconds since the least recently accessed live item of the segment eviction takes
     /// next was last read or stored: what memcached reports as the age of its LRU tail
-    /// (`items:N:age`), since that segment's items are the next to go. 0 while no segment
-    /// is sealed. Walks one segment, so it is for `stats items`, not hot paths.
+    /// (`items:N:age`), since that segment's items are the next to be evicted or kept.
+    /// 0 while no segment is sealed. Walks one segment, so it is for `stats items`, not
+    /// hot paths.
     pub fn tail_age(&self) -> u32 {
         let inner = &*self.inner;
-        let Some(id) = inner.segs.eviction_candidate() else {
+        let _scan = inner.evictor.lock();
+        let Some(queue) = inner.victim_queue() else {
+            return 0;
+        };
+        let Some(id) = inner.segs.fronts().0[queue] else {
             return 0;
         };
         let now = inner.clock.now();
-        let _scan = inner.segs.scan_lock.lock();
         if inner.segs.meta(id).state.load(Ordering::Acquire) != crate::segments::SEALED {
             return 0;
         }
@@ -223,13 +228,22 @@ impl Store {
             items += s.len() as u64;
             index_bytes += s.index_bytes() as u64;
         }
-        let (allocated, _limit, free, sealed) = inner.segs.counts();
+        let (allocated, _limit, free, probation, main) = inner.segs.counts();
+        let ev = inner.evictor.lock().counters;
         StoreStats {
             curr_items: items,
             bytes: c.bytes,
             total_items: c.total_items,
             evictions: c.evictions,
             evicted_unfetched: c.evicted_unfetched,
+            evicted_active: ev.evicted_active,
+            evicted_time: ev.evicted_time,
+            evict_promoted: ev.promoted,
+            evict_promoted_bytes: ev.promoted_bytes,
+            evict_retained: ev.retained,
+            evict_retained_bytes: ev.retained_bytes,
+            ghost_hits: c.ghost_hits,
+            ghost_bytes: inner.ghost.bytes() as u64,
             expired_unfetched: c.expired_unfetched,
             reclaimed: c.reclaimed,
             get_expired: c.get_expired,
@@ -237,7 +251,9 @@ impl Store {
             segment_size: inner.segs.seg_size() as u64,
             segments_allocated: allocated as u64,
             segments_free: free as u64,
-            segments_sealed: sealed as u64,
+            segments_sealed: (probation + main) as u64,
+            segments_probation: probation as u64,
+            segments_main: main as u64,
             index_bytes,
         }
     }

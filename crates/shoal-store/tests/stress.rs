@@ -2,7 +2,8 @@
 //!
 //! A store of a handful of segments is refilled and evicted many times over by several
 //! writers (each with its own `Writer`) while readers, a maintenance thread, deletes,
-//! touches, `flush_all` and memory-limit changes run concurrently. Every value is derived
+//! touches, `flush_all` and memory-limit changes run concurrently, and eviction moves the
+//! items that were read (out of probation, and forward in the main queues). Every value is derived
 //! from its key and a version (carried in the client flags), so every read can be checked
 //! byte for byte: a value that is torn, stale memory from a reused segment, or another
 //! key's bytes fails the test with the first differing offset.
@@ -411,11 +412,13 @@ fn eviction_under_concurrent_reads_keeps_every_value_intact() {
     let misses: u64 = reads.iter().map(|r| r.1).sum();
     eprintln!(
         "stress: {elapsed:?}, {sets} sets ({} MiB, {:.0}x memory), {hits} read hits, \
-         {misses} misses, {} evictions, {} reclaimed",
+         {misses} misses, {} evictions, {} reclaimed, {} promoted, {} retained",
         written >> 20,
         written as f64 / limit as f64,
         st.evictions,
         st.reclaimed,
+        st.evict_promoted,
+        st.evict_retained,
     );
     assert!(
         written >= b.min_written,
@@ -428,6 +431,13 @@ fn eviction_under_concurrent_reads_keeps_every_value_intact() {
         st.evictions
     );
     assert!(st.total_items >= sets);
+    // Eviction moved items too (read ones out of probation, and on within the main
+    // queues), under the same concurrent reads, deletes and touches: every moved value
+    // was checked like any other.
+    assert!(
+        cfg!(miri) || st.evict_promoted > 0,
+        "no item was promoted out of probation"
+    );
 
     // Quiesced: back to the base limit, then every key once more. The clock no longer
     // ticks, so after one pass (which reclaims anything expired) nothing else expires

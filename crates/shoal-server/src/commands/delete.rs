@@ -79,7 +79,7 @@ pub fn delete(w: &Worker, spec: &DeleteSpec<'_>) -> Deleted {
                     exptime: mark.expiry.unwrap_or(item.exptime()),
                     cas: mark.new_cas,
                     stale: mark.stale || item.stale(),
-                    win_sent: false,
+                    ..StoreOptions::default()
                 };
                 // Rewritten in place from the old item: no copy of the value per request.
                 e.rewrite(!mark.clear_value, opts)?;

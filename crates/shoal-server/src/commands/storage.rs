@@ -137,6 +137,8 @@ pub fn text(w: &Worker, req: StoreRequest<'_>, noreply: bool, out: &mut Vec<u8>)
     let opts = StoreOptions {
         flags: req.flags,
         exptime: w.shared.store.clock().expiry(req.exptime),
+        // Text storage replies never carry the CAS unique.
+        private_cas: true,
         ..StoreOptions::default()
     };
     let compare_cas = (req.kind == StoreKind::Cas).then_some(req.cas_unique);
@@ -202,7 +204,12 @@ fn apply(w: &Worker, spec: &StoreSpec<'_>) -> Result<Stored, StoreError> {
     let result = w.shared.store.update(&mut writer, key, |e| {
         let current = e.item().map(|i| {
             (
-                if cas_enabled { i.cas() } else { 0 },
+                // Read only to compare: asking for it marks it as held by a client.
+                if cas_enabled && spec.compare_cas.is_some() {
+                    i.cas()
+                } else {
+                    0
+                },
                 i.exptime(),
                 i.win_sent(),
             )

@@ -4,6 +4,7 @@
 mod compare;
 mod experiments;
 mod fill;
+mod hitratio;
 mod load;
 mod restart;
 mod soak;
@@ -48,6 +49,10 @@ enum Cmd {
     /// and slow readers, samples its RSS every second; fails when RSS after warm-up
     /// exceeds -m plus an overhead allowance.
     Soak(soak::SoakArgs),
+    /// Hit ratio at equal memory: demand-fill replay of workload shapes or real traces
+    /// (oracleGeneral, Twitter CSV) into shoald, memcached and redis; miss-ratio curves;
+    /// libCacheSim's LRU, S3-FIFO, SIEVE and Belady beside them.
+    Hitratio(hitratio::HitRatioArgs),
     /// Warm restart (-e memory file, SIGUSR1): exec-to-serving time with the whole cache
     /// back, shoald beside memcached, at several item counts.
     Restart(restart::RestartArgs),
@@ -66,5 +71,6 @@ fn main() -> Result<()> {
         Cmd::All(a) => experiments::run(a, &[Exp::Hash, Exp::Cas, Exp::Compare, Exp::Queue]),
         Cmd::Soak(a) => soak::run(a),
         Cmd::Restart(a) => restart::run(a),
+        Cmd::Hitratio(a) => hitratio::run(a),
     }
 }

@@ -40,6 +40,8 @@ pub fn meta_set(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, data: &[u8], o
             flags: number(&flags, b'F').unwrap_or(0),
             exptime: clock.expiry(ttl),
             cas: number(&flags, b'E'),
+            // Only the `c` flag returns the new CAS unique.
+            private_cas: !flags.has(b'c'),
             ..StoreOptions::default()
         },
         compare_cas: compare,

@@ -1,0 +1,497 @@
+//! Eviction: when memory is full, which segment to empty next, and what of it to keep.
+//!
+//! Segment FIFO (Segcache's simplest form) evicts items in write order whatever they are
+//! worth: an item read a thousand times goes as soon as one written once, and a 300 KB
+//! value costs as much room as three thousand 100-byte ones, yet counts for one hit.
+//! memcached, with per-size-class LRUs, keeps more of what is read and small, and beat
+//! FIFO by up to 2.5x in miss ratio on mixed sizes. This module does three things on top
+//! of segments, each learnt from published work, with the read path still a single
+//! atomic update of the item's own header word:
+//!
+//! - **Probation and main queues, S3-FIFO style** (Yang et al., SOSP 2023). Writers fill
+//!   the probation queue. When a probation segment is evicted, its items that were read
+//!   while in it are *promoted*: copied into the main queue of their size class. Those
+//!   never read go, and their keys go into the [ghost](crate::ghost): a key written again
+//!   soon after is stored as already read once, so that its next trip through probation
+//!   promotes it. One-time keys (scans, one-hit wonders) thus pass through probation
+//!   without pushing the working set out.
+//! - **Merge-based retention, Segcache style** (Yang et al., NSDI 2021). When a main
+//!   segment is evicted, its items read since they arrived are copied forward to the
+//!   head of the same queue, with their read count lowered by one (a 2-bit count, as
+//!   S3-FIFO's), so an item stays while it keeps being read. At most 90% of a segment is
+//!   copied, so every eviction frees at least a tenth of one: copying stays within
+//!   nine bytes per byte freed, and is a third of the bytes written on the workloads
+//!   measured.
+//! - **Size classes whose memory follows the hits** (memcached's slab classes and slab
+//!   automover; LHD's hit density, Beckmann et al., NSDI 2018). Main queues are per size
+//!   class (footprints growing by 2.5x), and the class evicted from is the one whose
+//!   oldest segment has the fewest items read per byte per unit of age. A 100-byte item
+//!   read once holds its place against a 100 KB item read a few times, which is what
+//!   object hit ratio rewards. Probation unread items of a class that is worth several
+//!   times the least valuable one are promoted too (small items cost little to keep on
+//!   the chance they are read).
+//!
+//! Eviction runs in the writer that needs a segment, under the eviction lock (which also
+//! serialises every walk of sealed segments), and moves items under their shard locks:
+//! an item is copied only while the index still points at it, the index is repointed
+//! before the lock is dropped, and the old copy stays readable until its segment is
+//! claimed, after any reply pinning it is written. A moved item keeps its key, value,
+//! flags, expiry, access time and memcached's state flags; it keeps its CAS unique if a
+//! client has seen it (or it was set explicitly), stored in the copy, and otherwise gets
+//! the one derived from its new place, which no client can tell apart.
+
+use crate::clock::is_expired;
+use crate::index::{Ref, Shard};
+use crate::inner::Inner;
+use crate::layout::{
+    self, with_freq, ItemSpec, RawItem, CAS_SEEN, FETCHED, HAS_CAS, STALE, WIN_SENT,
+};
+use crate::segments::{SegId, PROBATION, QUEUES};
+use std::sync::atomic::Ordering;
+
+/// Upper bounds of the size classes' item footprints (bytes, header included): class
+/// `k` (1-based) holds footprints below `CLASS_BOUNDS[k - 1]`, the last class the rest.
+/// They grow by 2.5x, so that class memory can follow sizes closely (memcached's slab
+/// classes grow by 1.25x, but each class here costs an open segment).
+const CLASS_BOUNDS: [usize; QUEUES - 2] = [
+    96, 240, 608, 1_520, 3_808, 9_536, 23_840, 59_600, 149_008, 372_528, 931_320,
+];
+
+/// Share of the memory limit the probation queue may hold (sealed segments) before it is
+/// the one evicted from. S3-FIFO uses 10%; writers' open segments come on top.
+const PROBATION_SHARE: f64 = 0.05;
+
+/// Most of a segment's written bytes an eviction may copy forward (see the module docs).
+const RETAIN_CAP: f64 = 0.9;
+
+/// Unread probation items of a class are promoted anyway when the class's oldest
+/// segment is worth this many times the least valuable class's.
+const ADMIT_FACTOR: f64 = 4.0;
+
+/// Evictions one acquisition may run with retention before it evicts without it, so that
+/// a store full of items that are all being read still frees a segment in bounded time.
+const RETAINING_EVICTIONS: usize = 16;
+
+/// The size class of an item of `footprint` bytes: 1 to `QUEUES - 1`.
+pub(crate) fn class_of(footprint: usize) -> usize {
+    1 + CLASS_BOUNDS
+        .iter()
+        .position(|&b| footprint < b)
+        .unwrap_or(CLASS_BOUNDS.len())
+}
+
+/// A queue's open segment, which eviction appends copies to.
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    seg: SegId,
+    off: u32,
+}
+
+/// What eviction has done, for `stats`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EvictCounters {
+    /// Items moved from probation to a main queue.
+    pub(crate) promoted: u64,
+    /// Their bytes.
+    pub(crate) promoted_bytes: u64,
+    /// Items copied forward within a main queue.
+    pub(crate) retained: u64,
+    /// Their bytes.
+    pub(crate) retained_bytes: u64,
+    /// Items evicted although read since they arrived in their segment (no room left
+    /// to keep them: the copy cap, or no segment to copy into).
+    pub(crate) evicted_active: u64,
+    /// Seconds since the last access of the most recently evicted item.
+    pub(crate) evicted_time: u32,
+}
+
+/// Eviction's own state, behind the eviction lock: the main queues' open segments and
+/// the counters.
+#[derive(Debug, Default)]
+pub(crate) struct Evictor {
+    heads: [Option<Head>; QUEUES],
+    pub(crate) counters: EvictCounters,
+}
+
+/// What one eviction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Evicted {
+    /// A segment went to the free list.
+    Freed,
+    /// A segment was emptied but a reply still reads from it: it is freed later.
+    Draining,
+    /// Nothing could be evicted.
+    Nothing,
+}
+
+impl Evictor {
+    /// Room for `size` bytes at the head of `queue`, opening a new head (from any free
+    /// segment, the reserve included) when the current one is full. `None` if no segment
+    /// can be had, or the store cannot spare another open head.
+    fn alloc(&mut self, inner: &Inner, queue: usize, size: usize) -> Option<(SegId, u32)> {
+        let seg_size = inner.segs.seg_size();
+        if size > seg_size {
+            return None;
+        }
+        if let Some(h) = self.heads[queue] {
+            if h.off as usize + size <= seg_size {
+                return Some(self.bump(inner, queue, h, size));
+            }
+            inner.segs.seal(h.seg, h.off);
+            self.heads[queue] = None;
+        }
+        // Open heads cannot be evicted: in a store of few segments they would leave
+        // nothing to evict, so they are capped at a quarter of memory.
+        let open = self.heads.iter().flatten().count();
+        if open + 1 > (inner.segs.limit() / 4).saturating_sub(1) {
+            return None;
+        }
+        let seg = inner.segs.take_free(queue, 0)?;
+        let h = Head { seg, off: 0 };
+        self.heads[queue] = Some(h);
+        Some(self.bump(inner, queue, h, size))
+    }
+
+    /// Seals every open head, so that its items can be evicted: for when nothing else can
+    /// be. Returns whether there was any.
+    fn seal_heads(&mut self, inner: &Inner) -> bool {
+        let mut any = false;
+        for h in self.heads.iter_mut().filter_map(Option::take) {
+            inner.segs.seal(h.seg, h.off);
+            any = true;
+        }
+        any
+    }
+
+    fn bump(&mut self, inner: &Inner, queue: usize, h: Head, size: usize) -> (SegId, u32) {
+        let off = h.off;
+        let end = off + size as u32;
+        self.heads[queue] = Some(Head {
+            seg: h.seg,
+            off: end,
+        });
+        // Kept current, as writers do, for a warm-restart save of an open head.
+        inner.segs.meta(h.seg).used.store(end, Ordering::Relaxed);
+        (h.seg, off)
+    }
+}
+
+impl Inner {
+    /// Segments writers leave free for eviction's copies, so that promoting or retaining
+    /// items does not wait for the segment being emptied: one, once eviction has had to
+    /// drop an item it meant to keep for want of a segment (a store only ever written,
+    /// never read, keeps nothing and so holds back nothing), and none in a store too small
+    /// to spare it.
+    pub(crate) fn reserve(&self) -> usize {
+        usize::from(self.reserve_wanted.load(Ordering::Relaxed) && self.segs.limit() >= 8)
+    }
+
+    /// Finds a fresh segment for a writer, evicting if memory is full.
+    pub(crate) fn acquire_segment(&self) -> Result<SegId, crate::error::StoreError> {
+        let reserve = self.reserve();
+        if let Some(id) = self.segs.take_free(PROBATION, reserve) {
+            return Ok(id);
+        }
+        if !self.evict {
+            return self.acquire_without_eviction();
+        }
+        let mut evictions = 0;
+        let mut drained = 0;
+        let mut waited = std::time::Duration::ZERO;
+        loop {
+            let outcome = {
+                let mut ev = self.evictor.lock();
+                // Another writer may have made room while this one waited for the lock.
+                if let Some(id) = self.segs.take_free(PROBATION, reserve) {
+                    return Ok(id);
+                }
+                evictions += 1;
+                self.evict_one(&mut ev, evictions <= RETAINING_EVICTIONS)
+            };
+            match outcome {
+                Evicted::Freed => {}
+                Evicted::Draining => {
+                    // A segment pinned by a reply after its items were evicted is left
+                    // draining, and another is tried; bounded, since each try empties one.
+                    drained += 1;
+                    if drained > crate::inner::MAX_DRAINED_PER_ACQUIRE {
+                        break;
+                    }
+                }
+                Evicted::Nothing => {
+                    // Everything evictable is pinned by replies being written on other
+                    // threads (pins last one write): wait for one to be let go, then use
+                    // the reserve rather than fail the store.
+                    if self.segs.draining() > 0 && waited < crate::inner::DRAIN_WAIT {
+                        let started = std::time::Instant::now();
+                        std::thread::yield_now();
+                        waited += started.elapsed();
+                        continue;
+                    }
+                    if let Some(id) = self.segs.take_free(PROBATION, 0) {
+                        return Ok(id);
+                    }
+                    break;
+                }
+            }
+        }
+        Err(crate::error::StoreError::OutOfMemory)
+    }
+
+    /// `-M`: memory full means out of memory, once expired items and emptied segments
+    /// have been reclaimed (memcached reclaims expired items under `-M` too).
+    fn acquire_without_eviction(&self) -> Result<SegId, crate::error::StoreError> {
+        let mut waited = std::time::Duration::ZERO;
+        let mut swept = false;
+        loop {
+            if let Some(id) = self.segs.take_free(PROBATION, 0) {
+                return Ok(id);
+            }
+            if self.segs.draining() > 0 && waited < crate::inner::DRAIN_WAIT {
+                let started = std::time::Instant::now();
+                std::thread::yield_now();
+                waited += started.elapsed();
+                continue;
+            }
+            if swept {
+                return Err(crate::error::StoreError::OutOfMemory);
+            }
+            swept = true;
+            let now = self.clock.now();
+            for id in self.segs.sealed_snapshot() {
+                self.reclaim_expired_in(id, now);
+            }
+            let _ev = self.evictor.lock();
+            self.segs.reclaim_dead();
+        }
+    }
+
+    /// Empties one segment, the one the policy picks, keeping what it is worth keeping
+    /// when `retain` is set. The caller holds the eviction lock (`ev`).
+    pub(crate) fn evict_one(&self, ev: &mut Evictor, retain: bool) -> Evicted {
+        let victim = self
+            .take_victim()
+            .or_else(|| ev.seal_heads(self).then(|| self.take_victim()).flatten());
+        let Some((victim, from)) = victim else {
+            return Evicted::Nothing;
+        };
+        self.empty_segment(ev, victim, from, retain);
+        if self.segs.release_evicted(victim) {
+            Evicted::Freed
+        } else {
+            Evicted::Draining
+        }
+    }
+
+    /// The queue eviction takes its next segment from: probation while it holds more
+    /// than its share, else the size class whose oldest segment is worth least.
+    pub(crate) fn victim_queue(&self) -> Option<usize> {
+        let (fronts, lens, opened) = self.segs.fronts();
+        let share = (PROBATION_SHARE * self.segs.limit() as f64).max(1.0);
+        if fronts[PROBATION].is_some() && lens[PROBATION] as f64 > share {
+            return Some(PROBATION);
+        }
+        let worst = (PROBATION + 1..QUEUES)
+            .filter_map(|q| fronts[q].map(|id| (q, self.worth(id, opened))))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(q, _)| q);
+        worst.or(fronts[PROBATION].map(|_| PROBATION))
+    }
+
+    /// What a segment's contents are worth per byte: items read since they arrived, per
+    /// byte, per segment written since it was opened (its age). A segment of small items
+    /// many of which are read is worth more than one of large items, and one whose items
+    /// went unread for long worth less than one just filled.
+    fn worth(&self, id: SegId, opened: u64) -> f64 {
+        let m = self.segs.meta(id);
+        let active = f64::from(m.active_items.load(Ordering::Relaxed));
+        let used = f64::from(m.used.load(Ordering::Relaxed).max(1));
+        let age = opened.saturating_sub(m.born.load(Ordering::Relaxed)) + 1;
+        active / (used * age as f64)
+    }
+
+    /// Takes the segment to evict out of its queue: one already empty if there is one,
+    /// else the oldest unpinned segment of the policy's queue (or of any queue, if that
+    /// one has none).
+    fn take_victim(&self) -> Option<(SegId, usize)> {
+        if let Some(id) = self.segs.take_dead() {
+            let q = self.segs.meta(id).queue.load(Ordering::Relaxed) as usize;
+            return Some((id, q.min(QUEUES - 1)));
+        }
+        let first = self.victim_queue()?;
+        std::iter::once(first)
+            .chain(0..QUEUES)
+            .find_map(|q| self.segs.take_oldest(q).map(|id| (id, q)))
+    }
+
+    /// Whether unread probation items of each class are promoted anyway: those of a
+    /// class worth [`ADMIT_FACTOR`] times the least valuable one, or with no main segment
+    /// yet.
+    fn admitted_classes(&self) -> [bool; QUEUES] {
+        let (fronts, _, opened) = self.segs.fronts();
+        let worth: Vec<Option<f64>> = fronts
+            .iter()
+            .map(|f| f.map(|id| self.worth(id, opened)))
+            .collect();
+        let least = worth[PROBATION + 1..]
+            .iter()
+            .flatten()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        let mut admit = [false; QUEUES];
+        for q in PROBATION + 1..QUEUES {
+            admit[q] = match worth[q] {
+                Some(w) => w > ADMIT_FACTOR * least,
+                None => true,
+            };
+        }
+        admit
+    }
+
+    /// Unlinks or moves every item of a segment taken out of its queue (`from`). The
+    /// caller holds the eviction lock.
+    pub(crate) fn empty_segment(&self, ev: &mut Evictor, id: SegId, from: usize, retain: bool) {
+        if self.segs.meta(id).live_items.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let now = self.clock.now();
+        let used = self.segs.meta(id).used.load(Ordering::Acquire) as usize;
+        let cap = (used as f64 * RETAIN_CAP) as usize;
+        let admit = if retain && from == PROBATION {
+            self.admitted_classes()
+        } else {
+            [false; QUEUES]
+        };
+        let mut kept = 0usize;
+        self.walk(id, |loc, raw| {
+            let hash = self.hash(raw.key());
+            let mut shard = self.shard(hash);
+            if !shard.links(self, hash, loc) {
+                return;
+            }
+            if is_expired(raw.exptime(), now) {
+                self.remove_expired(&mut shard, hash, loc);
+                return;
+            }
+            let freq = raw.freq();
+            if retain {
+                let class = if from == PROBATION {
+                    class_of(self.footprint(&raw))
+                } else {
+                    from
+                };
+                if (freq > 0 || admit[class]) && kept < cap {
+                    let moved = self.move_item(ev, &mut shard, hash, loc, raw, class, cap - kept);
+                    if moved.is_none() && freq > 0 {
+                        // An item being read is lost for want of a segment to copy it to:
+                        // from now on writers leave one free (see `reserve`).
+                        self.reserve_wanted.store(true, Ordering::Relaxed);
+                    }
+                    if let Some(size) = moved {
+                        kept += size;
+                        let c = &mut ev.counters;
+                        if from == PROBATION {
+                            c.promoted += 1;
+                            c.promoted_bytes += size as u64;
+                        } else {
+                            c.retained += 1;
+                            c.retained_bytes += size as u64;
+                        }
+                        return;
+                    }
+                }
+            }
+            let fetched = raw.bits() & FETCHED != 0;
+            if self.remove_loc(&mut shard, hash, loc) {
+                let c = &mut shard.counters;
+                c.evictions += 1;
+                if !fetched {
+                    c.evicted_unfetched += 1;
+                }
+                if freq > 0 {
+                    ev.counters.evicted_active += 1;
+                }
+                ev.counters.evicted_time = now.saturating_sub(raw.atime());
+                if let Some(observe) = self.evict_observer.get() {
+                    // The segment is not reused before this walk ends, so the item's
+                    // bytes are still intact although it is unlinked.
+                    observe(&self.view(loc, raw, now));
+                }
+                if from == PROBATION {
+                    self.ghost.insert(hash);
+                }
+            }
+        });
+    }
+
+    /// Copies the linked item `old` to the head of `queue` with its read count lowered by
+    /// one, and points the index at the copy. Returns the copy's size, or `None` (nothing
+    /// changed) if it would exceed `room` bytes or no segment can be had for it. The
+    /// caller holds the item's shard lock and the eviction lock.
+    #[allow(clippy::too_many_arguments)]
+    fn move_item(
+        &self,
+        ev: &mut Evictor,
+        shard: &mut Shard,
+        hash: u64,
+        old: Ref,
+        raw: RawItem,
+        queue: usize,
+        room: usize,
+    ) -> Option<usize> {
+        let bits = raw.bits();
+        // A CAS unique a client may hold (or one set explicitly) must not change; one no
+        // client has seen is derived afresh from the new place, saving 8 bytes.
+        let cas = (bits & (HAS_CAS | CAS_SEEN) != 0).then(|| self.cas_of(old, &raw));
+        let spec = ItemSpec {
+            key_len: raw.key_len(),
+            value_len: raw.value_len(),
+            flags: raw.flags(),
+            exptime: raw.exptime(),
+            cas,
+            state: with_freq(
+                bits & (FETCHED | STALE | WIN_SENT | CAS_SEEN),
+                raw.freq().saturating_sub(1),
+            ),
+        };
+        let size = self.refs.aligned(spec.size());
+        if size > room {
+            return None;
+        }
+        let (seg, off) = ev.alloc(self, queue, size)?;
+        // SAFETY: eviction owns [off, off + size) of its head segment exclusively (under
+        // the eviction lock); the copy is published below under the shard lock. The source
+        // is another segment's item, immutable apart from its header's state words, which
+        // readers only change under the shard lock this caller holds.
+        unsafe {
+            let dst = self.segs.base(seg).add(off as usize);
+            layout::write(dst, &spec, raw.key(), &[raw.value()], raw.atime());
+        }
+        self.expires_in(seg, spec.exptime);
+        let new = self.refs.make(seg, off);
+        self.link_accounting(shard, new, size);
+        shard.replace(self, hash, old, new);
+        self.unlink_accounting(shard, old);
+        Some(size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_cover_every_size_in_order() {
+        assert_eq!(class_of(16), 1);
+        assert_eq!(class_of(95), 1);
+        assert_eq!(class_of(96), 2);
+        assert_eq!(class_of(1 << 20), QUEUES - 1);
+        assert_eq!(class_of(usize::MAX), QUEUES - 1);
+        let mut last = 1;
+        for f in (16..2 << 20).step_by(997) {
+            let c = class_of(f);
+            assert!(c >= last && c < QUEUES);
+            last = c;
+        }
+    }
+}
