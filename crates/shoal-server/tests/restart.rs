@@ -216,8 +216,8 @@ fn missing_corrupt_or_future_metadata_starts_clean() {
             |b| b[..8].copy_from_slice(b"garbage!"),
         ),
         // An upgrade across a format version bump: refused cleanly, with a log line.
-        ("metadata format version 2, this build reads 1", |b| {
-            b[8..12].copy_from_slice(&2u32.to_le_bytes())
+        ("metadata format version 99, this build reads 2", |b| {
+            b[8..12].copy_from_slice(&99u32.to_le_bytes())
         }),
     ];
     for (expect, spoil) in damage {

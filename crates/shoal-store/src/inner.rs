@@ -11,7 +11,7 @@ use crate::evict::Evictor;
 use crate::ghost::Ghost;
 use crate::index::{Items, Padded, Ref, Refs, Shard};
 use crate::item::Item;
-use crate::layout::{RawItem, FETCHED};
+use crate::layout::{RawItem, ACTIVE, FETCHED};
 use crate::segments::{SegId, Segments};
 use crate::store_id::StoreId;
 use parking_lot::{Mutex, MutexGuard};
@@ -166,8 +166,15 @@ impl Inner {
 
     /// Stops counting an item as live.
     pub(crate) fn unlink_accounting(&self, shard: &mut Shard, r: Ref) {
-        let size = self.footprint(&self.item_at(r));
+        let raw = self.item_at(r);
+        let size = self.footprint(&raw);
         let m = self.segs.meta(self.refs.seg(r));
+        // The segment's count of read items counts live ones only, so that space freed by
+        // deletes, overwrites and expiry makes it cheaper to evict. (Readers set the bit
+        // and raise the count under the shard lock the caller holds.)
+        if raw.bits() & ACTIVE != 0 {
+            m.active_items.fetch_sub(1, Ordering::Relaxed);
+        }
         m.live_bytes.fetch_sub(size as u32, Ordering::Relaxed);
         m.live_items.fetch_sub(1, Ordering::Release);
         shard.counters.bytes -= size as u64;
