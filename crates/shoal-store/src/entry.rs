@@ -226,7 +226,7 @@ impl<'a> Entry<'a> {
             Some(loc) => self.inner.item_at(loc).freq(),
             None if self.inner.ghost.take(self.hash) => {
                 self.shard.counters.ghost_hits += 1;
-                1
+                u32::from(self.inner.ghost_counts(size))
             }
             None => 0,
         };

@@ -59,7 +59,7 @@ const CLASS_BOUNDS: [usize; QUEUES - 2] = [
 
 /// Share of the memory limit the probation queue may hold (sealed segments) before it is
 /// the one evicted from. S3-FIFO uses 10%; writers' open segments come on top.
-const PROBATION_SHARE: f64 = 0.05;
+const PROBATION_SHARE: f64 = 0.03;
 
 /// Most of a segment's written bytes an eviction may copy forward (see the module docs).
 const RETAIN_CAP: f64 = 0.9;
@@ -68,9 +68,42 @@ const RETAIN_CAP: f64 = 0.9;
 /// segment is worth this many times the least valuable class's.
 const ADMIT_FACTOR: f64 = 4.0;
 
+/// A main-queue segment whose live items fill less than this share of it is compacted
+/// (its live items moved, its memory freed) before anything is evicted: expiry, deletes
+/// and overwrites leave such holes, which item-by-item allocators like memcached's reuse
+/// at once and segments only when they are emptied.
+const COMPACT_BELOW: f64 = 0.5;
+
+/// Most sparse segments remembered for compaction.
+const SPARSE_MAX: usize = 64;
+
+/// A key found in the ghost is stored as read once only if its class is worth at least
+/// this many times the least valuable other class: a second chance costs memory, which a
+/// class at the margin should not spend on what it just let go (with a single class in
+/// use, every ghost hit counts, as in S3-FIFO).
+const GHOST_FACTOR: f64 = 1.5;
+
 /// Evictions one acquisition may run with retention before it evicts without it, so that
 /// a store full of items that are all being read still frees a segment in bounded time.
 const RETAINING_EVICTIONS: usize = 16;
+
+/// What eviction decides by: each queue's oldest segment, length, and (for the size
+/// classes) what that segment is worth.
+struct Weights {
+    fronts: [Option<SegId>; QUEUES],
+    lens: [usize; QUEUES],
+    worth: [Option<f64>; QUEUES],
+}
+
+impl Weights {
+    /// The least worth of any size class but `except`, if any other has a segment.
+    fn least_but(&self, except: usize) -> Option<f64> {
+        (PROBATION + 1..QUEUES)
+            .filter(|&q| q != except)
+            .filter_map(|q| self.worth[q])
+            .min_by(f64::total_cmp)
+    }
+}
 
 /// The size class of an item of `footprint` bytes: 1 to `QUEUES - 1`.
 pub(crate) fn class_of(footprint: usize) -> usize {
@@ -103,6 +136,10 @@ pub(crate) struct EvictCounters {
     pub(crate) evicted_active: u64,
     /// Seconds since the last access of the most recently evicted item.
     pub(crate) evicted_time: u32,
+    /// Segments compacted (mostly expired, deleted or overwritten).
+    pub(crate) compactions: u64,
+    /// Items they moved.
+    pub(crate) compacted: u64,
 }
 
 /// Eviction's own state, behind the eviction lock: the main queues' open segments and
@@ -110,7 +147,20 @@ pub(crate) struct EvictCounters {
 #[derive(Debug, Default)]
 pub(crate) struct Evictor {
     heads: [Option<Head>; QUEUES],
+    /// Main-queue segments an expiry sweep left mostly empty, to compact first.
+    sparse: std::collections::VecDeque<SegId>,
     pub(crate) counters: EvictCounters,
+}
+
+/// How a segment is emptied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Emptying {
+    /// Evicted, keeping the items worth keeping.
+    Retaining,
+    /// Evicted, keeping nothing (shrinking, or when keeping stalls).
+    Dropping,
+    /// Compacted: every live item kept, read counts untouched.
+    Compacting,
 }
 
 /// What one eviction did.
@@ -146,10 +196,24 @@ impl Evictor {
         if open + 1 > (inner.segs.limit() / 4).saturating_sub(1) {
             return None;
         }
-        let seg = inner.segs.take_free(queue, 0)?;
+        let seg = inner
+            .segs
+            .take_free(queue)
+            .or_else(|| inner.segs.take_spare(queue))?;
         let h = Head { seg, off: 0 };
         self.heads[queue] = Some(h);
         Some(self.bump(inner, queue, h, size))
+    }
+
+    /// Remembers sealed main-queue segment `id` for compaction if its live items fill
+    /// less than [`COMPACT_BELOW`] of it.
+    pub(crate) fn note_sparse(&mut self, inner: &Inner, id: SegId) {
+        if inner.is_sparse(id) && !self.sparse.contains(&id) {
+            if self.sparse.len() >= SPARSE_MAX {
+                self.sparse.pop_front();
+            }
+            self.sparse.push_back(id);
+        }
     }
 
     /// Seals every open head, so that its items can be evicted: for when nothing else can
@@ -177,19 +241,9 @@ impl Evictor {
 }
 
 impl Inner {
-    /// Segments writers leave free for eviction's copies, so that promoting or retaining
-    /// items does not wait for the segment being emptied: one, once eviction has had to
-    /// drop an item it meant to keep for want of a segment (a store only ever written,
-    /// never read, keeps nothing and so holds back nothing), and none in a store too small
-    /// to spare it.
-    pub(crate) fn reserve(&self) -> usize {
-        usize::from(self.reserve_wanted.load(Ordering::Relaxed) && self.segs.limit() >= 8)
-    }
-
     /// Finds a fresh segment for a writer, evicting if memory is full.
     pub(crate) fn acquire_segment(&self) -> Result<SegId, crate::error::StoreError> {
-        let reserve = self.reserve();
-        if let Some(id) = self.segs.take_free(PROBATION, reserve) {
+        if let Some(id) = self.segs.take_free(PROBATION) {
             return Ok(id);
         }
         if !self.evict {
@@ -202,7 +256,7 @@ impl Inner {
             let outcome = {
                 let mut ev = self.evictor.lock();
                 // Another writer may have made room while this one waited for the lock.
-                if let Some(id) = self.segs.take_free(PROBATION, reserve) {
+                if let Some(id) = self.segs.take_free(PROBATION) {
                     return Ok(id);
                 }
                 evictions += 1;
@@ -220,16 +274,13 @@ impl Inner {
                 }
                 Evicted::Nothing => {
                     // Everything evictable is pinned by replies being written on other
-                    // threads (pins last one write): wait for one to be let go, then use
-                    // the reserve rather than fail the store.
+                    // threads (pins last one write): wait for one to be let go rather than
+                    // fail the store.
                     if self.segs.draining() > 0 && waited < crate::inner::DRAIN_WAIT {
                         let started = std::time::Instant::now();
                         std::thread::yield_now();
                         waited += started.elapsed();
                         continue;
-                    }
-                    if let Some(id) = self.segs.take_free(PROBATION, 0) {
-                        return Ok(id);
                     }
                     break;
                 }
@@ -244,7 +295,7 @@ impl Inner {
         let mut waited = std::time::Duration::ZERO;
         let mut swept = false;
         loop {
-            if let Some(id) = self.segs.take_free(PROBATION, 0) {
+            if let Some(id) = self.segs.take_free(PROBATION) {
                 return Ok(id);
             }
             if self.segs.draining() > 0 && waited < crate::inner::DRAIN_WAIT {
@@ -269,13 +320,29 @@ impl Inner {
     /// Empties one segment, the one the policy picks, keeping what it is worth keeping
     /// when `retain` is set. The caller holds the eviction lock (`ev`).
     pub(crate) fn evict_one(&self, ev: &mut Evictor, retain: bool) -> Evicted {
+        if let Some((victim, from)) = self.take_sparse(ev) {
+            ev.counters.compactions += 1;
+            let w = self.weigh();
+            self.empty_segment(ev, victim, from, Emptying::Compacting, &w);
+            return if self.segs.release_evicted(victim) {
+                Evicted::Freed
+            } else {
+                Evicted::Draining
+            };
+        }
+        let w = self.weigh();
         let victim = self
-            .take_victim()
-            .or_else(|| ev.seal_heads(self).then(|| self.take_victim()).flatten());
+            .take_victim(&w)
+            .or_else(|| ev.seal_heads(self).then(|| self.take_victim(&w)).flatten());
         let Some((victim, from)) = victim else {
             return Evicted::Nothing;
         };
-        self.empty_segment(ev, victim, from, retain);
+        let how = if retain {
+            Emptying::Retaining
+        } else {
+            Emptying::Dropping
+        };
+        self.empty_segment(ev, victim, from, how, &w);
         if self.segs.release_evicted(victim) {
             Evicted::Freed
         } else {
@@ -286,16 +353,51 @@ impl Inner {
     /// The queue eviction takes its next segment from: probation while it holds more
     /// than its share, else the size class whose oldest segment is worth least.
     pub(crate) fn victim_queue(&self) -> Option<usize> {
+        self.choose(&self.weigh())
+    }
+
+    /// Weighs every queue's oldest segment, and tells writers which classes' ghost hits
+    /// count (see [`GHOST_FACTOR`]).
+    fn weigh(&self) -> Weights {
         let (fronts, lens, opened) = self.segs.fronts();
+        let mut worth = [None; QUEUES];
+        for q in PROBATION + 1..QUEUES {
+            worth[q] = fronts[q].map(|id| self.worth(id, opened));
+        }
+        let w = Weights {
+            fronts,
+            lens,
+            worth,
+        };
+        let mut mask = 0u32;
+        for q in PROBATION + 1..QUEUES {
+            let counts = match (w.worth[q], w.least_but(q)) {
+                (Some(mine), Some(least)) => mine >= GHOST_FACTOR * least,
+                _ => true,
+            };
+            mask |= u32::from(counts) << q;
+        }
+        self.ghost_classes.store(mask, Ordering::Relaxed);
+        w
+    }
+
+    /// The queue to evict from, given the weights.
+    fn choose(&self, w: &Weights) -> Option<usize> {
         let share = (PROBATION_SHARE * self.segs.limit() as f64).max(1.0);
-        if fronts[PROBATION].is_some() && lens[PROBATION] as f64 > share {
+        // The writers' open segments count too (one, as if they were one writer).
+        if w.fronts[PROBATION].is_some() && (w.lens[PROBATION] + 1) as f64 > share {
             return Some(PROBATION);
         }
         let worst = (PROBATION + 1..QUEUES)
-            .filter_map(|q| fronts[q].map(|id| (q, self.worth(id, opened))))
+            .filter_map(|q| w.worth[q].map(|v| (q, v)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(q, _)| q);
-        worst.or(fronts[PROBATION].map(|_| PROBATION))
+        worst.or(w.fronts[PROBATION].map(|_| PROBATION))
+    }
+
+    /// Whether a key of `footprint` bytes found in the ghost is stored as read once.
+    pub(crate) fn ghost_counts(&self, footprint: usize) -> bool {
+        self.ghost_classes.load(Ordering::Relaxed) & (1 << class_of(footprint)) != 0
     }
 
     /// What a segment's contents are worth per byte: items read since they arrived, per
@@ -310,39 +412,58 @@ impl Inner {
         active / (used * age as f64)
     }
 
+    /// Whether sealed main-queue segment `id` is mostly holes (see [`COMPACT_BELOW`]).
+    fn is_sparse(&self, id: SegId) -> bool {
+        let m = self.segs.meta(id);
+        let queue = m.queue.load(Ordering::Relaxed) as usize;
+        let used = f64::from(m.used.load(Ordering::Relaxed));
+        let live = f64::from(m.live_bytes.load(Ordering::Relaxed));
+        queue != PROBATION
+            && m.state.load(Ordering::Acquire) == crate::segments::SEALED
+            && live < used * COMPACT_BELOW
+    }
+
+    /// Takes a remembered sparse segment that is still sealed, unpinned and sparse out
+    /// of its queue, with that queue.
+    fn take_sparse(&self, ev: &mut Evictor) -> Option<(SegId, usize)> {
+        while let Some(id) = ev.sparse.pop_front() {
+            let m = self.segs.meta(id);
+            let queue = (m.queue.load(Ordering::Relaxed) as usize).min(QUEUES - 1);
+            if self.is_sparse(id)
+                && m.pins.load(Ordering::Relaxed) == 0
+                && self.segs.take_sealed(id, queue)
+            {
+                return Some((id, queue));
+            }
+        }
+        None
+    }
+
     /// Takes the segment to evict out of its queue: one already empty if there is one,
     /// else the oldest unpinned segment of the policy's queue (or of any queue, if that
     /// one has none).
-    fn take_victim(&self) -> Option<(SegId, usize)> {
+    fn take_victim(&self, w: &Weights) -> Option<(SegId, usize)> {
         if let Some(id) = self.segs.take_dead() {
             let q = self.segs.meta(id).queue.load(Ordering::Relaxed) as usize;
             return Some((id, q.min(QUEUES - 1)));
         }
-        let first = self.victim_queue()?;
+        let first = self.choose(w)?;
         std::iter::once(first)
             .chain(0..QUEUES)
             .find_map(|q| self.segs.take_oldest(q).map(|id| (id, q)))
     }
 
     /// Whether unread probation items of each class are promoted anyway: those of a
-    /// class worth [`ADMIT_FACTOR`] times the least valuable one, or with no main segment
-    /// yet.
-    fn admitted_classes(&self) -> [bool; QUEUES] {
-        let (fronts, _, opened) = self.segs.fronts();
-        let worth: Vec<Option<f64>> = fronts
-            .iter()
-            .map(|f| f.map(|id| self.worth(id, opened)))
-            .collect();
-        let least = worth[PROBATION + 1..]
-            .iter()
-            .flatten()
-            .copied()
-            .fold(f64::INFINITY, f64::min);
+    /// class worth [`ADMIT_FACTOR`] times the least valuable one, or of a class whose
+    /// first main segment is still open (items of it were read, but nothing of it is
+    /// sealed to weigh yet). A class nothing of which was ever read gets nothing unread.
+    fn admitted_classes(&self, ev: &Evictor, w: &Weights) -> [bool; QUEUES] {
+        let least = w.least_but(usize::MAX).unwrap_or(f64::INFINITY);
         let mut admit = [false; QUEUES];
         for q in PROBATION + 1..QUEUES {
-            admit[q] = match worth[q] {
+            admit[q] = match w.worth[q] {
                 Some(w) => w > ADMIT_FACTOR * least,
-                None => true,
+                None => ev.heads[q].is_some(),
             };
         }
         admit
@@ -350,15 +471,17 @@ impl Inner {
 
     /// Unlinks or moves every item of a segment taken out of its queue (`from`). The
     /// caller holds the eviction lock.
-    pub(crate) fn empty_segment(&self, ev: &mut Evictor, id: SegId, from: usize, retain: bool) {
+    fn empty_segment(&self, ev: &mut Evictor, id: SegId, from: usize, how: Emptying, w: &Weights) {
         if self.segs.meta(id).live_items.load(Ordering::Acquire) == 0 {
             return;
         }
         let now = self.clock.now();
         let used = self.segs.meta(id).used.load(Ordering::Acquire) as usize;
         let cap = (used as f64 * RETAIN_CAP) as usize;
-        let admit = if retain && from == PROBATION {
-            self.admitted_classes()
+        let retain = how != Emptying::Dropping;
+        let compact = how == Emptying::Compacting;
+        let admit = if how == Emptying::Retaining && from == PROBATION {
+            self.admitted_classes(ev, w)
         } else {
             [false; QUEUES]
         };
@@ -380,17 +503,27 @@ impl Inner {
                 } else {
                     from
                 };
-                if (freq > 0 || admit[class]) && kept < cap {
-                    let moved = self.move_item(ev, &mut shard, hash, loc, raw, class, cap - kept);
-                    if moved.is_none() && freq > 0 {
-                        // An item being read is lost for want of a segment to copy it to:
-                        // from now on writers leave one free (see `reserve`).
-                        self.reserve_wanted.store(true, Ordering::Relaxed);
-                    }
+                if (freq > 0 || admit[class] || compact) && kept < cap {
+                    // A compaction moves items as they are; eviction counts the trip.
+                    let freq_after = if compact {
+                        freq
+                    } else {
+                        freq.saturating_sub(1)
+                    };
+                    let moved = self.move_item(
+                        ev,
+                        &mut shard,
+                        hash,
+                        (loc, raw),
+                        (class, freq_after),
+                        cap - kept,
+                    );
                     if let Some(size) = moved {
                         kept += size;
                         let c = &mut ev.counters;
-                        if from == PROBATION {
+                        if compact {
+                            c.compacted += 1;
+                        } else if from == PROBATION {
                             c.promoted += 1;
                             c.promoted_bytes += size as u64;
                         } else {
@@ -424,19 +557,17 @@ impl Inner {
         });
     }
 
-    /// Copies the linked item `old` to the head of `queue` with its read count lowered by
-    /// one, and points the index at the copy. Returns the copy's size, or `None` (nothing
-    /// changed) if it would exceed `room` bytes or no segment can be had for it. The
-    /// caller holds the item's shard lock and the eviction lock.
-    #[allow(clippy::too_many_arguments)]
+    /// Copies the linked item `old` (at `raw`) to the head of `queue` with read count
+    /// `freq`, and points the index at the copy. Returns the copy's size, or `None`
+    /// (nothing changed) if it would exceed `room` bytes or no segment can be had for it.
+    /// The caller holds the item's shard lock and the eviction lock.
     fn move_item(
         &self,
         ev: &mut Evictor,
         shard: &mut Shard,
         hash: u64,
-        old: Ref,
-        raw: RawItem,
-        queue: usize,
+        (old, raw): (Ref, RawItem),
+        (queue, freq): (usize, u32),
         room: usize,
     ) -> Option<usize> {
         let bits = raw.bits();
@@ -449,10 +580,7 @@ impl Inner {
             flags: raw.flags(),
             exptime: raw.exptime(),
             cas,
-            state: with_freq(
-                bits & (FETCHED | STALE | WIN_SENT | CAS_SEEN),
-                raw.freq().saturating_sub(1),
-            ),
+            state: with_freq(bits & (FETCHED | STALE | WIN_SENT | CAS_SEEN), freq),
         };
         let size = self.refs.aligned(spec.size());
         if size > room {

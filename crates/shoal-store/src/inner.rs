@@ -58,8 +58,9 @@ pub(crate) struct Inner {
     pub(crate) evictor: Mutex<Evictor>,
     /// Keys recently evicted unread from probation.
     pub(crate) ghost: Ghost,
-    /// Eviction once lacked a segment for an item it meant to keep (see `reserve`).
-    pub(crate) reserve_wanted: std::sync::atomic::AtomicBool,
+    /// Size classes (bit per class) whose keys found in the ghost are stored as read
+    /// once; set by eviction as it weighs the classes.
+    pub(crate) ghost_classes: std::sync::atomic::AtomicU32,
 }
 
 impl Inner {
@@ -83,7 +84,7 @@ impl Inner {
             memory_file: std::sync::OnceLock::new(),
             evictor: Mutex::new(Evictor::default()),
             ghost: Ghost::new(cfg.memory_limit / GHOST_BYTES_PER_SLOT),
-            reserve_wanted: std::sync::atomic::AtomicBool::new(false),
+            ghost_classes: std::sync::atomic::AtomicU32::new(u32::MAX),
         }
     }
 
@@ -240,7 +241,7 @@ impl Inner {
 
     /// Unlinks the expired items of one sealed segment.
     pub(crate) fn reclaim_expired_in(&self, id: SegId, now: u32) {
-        let _scan = self.evictor.lock();
+        let mut ev = self.evictor.lock();
         let meta = self.segs.meta(id);
         if meta.state.load(Ordering::Acquire) != crate::segments::SEALED
             || meta.live_items.load(Ordering::Acquire) == 0
@@ -267,6 +268,7 @@ impl Inner {
             self.remove_expired(&mut shard, hash, loc);
         });
         meta.earliest_expiry.fetch_min(earliest, Ordering::AcqRel);
+        ev.note_sparse(self, id);
     }
 
     /// Notes that an item of segment `seg` expires at `exptime` (rel time; 0: never), so

@@ -73,8 +73,8 @@ pub struct SegMeta {
     /// Items read since they arrived in this segment (each counted once, at its first
     /// read): with the segment's size and age, how much its contents are still wanted.
     pub active_items: AtomicU32,
-    /// The pool's count of segments opened when this one was: its age, in segments
-    /// written since, is the current count minus this.
+    /// The pool's count of segments opened when this one was opened, then sealed: its
+    /// age, in segments written since, is the current count minus this.
     pub born: AtomicU64,
 }
 
@@ -413,17 +413,28 @@ impl Segments {
     }
 
     /// A segment to write for `queue` (the probation queue for a writer, a size class for
-    /// eviction's copies): a free one, as long as more than `reserve` stay free, or new
-    /// memory while the limit allows. `None` when neither exists: memory is full and
-    /// something must be evicted first.
-    pub fn take_free(&self, queue: usize, reserve: usize) -> Option<SegId> {
+    /// eviction's copies): a free one, or new memory while the limit allows. `None` when
+    /// neither exists: memory is full and something must be evicted first.
+    pub fn take_free(&self, queue: usize) -> Option<SegId> {
+        self.take(queue, 0)
+    }
+
+    /// A segment for eviction's copies when [`take_free`](Self::take_free) has none: one
+    /// segment of memory beyond the limit, which the next segment eviction empties gives
+    /// back (see `release`). Eviction needs somewhere to copy the items it keeps before
+    /// the segment it empties is free; borrowing for that moment costs memory one
+    /// segment over the limit at times, where keeping a segment free for it would cost
+    /// one segment of items all the time.
+    pub fn take_spare(&self, queue: usize) -> Option<SegId> {
+        self.take(queue, 1)
+    }
+
+    fn take(&self, queue: usize, beyond_limit: usize) -> Option<SegId> {
         let mut pool = self.pool.lock();
-        if pool.free.len() > reserve {
-            if let Some(id) = pool.free.pop() {
-                return Some(self.open(&mut pool, id, queue));
-            }
+        if let Some(id) = pool.free.pop() {
+            return Some(self.open(&mut pool, id, queue));
         }
-        if pool.allocated < pool.limit {
+        if pool.allocated < pool.limit + beyond_limit {
             if let Some(id) = pool.never_allocated.pop() {
                 let mem = self.memory_for(id);
                 if mem.is_null() {
@@ -453,6 +464,16 @@ impl Segments {
             }
         }
         None
+    }
+
+    /// Takes sealed segment `id` out of `queue`, if it is still there.
+    pub fn take_sealed(&self, id: SegId, queue: usize) -> bool {
+        let mut pool = self.pool.lock();
+        let q = &mut pool.queues[queue];
+        match q.iter().position(|&s| s == id) {
+            Some(pos) => q.remove(pos).is_some(),
+            None => false,
+        }
     }
 
     /// Takes the oldest segment of `queue` that no reply is reading from (evicting a
@@ -547,6 +568,8 @@ impl Segments {
         m.used.store(used, Ordering::Relaxed);
         let queue = (m.queue.load(Ordering::Relaxed) as usize).min(QUEUES - 1);
         let mut pool = self.pool.lock();
+        // Its age counts from now: a segment that took long to fill is not old for it.
+        m.born.store(pool.opened, Ordering::Relaxed);
         m.state.store(SEALED, Ordering::Release);
         pool.queues[queue].push_back(id);
     }

@@ -27,6 +27,11 @@ pub struct StoreStats {
     pub evict_retained: u64,
     /// Their bytes.
     pub evict_retained_bytes: u64,
+    /// Main-queue segments compacted because expiry, deletes or overwrites had left them
+    /// mostly empty.
+    pub compactions: u64,
+    /// Items those compactions moved.
+    pub compacted_items: u64,
     /// New keys written soon after being evicted unread from probation (found in the
     /// ghost, so stored as already read once).
     pub ghost_hits: u64,

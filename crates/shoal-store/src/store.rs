@@ -165,6 +165,9 @@ impl Store {
                 inner.reclaim_expired_in(id, now);
             }
         }
+        // The ghost remembers half as many evictions as the cache holds items.
+        let items: usize = inner.shards.iter().map(|s| s.0.lock().len()).sum();
+        inner.ghost.set_window(items / 2);
         let mut ev = inner.evictor.lock();
         inner.segs.reclaim_dead();
         // Shrinking to a lowered limit evicts without keeping anything: it must free
@@ -242,6 +245,8 @@ impl Store {
             evict_promoted_bytes: ev.promoted_bytes,
             evict_retained: ev.retained,
             evict_retained_bytes: ev.retained_bytes,
+            compactions: ev.compactions,
+            compacted_items: ev.compacted,
             ghost_hits: c.ghost_hits,
             ghost_bytes: inner.ghost.bytes() as u64,
             expired_unfetched: c.expired_unfetched,

@@ -3,7 +3,9 @@
 //! Each read is a `get`; when it misses, the object is written back with a `set` (with
 //! its TTL), as an application in front of a database does. Requests go out in windows of
 //! pipelined commands on one connection, and the fills of a window's misses are written
-//! before the next window, so the server sees the trace's order up to one window. Hits
+//! before the next window. A window never holds the same key twice (it ends before the
+//! repeat), so every request sees the fills of all the requests before it, exactly as in
+//! a sequential replay, at the speed of a pipelined one. Hits
 //! are counted from the replies themselves: object hits (share of reads answered) and
 //! byte hits (share of bytes read that came from the cache), after a warm-up.
 
@@ -271,10 +273,22 @@ pub fn replay(
     let mut fills: Vec<Request> = Vec::with_capacity(window);
     let (mut iv_gets, mut iv_hits) = (0u64, 0u64);
     let mut trace = trace.into_iter();
+    // A request read but left for the next window.
+    let mut held: Option<Request> = None;
     loop {
         batch.clear();
+        // A window ends early before a key it already holds: the second request must see
+        // the first one's fill, as it would in a sequential replay.
+        if let Some(r) = held.take() {
+            batch.push(r);
+        }
         for r in trace.by_ref() {
-            batch.push(r?);
+            let r = r?;
+            if batch.iter().any(|b| b.key == r.key) {
+                held = Some(r);
+                break;
+            }
+            batch.push(r);
             if batch.len() == window {
                 break;
             }
