@@ -459,14 +459,13 @@ impl Inner {
     /// sealed to weigh yet). A class nothing of which was ever read gets nothing unread.
     fn admitted_classes(&self, ev: &Evictor, w: &Weights) -> [bool; QUEUES] {
         let least = w.least_but(usize::MAX).unwrap_or(f64::INFINITY);
-        let mut admit = [false; QUEUES];
-        for q in PROBATION + 1..QUEUES {
-            admit[q] = match w.worth[q] {
-                Some(w) => w > ADMIT_FACTOR * least,
-                None => ev.heads[q].is_some(),
-            };
-        }
-        admit
+        std::array::from_fn(|q| {
+            q != PROBATION
+                && match w.worth[q] {
+                    Some(worth) => worth > ADMIT_FACTOR * least,
+                    None => ev.heads[q].is_some(),
+                }
+        })
     }
 
     /// Unlinks or moves every item of a segment taken out of its queue (`from`). The
