@@ -701,6 +701,55 @@ fn shoal_families(page: &mut Page, shared: &Shared) {
         &[],
         st.get_expired,
     );
+    let kept = "shoal_store_evictions_kept_items_total";
+    let kept_help = "Items eviction kept by moving them: out of probation (promoted), forward \
+        within a size class's queue (retained), or out of a mostly empty segment (compacted).";
+    page.counter(kept, kept_help, &[("how", "promoted")], st.evict_promoted);
+    page.counter(kept, kept_help, &[("how", "retained")], st.evict_retained);
+    page.counter(kept, kept_help, &[("how", "compacted")], st.compacted_items);
+    let kept_bytes = "shoal_store_evictions_kept_bytes_total";
+    let kept_bytes_help = "Bytes eviction copied to keep items, by how (see \
+        shoal_store_evictions_kept_items_total).";
+    page.counter(
+        kept_bytes,
+        kept_bytes_help,
+        &[("how", "promoted")],
+        st.evict_promoted_bytes,
+    );
+    page.counter(
+        kept_bytes,
+        kept_bytes_help,
+        &[("how", "retained")],
+        st.evict_retained_bytes,
+    );
+    page.counter(
+        "shoal_store_evicted_active_total",
+        "Items evicted although read since they arrived in their segment.",
+        &[],
+        st.evicted_active,
+    );
+    page.counter(
+        "shoal_store_ghost_hits_total",
+        "New keys written soon after being evicted unread from probation.",
+        &[],
+        st.ghost_hits,
+    );
+    page.gauge(
+        "shoal_store_ghost_bytes",
+        "Memory used by the ghost of recently evicted keys, outside the item memory limit.",
+        &[],
+        st.ghost_bytes,
+    );
+    let queues = "shoal_store_queue_segments";
+    let queues_help = "Sealed segments by queue: probation (written by clients) and main \
+        (size classes, filled by eviction).";
+    page.gauge(
+        queues,
+        queues_help,
+        &[("queue", "probation")],
+        st.segments_probation,
+    );
+    page.gauge(queues, queues_help, &[("queue", "main")], st.segments_main);
     page.counter(
         "shoal_auth_attempts_total",
         "Authentication attempts (binary SASL auth/step and ASCII-auth set).",

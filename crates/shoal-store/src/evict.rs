@@ -68,10 +68,11 @@ const RETAIN_CAP: f64 = 0.9;
 /// segment is worth this many times the least valuable class's.
 const ADMIT_FACTOR: f64 = 4.0;
 
-/// A main-queue segment whose live items fill less than this share of it is compacted
-/// (its live items moved, its memory freed) before anything is evicted: expiry, deletes
-/// and overwrites leave such holes, which item-by-item allocators like memcached's reuse
-/// at once and segments only when they are emptied.
+/// A segment whose live items fill less than this share of it is compacted (its live
+/// items moved to the head of its own queue, its memory freed) rather than evicted, and
+/// before anything else is: expiry, deletes and overwrites leave such holes, which
+/// item-by-item allocators like memcached's reuse at once and segments only when they
+/// are emptied. So live items are not evicted while expired ones hold the memory.
 const COMPACT_BELOW: f64 = 0.5;
 
 /// Most sparse segments remembered for compaction.
@@ -147,7 +148,7 @@ pub(crate) struct EvictCounters {
 #[derive(Debug, Default)]
 pub(crate) struct Evictor {
     heads: [Option<Head>; QUEUES],
-    /// Main-queue segments an expiry sweep left mostly empty, to compact first.
+    /// Segments an expiry sweep left mostly empty, to compact first.
     sparse: std::collections::VecDeque<SegId>,
     pub(crate) counters: EvictCounters,
 }
@@ -205,10 +206,10 @@ impl Evictor {
         Some(self.bump(inner, queue, h, size))
     }
 
-    /// Remembers sealed main-queue segment `id` for compaction if its live items fill
-    /// less than [`COMPACT_BELOW`] of it.
+    /// Remembers sealed segment `id` for compaction if its live items fill less than
+    /// [`COMPACT_BELOW`] of it.
     pub(crate) fn note_sparse(&mut self, inner: &Inner, id: SegId) {
-        if inner.is_sparse(id) && !self.sparse.contains(&id) {
+        if inner.is_sparse(id, true) && !self.sparse.contains(&id) {
             if self.sparse.len() >= SPARSE_MAX {
                 self.sparse.pop_front();
             }
@@ -337,10 +338,13 @@ impl Inner {
         let Some((victim, from)) = victim else {
             return Evicted::Nothing;
         };
-        let how = if retain {
-            Emptying::Retaining
-        } else {
+        let how = if !retain {
             Emptying::Dropping
+        } else if self.is_sparse(victim, false) {
+            ev.counters.compactions += 1;
+            Emptying::Compacting
+        } else {
+            Emptying::Retaining
         };
         self.empty_segment(ev, victim, from, how, &w);
         if self.segs.release_evicted(victim) {
@@ -412,14 +416,13 @@ impl Inner {
         active / (used * age as f64)
     }
 
-    /// Whether sealed main-queue segment `id` is mostly holes (see [`COMPACT_BELOW`]).
-    fn is_sparse(&self, id: SegId) -> bool {
+    /// Whether segment `id` is mostly holes (see [`COMPACT_BELOW`]), and still sealed
+    /// if `sealed` (a victim already taken out of its queue is not).
+    fn is_sparse(&self, id: SegId, sealed: bool) -> bool {
         let m = self.segs.meta(id);
-        let queue = m.queue.load(Ordering::Relaxed) as usize;
         let used = f64::from(m.used.load(Ordering::Relaxed));
         let live = f64::from(m.live_bytes.load(Ordering::Relaxed));
-        queue != PROBATION
-            && m.state.load(Ordering::Acquire) == crate::segments::SEALED
+        (!sealed || m.state.load(Ordering::Acquire) == crate::segments::SEALED)
             && live < used * COMPACT_BELOW
     }
 
@@ -429,7 +432,7 @@ impl Inner {
         while let Some(id) = ev.sparse.pop_front() {
             let m = self.segs.meta(id);
             let queue = (m.queue.load(Ordering::Relaxed) as usize).min(QUEUES - 1);
-            if self.is_sparse(id)
+            if self.is_sparse(id, true)
                 && m.pins.load(Ordering::Relaxed) == 0
                 && self.segs.take_sealed(id, queue)
             {
@@ -497,7 +500,9 @@ impl Inner {
             }
             let freq = raw.freq();
             if retain {
-                let class = if from == PROBATION {
+                // Promotion sorts probation's items into size classes; compaction and
+                // retention keep an item in its queue.
+                let class = if from == PROBATION && !compact {
                     class_of(self.footprint(&raw))
                 } else {
                     from

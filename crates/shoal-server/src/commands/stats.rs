@@ -23,19 +23,28 @@
 //!   writing, `free_chunks_end` 0 (segments are never carved up in place).
 //!   `total_malloced` is the memory of those segments; `mem_requested` is the bytes live
 //!   items take (key, value and header; `bytes`).
-//! * **Slab rebalancing.** Any segment takes items of any size, so nothing is ever moved
-//!   between classes: `slab_reassign_*`, `slabs_moved` and `slab_global_page_pool` are 0.
-//! * **LRUs.** Shoal keeps no LRU lists: it evicts the oldest segment whole. Like memcached
-//!   with `lru_segmented` off, everything is "cold": `number_cold` = `number`, the HOT,
-//!   WARM and TEMP figures are 0, every read hit is a `hits_to_cold`, and nothing moves
-//!   between LRUs (`moves_*`, `lru_maintainer_juggles`, `lru_bumps_dropped`,
-//!   `tailrepairs`, `lrutail_reflocked` 0). `age`, memcached's idle time of its LRU tail
-//!   item, is the idle time of the least recently accessed live item in the segment the
-//!   next eviction takes (the oldest sealed one), 0 until a segment is sealed.
+//! * **Slab rebalancing.** Memory moves between Shoal's size classes a segment at a time
+//!   as eviction picks the least valuable one, with no pages reassigned:
+//!   `slab_reassign_*`, `slabs_moved` and `slab_global_page_pool` are 0.
+//! * **LRUs.** Shoal keeps no LRU lists: it evicts segments, keeping the items read since
+//!   they arrived (see shoal-store's `evict`). Like memcached with `lru_segmented` off,
+//!   everything is "cold": `number_cold` = `number`, the HOT, WARM and TEMP figures are
+//!   0, every read hit is a `hits_to_cold`, and nothing moves between LRUs (`moves_*`,
+//!   `lru_maintainer_juggles`, `lru_bumps_dropped`, `tailrepairs`, `lrutail_reflocked`
+//!   0). `age`, memcached's idle time of its LRU tail item, is the idle time of the least
+//!   recently accessed live item in the segment the next eviction takes, 0 until a
+//!   segment is sealed.
 //! * **Evictions and expiry.** `evictions`/`evicted`, `evicted_unfetched`,
-//!   `expired_unfetched`, `reclaimed` and `get_expired` are the store's own counters.
-//!   `evicted_nonzero`, `evicted_time`, `evicted_active` and `direct_reclaims` are not
-//!   tracked (0). The LRU crawler is the maintenance sweep, which is not counted:
+//!   `evicted_active` (items evicted although read since they arrived in their segment:
+//!   eviction could keep no more of it), `evicted_time` (idle seconds of the last item
+//!   evicted), `expired_unfetched`, `reclaimed` and `get_expired` are the store's own
+//!   counters; `evicted_nonzero` and `direct_reclaims` are not tracked (0). After
+//!   memcached's keys, `stats` adds shoald's own: `evictions_promoted` and
+//!   `evictions_retained` (items eviction moved out of probation or forward in a size
+//!   class's queue, with their `_bytes`), `evictions_compactions` and
+//!   `evictions_compacted_items` (segments emptied because expiry, deletes or overwrites
+//!   had left them mostly holes), `ghost_hits` (new keys written soon after being evicted
+//!   unread), `ghost_bytes`, `segments_probation` and `segments_main`. The LRU crawler is the maintenance sweep, which is not counted:
 //!   `lru_crawler_running`, `lru_crawler_starts`, `crawler_reclaimed` and
 //!   `crawler_items_checked` are 0 (what it reclaims is in `reclaimed`).
 //! * **Refused stores.** `store_too_large` and `store_no_memory` (and class 1's
@@ -161,7 +170,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
     // Every connection holds one fixed read buffer; growth beyond it (long requests,
     // unsent replies) is charged to the shared budget.
     let read_buf_bytes = conns * READ_CHUNK as u64 + sh.buffers.used() as u64;
-    let numbers: [(&str, u64); 84] = [
+    let numbers: [(&str, u64); 94] = [
         ("max_connections", sh.settings.conn_limit as u64),
         ("curr_connections", conns),
         (
@@ -241,7 +250,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("slab_global_page_pool", 0),
         ("expired_unfetched", st.expired_unfetched),
         ("evicted_unfetched", st.evicted_unfetched),
-        ("evicted_active", 0),
+        ("evicted_active", st.evicted_active),
         ("evictions", st.evictions),
         ("reclaimed", st.reclaimed),
         ("crawler_reclaimed", 0),
@@ -252,6 +261,17 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("moves_within_lru", 0),
         ("direct_reclaims", 0),
         ("lru_bumps_dropped", 0),
+        // shoald's own, after memcached's: what eviction kept (see shoal-store's evict).
+        ("evictions_promoted", st.evict_promoted),
+        ("evictions_promoted_bytes", st.evict_promoted_bytes),
+        ("evictions_retained", st.evict_retained),
+        ("evictions_retained_bytes", st.evict_retained_bytes),
+        ("evictions_compactions", st.compactions),
+        ("evictions_compacted_items", st.compacted_items),
+        ("ghost_hits", st.ghost_hits),
+        ("ghost_bytes", st.ghost_bytes),
+        ("segments_probation", st.segments_probation),
+        ("segments_main", st.segments_main),
     ];
     for (name, value) in numbers {
         reply::stat_u64(out, name, value);
@@ -441,13 +461,13 @@ pub fn items(sh: &Shared, out: &mut Vec<u8>) {
         ("mem_requested", st.bytes),
         ("evicted", st.evictions),
         ("evicted_nonzero", 0),
-        ("evicted_time", 0),
+        ("evicted_time", u64::from(st.evicted_time)),
         ("outofmemory", t.store_no_memory),
         ("tailrepairs", 0),
         ("reclaimed", st.reclaimed),
         ("expired_unfetched", st.expired_unfetched),
         ("evicted_unfetched", st.evicted_unfetched),
-        ("evicted_active", 0),
+        ("evicted_active", st.evicted_active),
         ("crawler_reclaimed", 0),
         ("crawler_items_checked", 0),
         ("lrutail_reflocked", 0),
