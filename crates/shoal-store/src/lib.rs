@@ -1,9 +1,11 @@
 //! Shoal's item store: memory-bounded, multi-threaded, with no protocol knowledge.
 //!
 //! Items live in fixed-size segments that writers fill by appending (one open segment per
-//! thread, no lock); a sharded hash index maps keys to item locations. When memory is full
-//! the oldest segment is evicted whole. Per-item overhead is an 8-byte header plus an
-//! 8-byte index slot, against memcached's ~50-byte header and slab-class rounding, so the
+//! thread, no lock); a sharded hash index, chained through the items, maps keys to item
+//! locations. When memory is full a segment is emptied, and the items in it that were
+//! read are moved to keep them (`evict`: probation and per-size-class main queues, a
+//! ghost of recent evictions). Per-item overhead is a 12-byte header plus at most one
+//! 4-byte bucket head, against memcached's ~50-byte header and slab-class rounding, so the
 //! same memory holds far more small items.
 //!
 //! ```
