@@ -479,15 +479,3 @@ fn pinning_another_stores_item_is_refused() {
     set(&a, &mut w, b"k", b"v");
     let _pin = a.get(b"k", |i| b.pin(i));
 }
-
-#[test]
-#[ignore = "diagnostic"]
-fn dump_density() {
-    let s = store(64 << 20);
-    let mut w = s.writer();
-    let value = [7u8; 100];
-    for i in 0..1_000_000u32 {
-        set(&s, &mut w, format!("key:{i:08}").as_bytes(), &value);
-    }
-    eprintln!("{:?}", s.stats());
-}
