@@ -479,3 +479,64 @@ fn pinning_another_stores_item_is_refused() {
     set(&a, &mut w, b"k", b"v");
     let _pin = a.get(b"k", |i| b.pin(i));
 }
+
+/// Sets `n` new keys of `len` bytes that are never read: a turn of memory for eviction.
+fn churn(s: &Store, w: &mut shoal_store::Writer, tag: &str, n: u32, len: usize) {
+    let v = vec![0u8; len];
+    for i in 0..n {
+        set(s, w, format!("{tag}{i}").as_bytes(), &v);
+    }
+}
+
+#[test]
+fn an_item_that_is_read_outlives_many_turns_of_memory_with_value_flags_and_cas() {
+    let s = store(8 << 20);
+    let mut w = s.writer();
+    let value: Vec<u8> = (0..3000u32).map(|i| (i % 253) as u8).collect();
+    let opts = StoreOptions {
+        flags: 77,
+        exptime: s.clock().expiry(3600),
+        ..StoreOptions::default()
+    };
+    let cas = s
+        .update(&mut w, b"kept", |e| e.store(&[&value], opts))
+        .expect("store");
+    for round in 0..6 {
+        // Read it (as a client would, CAS and all), then write memory over twice.
+        let seen = s.get(b"kept", |i| (i.value().to_vec(), i.flags(), i.cas()));
+        assert_eq!(seen, Some((value.clone(), 77, cas)), "round {round}");
+        churn(&s, &mut w, &format!("r{round}:"), 16_000, 1000);
+    }
+    let st = s.stats();
+    assert!(st.evictions > 80_000, "memory turned over: {st:?}");
+    assert!(st.evict_promoted + st.evict_retained > 0, "{st:?}");
+    assert!(get(&s, b"never-read-0").is_none());
+    let ttl = s.get(b"kept", |i| i.ttl()).expect("kept").expect("ttl");
+    assert!((3500..=3600).contains(&ttl), "expiry kept: {ttl}");
+}
+
+#[test]
+fn a_moved_item_keeps_its_cas_once_a_client_has_seen_it() {
+    let s = store(8 << 20);
+    let mut w = s.writer();
+    // Stored with a CAS unique the caller keeps private (a text `set`), and never asked
+    // for it: a move may give it another, which nobody can tell.
+    let private = StoreOptions {
+        private_cas: true,
+        ..StoreOptions::default()
+    };
+    s.update(&mut w, b"quiet", |e| e.store(&[b"q"], private))
+        .expect("store");
+    // Stored the same way, but then read with its CAS (a `gets`): that one must hold.
+    s.update(&mut w, b"seen", |e| e.store(&[b"s"], private))
+        .expect("store");
+    let seen_cas = s.get(b"seen", |i| i.cas()).expect("hit");
+    for round in 0..4 {
+        s.get(b"quiet", |i| i.value().to_vec()).expect("quiet kept");
+        assert_eq!(s.get(b"seen", |i| i.cas()), Some(seen_cas), "round {round}");
+        churn(&s, &mut w, &format!("r{round}:"), 16_000, 1000);
+    }
+    assert_eq!(s.get(b"seen", |i| i.cas()), Some(seen_cas));
+    assert_eq!(get(&s, b"quiet").as_deref(), Some(&b"q"[..]));
+    assert!(s.stats().evict_promoted >= 2, "both were moved");
+}
