@@ -10,7 +10,9 @@ root=$(pwd)
 # provide them.
 export SHOAL_REQUIRE_PEERS=1
 
-log() { printf '\n==> %s\n' "$*"; }
+started=$SECONDS
+# Each step is logged with the time since the start, so a slow step shows in CI's log.
+log() { printf '\n==> [%dm%02ds] %s\n' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60)) "$*"; }
 
 need_pkgs=()
 command -v memcached >/dev/null || need_pkgs+=(memcached)
