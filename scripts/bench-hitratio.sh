@@ -55,7 +55,7 @@ fi
 if part curves; then
   for s in zipf1-loguniform zipf0.8-lognormal; do
     echo "== miss-ratio curve, $s ($(uptime | sed 's/.*load average/load average/'))" >&2
-    "$bin/shoal-bench" hitratio --shape "$s" --curve --scale 4 \
+    "$bin/shoal-bench" hitratio --shape "$s" --curve --scale 2 \
       --server shoald --server "memcached 1.6.45=memcached:$mc_new" \
       --reference-python "$venv/bin/python" --out "$out/curve-$s"
   done
