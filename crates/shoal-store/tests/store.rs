@@ -489,7 +489,10 @@ fn churn(s: &Store, w: &mut shoal_store::Writer, tag: &str, n: u32, len: usize) 
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "100k stores: too slow under Miri; tests/stress.rs moves items")]
+#[cfg_attr(
+    miri,
+    ignore = "100k stores: too slow under Miri; tests/stress.rs moves items"
+)]
 fn an_item_that_is_read_outlives_many_turns_of_memory_with_value_flags_and_cas() {
     let s = store(8 << 20);
     let mut w = s.writer();
@@ -517,7 +520,10 @@ fn an_item_that_is_read_outlives_many_turns_of_memory_with_value_flags_and_cas()
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "64k stores: too slow under Miri; tests/stress.rs moves items")]
+#[cfg_attr(
+    miri,
+    ignore = "64k stores: too slow under Miri; tests/stress.rs moves items"
+)]
 fn a_moved_item_keeps_its_cas_once_a_client_has_seen_it() {
     let s = store(8 << 20);
     let mut w = s.writer();
