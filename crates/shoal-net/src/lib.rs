@@ -21,13 +21,15 @@
 //!   a daemon buffer;
 //! - [`metrics`]: the Prometheus text format, histograms and the `--metrics-listen`
 //!   endpoint the three daemons share;
-//! - [`logging`]: `--log-format text|json`.
+//! - [`logging`]: `--log-format text|json|journal`;
+//! - [`options_file`]: `--config FILE`, options in memcached.conf's syntax.
 
 mod accept;
 mod budget;
 pub mod connection;
 mod listener;
 pub mod logging;
+pub mod options_file;
 mod malloc;
 pub mod metrics;
 mod pool;

@@ -145,8 +145,10 @@ pub struct Args {
     /// `-o io_uring`.
     #[arg(long = "io-uring")]
     pub io_uring: bool,
-    /// Log line format on stderr: text or json.
-    #[arg(long = "log-format", value_name = "FORMAT", default_value = "text")]
+    /// Log line format on stderr: text, json, journal (systemd's: `<N>` priority prefixes,
+    /// no timestamps) or auto (journal when stderr is the journal, as under systemd, else
+    /// text).
+    #[arg(long = "log-format", value_name = "FORMAT", default_value = "auto")]
     pub log_format: shoal_net::logging::LogFormat,
 }
 
