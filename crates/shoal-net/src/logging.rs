@@ -150,10 +150,7 @@ pub fn init(format: LogFormat, level: tracing::Level) {
                 .without_time()
                 .with_level(false)
                 .with_ansi(false);
-            builder
-                .with_ansi(false)
-                .event_format(Journald(line))
-                .init()
+            builder.with_ansi(false).event_format(Journald(line)).init()
         }
         LogFormat::Auto | LogFormat::Text => builder.init(),
     }

@@ -84,7 +84,9 @@ pub enum OptionsFileError {
         text: String,
     },
     /// A short option the daemon does not know.
-    #[error("{program}: invalid option -- '{option}'\nIllegal argument \"?\"\n(in {path} line {line})")]
+    #[error(
+        "{program}: invalid option -- '{option}'\nIllegal argument \"?\"\n(in {path} line {line})"
+    )]
     UnknownShort {
         /// The daemon's name.
         program: String,
@@ -164,13 +166,12 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<OptionLine>, OptionsFileErro
     let mut lines = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let number = i + 1;
-        let words = split_words(strip_comment(raw)).map_err(|quote| {
-            OptionsFileError::Unterminated {
+        let words =
+            split_words(strip_comment(raw)).map_err(|quote| OptionsFileError::Unterminated {
                 path: path.to_path_buf(),
                 line: number,
                 quote,
-            }
-        })?;
+            })?;
         let Some(first) = words.first() else {
             continue;
         };
@@ -318,9 +319,9 @@ pub fn command_line_with_file(
             }
             continue;
         }
-        let replaced = ids.iter().all(|id| {
-            on_command_line.contains(id) && !rules.cumulative.contains(&id.as_str())
-        });
+        let replaced = ids
+            .iter()
+            .all(|id| on_command_line.contains(id) && !rules.cumulative.contains(&id.as_str()));
         if !ids.is_empty() && replaced {
             continue;
         }
@@ -333,7 +334,10 @@ pub fn command_line_with_file(
 /// How an option is written: `-d`, or `--name` when it has no short form.
 fn flag_name(cmd: &clap::Command, id: &str) -> String {
     let arg = cmd.get_arguments().find(|a| a.get_id().as_str() == id);
-    match (arg.and_then(|a| a.get_short()), arg.and_then(|a| a.get_long())) {
+    match (
+        arg.and_then(|a| a.get_short()),
+        arg.and_then(|a| a.get_long()),
+    ) {
         (Some(c), _) => format!("-{c}"),
         (None, Some(long)) => format!("--{long}"),
         (None, None) => id.to_string(),
@@ -392,7 +396,10 @@ fn line_error(e: &clap::Error, program: &str, line: &OptionLine, path: &Path) ->
     OptionsFileError::Invalid {
         path,
         line: number,
-        message: message.strip_prefix("error: ").unwrap_or(message).to_string(),
+        message: message
+            .strip_prefix("error: ")
+            .unwrap_or(message)
+            .to_string(),
     }
 }
 
@@ -436,10 +443,17 @@ mod tests {
         let text = "\n# memcached default config file\n-d\n\nlogfile /var/log/memcached.log\n\
                     -m 64\n   \n-p 11211 # port\n";
         let lines = parse(text, Path::new("m.conf")).unwrap();
-        let got: Vec<_> = lines.iter().map(|l| (l.number, l.words.join(" "))).collect();
+        let got: Vec<_> = lines
+            .iter()
+            .map(|l| (l.number, l.words.join(" ")))
+            .collect();
         assert_eq!(
             got,
-            [(3, "-d".into()), (6, "-m 64".into()), (8, "-p 11211".into())]
+            [
+                (3, "-d".into()),
+                (6, "-m 64".into()),
+                (8, "-p 11211".into())
+            ]
         );
         let err = parse("-m 64\nmemory 64\n", Path::new("m.conf")).unwrap_err();
         assert_eq!(
@@ -454,8 +468,18 @@ mod tests {
     fn command() -> Command {
         Command::new("memd")
             .args_override_self(true)
-            .arg(Arg::new("port").short('p').long("port").default_value("11211"))
-            .arg(Arg::new("memory").short('m').long("memory-limit").default_value("64"))
+            .arg(
+                Arg::new("port")
+                    .short('p')
+                    .long("port")
+                    .default_value("11211"),
+            )
+            .arg(
+                Arg::new("memory")
+                    .short('m')
+                    .long("memory-limit")
+                    .default_value("64"),
+            )
             .arg(Arg::new("verbose").short('v').action(ArgAction::Count))
             .arg(Arg::new("listen").short('l').action(ArgAction::Append))
             .arg(Arg::new("extended").short('o').action(ArgAction::Append))
@@ -488,12 +512,27 @@ mod tests {
         let file = "-d\n-m 64\n-p 11211\n-v\n-l 127.0.0.1\n-o a=1\n";
         assert_eq!(
             merged(file, &[]).unwrap(),
-            ["memd", "-m", "64", "-p", "11211", "-v", "-l", "127.0.0.1", "-o", "a=1"]
+            [
+                "memd",
+                "-m",
+                "64",
+                "-p",
+                "11211",
+                "-v",
+                "-l",
+                "127.0.0.1",
+                "-o",
+                "a=1"
+            ]
         );
         // -m, -v and -l on the command line drop the file's lines; -o adds up; -d is
         // dropped from the file whatever the command line says.
         assert_eq!(
-            merged(file, &["--memory-limit=128", "-vv", "-l", "::1", "-o", "b=2"]).unwrap(),
+            merged(
+                file,
+                &["--memory-limit=128", "-vv", "-l", "::1", "-o", "b=2"]
+            )
+            .unwrap(),
             [
                 "memd",
                 "-p",
