@@ -11,7 +11,7 @@ use shoal_proxy::{start, Options, ProxyConfig};
 /// A twemproxy-compatible memcached proxy. Flags follow nutcracker's.
 #[derive(Parser, Debug)]
 #[command(name = "shoal-proxy", version, disable_version_flag = true)]
-struct Args {
+pub(crate) struct Args {
     /// Configuration file (twemproxy YAML).
     #[arg(short = 'c', long = "conf-file", default_value = "conf/nutcracker.yml")]
     conf: PathBuf,
