@@ -59,7 +59,7 @@ deb=$(ls -t "$target"/debian/shoal_*.deb | head -n1)
 log "package: $deb"
 
 log "lintian (errors fail; warnings listed in docs/packaging.md)"
-lintian_out=$(lintian --no-tag-display-limit "$deb" 2>&1 || true)
+lintian_out=$(lintian --tag-display-limit 0 "$deb" 2>&1 || true)
 echo "$lintian_out" | sed 's/^/    /'
 if echo "$lintian_out" | grep -q '^E: '; then fail "lintian reports errors"; fi
 
@@ -80,13 +80,14 @@ dpkg-query -W -f='${Status}\n' shoal | grep -q '^install ok installed$' || fail 
 log "files where Debian puts them"
 for f in /usr/bin/shoald /usr/bin/shoal-proxy /usr/bin/shoal-queued /usr/bin/shoal \
   /usr/bin/shoal-bench /etc/shoal/shoald.conf /etc/shoal/queued.conf \
-  /etc/shoal/nutcracker.yml /lib/systemd/system/shoald.service \
-  /lib/systemd/system/shoal-proxy.service /lib/systemd/system/shoal-queued.service \
+  /etc/shoal/nutcracker.yml /usr/lib/systemd/system/shoald.service \
+  /usr/lib/systemd/system/shoal-proxy.service /usr/lib/systemd/system/shoal-queued.service \
   /usr/share/bash-completion/completions/shoald /usr/share/zsh/vendor-completions/_shoald \
   /usr/share/doc/shoal/copyright /usr/share/doc/shoal/changelog.Debian.gz; do
   [ -e "$f" ] || fail "$f missing"
 done
-dpkg-deb -c "$deb" | grep -q ' ./usr/share/man/man1/shoald.1.gz$' || fail "no shoald.1.gz in the package"
+contents=$(dpkg-deb -c "$deb")
+grep -q ' ./usr/share/man/man1/shoald.1.gz$' <<<"$contents" || fail "no shoald.1.gz in the package"
 for f in /etc/shoal/shoald.conf /etc/shoal/queued.conf /etc/shoal/nutcracker.yml; do
   grep -qx "$f" /var/lib/dpkg/info/shoal.conffiles || fail "$f is not a conffile"
 done
@@ -116,7 +117,7 @@ log "systemd-analyze verify"
 man_check=--man=yes
 [ -e /usr/share/man/man1/shoald.1.gz ] || man_check=--man=no
 for u in shoald shoal-proxy shoal-queued; do
-  out=$(systemd-analyze verify "$man_check" "/lib/systemd/system/$u.service" 2>&1) ||
+  out=$(systemd-analyze verify "$man_check" "/usr/lib/systemd/system/$u.service" 2>&1) ||
     { echo "$out"; fail "systemd-analyze verify $u.service"; }
   # verify prints warnings without failing: the units must have none.
   if echo "$out" | grep -q "$u.service"; then echo "$out"; fail "systemd-analyze verify $u.service warns"; fi
@@ -189,7 +190,7 @@ dpkg -i "$deb" >/dev/null
 log "dpkg --purge removes the configuration"
 dpkg --purge shoal >/dev/null
 [ ! -e /etc/shoal ] || fail "/etc/shoal left after purge"
-[ ! -e /lib/systemd/system/shoald.service ] || fail "unit left after purge"
+[ ! -e /usr/lib/systemd/system/shoald.service ] || fail "unit left after purge"
 [ ! -e /etc/systemd/system/multi-user.target.wants/shoald.service ] || fail "enablement left after purge"
 
 log "package tests passed in $((SECONDS - started))s"

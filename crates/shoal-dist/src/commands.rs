@@ -94,7 +94,7 @@ The options the packaged shoald.service starts shoald with (memcached.conf synta
 .I /etc/memcached.conf
 memcached's own file, which \fB\-\-config\fR reads unchanged.
 .TP
-.I /lib/systemd/system/shoald.service
+.I /usr/lib/systemd/system/shoald.service
 The systemd unit.
 .SH SEE ALSO
 .BR memcached (1),
@@ -116,7 +116,7 @@ Stop accepting, finish the replies in flight, exit.
 .I /etc/shoal/nutcracker.yml
 The configuration the packaged shoal\-proxy.service reads (twemproxy's YAML).
 .TP
-.I /lib/systemd/system/shoal\-proxy.service
+.I /usr/lib/systemd/system/shoal\-proxy.service
 The systemd unit.
 .SH SEE ALSO
 .BR nutcracker (8),
@@ -135,7 +135,7 @@ The options the packaged shoal\-queued.service starts shoal\-queued with.
 .I /var/lib/shoal/queued
 The packaged unit's data directory.
 .TP
-.I /lib/systemd/system/shoal\-queued.service
+.I /usr/lib/systemd/system/shoal\-queued.service
 The systemd unit.
 .SH SEE ALSO
 .BR shoald (1),
