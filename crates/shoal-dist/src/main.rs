@@ -2,6 +2,10 @@
 //! the Debian package installs, generated from the same clap definitions as their
 //! `--help`. The package script (packaging/build-deb.sh) runs it before `cargo deb`.
 
+// shoal-bench's util.rs is compiled twice: as the bench binary's own `util` (inside
+// `commands`) and at this root, where its siblings look for `crate::util`.
+#![allow(clippy::duplicate_mod)]
+
 mod commands;
 
 /// shoal-bench's `util`, which its subcommand modules (compiled in [`commands`]) reach as
