@@ -109,6 +109,12 @@ memccapable_against
 log "memccapable -a and -b against shoald on the io_uring data path"
 memccapable_against --io-uring
 
+# The Debian package from the release binaries built above: lintian, dpkg -i/-r/--purge,
+# systemd-analyze verify, shoald on Debian's stock /etc/memcached.conf (about a minute,
+# plus two for cargo-deb's one-time install on a new machine).
+log "Debian package (scripts/test-package.sh)"
+bash scripts/test-package.sh
+
 if [ -x scripts/test-python.sh ]; then
   log "Python client suites (pymemcache)"
   SHOALD_BIN="$target/release/shoald" bash scripts/test-python.sh

@@ -11,7 +11,7 @@ use shoal_ring::{
 
 #[derive(Parser, Debug)]
 #[command(name = "shoal", version, about = "Shoal operator tools")]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }

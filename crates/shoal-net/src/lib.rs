@@ -21,7 +21,8 @@
 //!   a daemon buffer;
 //! - [`metrics`]: the Prometheus text format, histograms and the `--metrics-listen`
 //!   endpoint the three daemons share;
-//! - [`logging`]: `--log-format text|json`.
+//! - [`logging`]: `--log-format text|json|journal`;
+//! - [`options_file`]: `--config FILE`, options in memcached.conf's syntax.
 
 mod accept;
 mod budget;
@@ -30,6 +31,7 @@ mod listener;
 pub mod logging;
 mod malloc;
 pub mod metrics;
+pub mod options_file;
 mod pool;
 mod read_buffer;
 mod reply;

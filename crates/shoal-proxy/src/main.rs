@@ -11,7 +11,7 @@ use shoal_proxy::{start, Options, ProxyConfig};
 /// A twemproxy-compatible memcached proxy. Flags follow nutcracker's.
 #[derive(Parser, Debug)]
 #[command(name = "shoal-proxy", version, disable_version_flag = true)]
-struct Args {
+pub(crate) struct Args {
     /// Configuration file (twemproxy YAML).
     #[arg(short = 'c', long = "conf-file", default_value = "conf/nutcracker.yml")]
     conf: PathBuf,
@@ -68,8 +68,10 @@ struct Args {
     /// Serve Prometheus metrics (`GET /metrics`, HTTP/1.1) on ADDR:PORT (off by default).
     #[arg(long = "metrics-listen", value_name = "ADDR:PORT")]
     metrics_listen: Option<SocketAddr>,
-    /// Log line format on stderr: text or json.
-    #[arg(long = "log-format", value_name = "FORMAT", default_value = "text")]
+    /// Log line format on stderr: text, json, journal (systemd's: `<N>` priority prefixes,
+    /// no timestamps) or auto (journal when stderr is the journal, as under systemd, else
+    /// text).
+    #[arg(long = "log-format", value_name = "FORMAT", default_value = "auto")]
     log_format: shoal_net::logging::LogFormat,
 }
 

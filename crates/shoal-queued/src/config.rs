@@ -1,8 +1,10 @@
 //! shoal-queued's command line and per-queue limits file.
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
+use shoal_net::options_file::{self, FileRules, OptionsFileError};
 use shoal_queue::{EngineConfig, FsyncPolicy, FullPolicy, QueueLimits};
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -15,9 +17,17 @@ pub const VERSION: &str = concat!("shoal-queued-", env!("CARGO_PKG_VERSION"));
     name = "shoal-queued",
     version = VERSION,
     about = "shoal-queued: a durable message queue over the memcached text protocol (MemcacheQ/Kestrel compatible)",
-    args_override_self = true
+    args_override_self = true,
+    after_help = "With --config FILE, options are read from FILE first (memcached.conf's \
+syntax: one option per line, # comments); options given on the command line win over the \
+file's."
 )]
 pub struct Args {
+    /// Read options from FILE first, in memcached.conf's syntax (one option per line, `#`
+    /// comments, shell quoting), as the packaged unit does with /etc/shoal/queued.conf.
+    /// Options given on the command line win over the file's.
+    #[arg(long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// TCP port to listen on (MemcacheQ's default).
     #[arg(short = 'p', long = "port", default_value_t = 22201)]
     pub port: u16,
@@ -93,8 +103,10 @@ pub struct Args {
     /// Serve Prometheus metrics (`GET /metrics`, HTTP/1.1) on ADDR:PORT (off by default).
     #[arg(long = "metrics-listen", value_name = "ADDR:PORT")]
     pub metrics_listen: Option<std::net::SocketAddr>,
-    /// Log line format on stderr: text or json.
-    #[arg(long = "log-format", value_name = "FORMAT", default_value = "text")]
+    /// Log line format on stderr: text, json, journal (systemd's: `<N>` priority prefixes,
+    /// no timestamps) or auto (journal when stderr is the journal, as under systemd, else
+    /// text).
+    #[arg(long = "log-format", value_name = "FORMAT", default_value = "auto")]
     pub log_format: shoal_net::logging::LogFormat,
 }
 
@@ -179,7 +191,37 @@ pub fn parse_queue_config(
     Ok(out)
 }
 
+/// Why the command line (with its options file) could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    /// clap's own: a bad flag on the command line, or `--help`/`--version`, which clap
+    /// reports as errors to print.
+    #[error(transparent)]
+    CommandLine(#[from] clap::Error),
+    /// The options file: unreadable, or a line shoal-queued refuses.
+    #[error(transparent)]
+    File(#[from] OptionsFileError),
+}
+
 impl Args {
+    /// Reads `argv` (the program name first) and, when it names one with `--config`, the
+    /// options file, whose options come first so that the command line's win.
+    pub fn from_command_line(argv: Vec<OsString>) -> Result<Args, ArgsError> {
+        let rules = FileRules {
+            config: "config",
+            ignored: &[],
+            cumulative: &[],
+        };
+        let args = Args::try_parse_from(&argv)?;
+        let Some(path) = args.config.clone() else {
+            return Ok(args);
+        };
+        let lines = options_file::read(&path)?;
+        let merged =
+            options_file::command_line_with_file(&Args::command(), &argv, &lines, &path, rules)?;
+        Ok(Args::try_parse_from(merged)?)
+    }
+
     /// Validates the options into [`Settings`]; the error is a usage error (exit 2).
     pub fn settings(&self) -> Result<Settings, String> {
         let listen: IpAddr = self
@@ -260,6 +302,36 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_file_then_the_command_line() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("queued.conf");
+        std::fs::write(
+            &path,
+            "# shoal-queued\n-p 22201\n-d /var/lib/shoal/queued\n--fsync always # safe\n-v\n",
+        )
+        .expect("write");
+        let argv = |extra: &[&str]| -> Vec<OsString> {
+            let mut v: Vec<OsString> = vec!["shoal-queued".into(), "--config".into()];
+            v.push(path.clone().into());
+            v.extend(extra.iter().map(OsString::from));
+            v
+        };
+        let a = Args::from_command_line(argv(&[])).expect("reads");
+        assert_eq!(a.port, 22201);
+        assert_eq!(a.data_dir, PathBuf::from("/var/lib/shoal/queued"));
+        assert_eq!((a.fsync, a.verbose), (FsyncPolicy::Always, 1));
+        let a = Args::from_command_line(argv(&["-p", "1", "--fsync", "never"])).expect("reads");
+        assert_eq!((a.port, a.fsync), (1, FsyncPolicy::Never));
+        std::fs::write(&path, "-Z\n").expect("write");
+        let e = Args::from_command_line(argv(&[])).expect_err("refused");
+        assert!(
+            e.to_string()
+                .starts_with("shoal-queued: invalid option -- 'Z'\n"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn read_buffer_budget() {

@@ -1,13 +1,21 @@
 //! The `shoal-queued` binary: parse the command line, set up logging, open the data
 //! directory, serve.
 
-use clap::Parser;
+use shoal_queued::config::ArgsError;
 use shoal_queued::{bind, run, Args};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // clap exits 2 on a usage error (unknown option) and 0 for --help/--version.
-    let args = Args::try_parse().unwrap_or_else(|e| e.exit());
+    // clap exits 2 on a usage error (unknown option) and 0 for --help/--version; a bad
+    // options file is a usage error too.
+    let args = match Args::from_command_line(std::env::args_os().collect()) {
+        Ok(a) => a,
+        Err(ArgsError::CommandLine(e)) => e.exit(),
+        Err(ArgsError::File(e)) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
     let settings = match args.settings() {
         Ok(s) => s,
         Err(e) => {

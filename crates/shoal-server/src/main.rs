@@ -8,8 +8,7 @@
 //! happens after it.
 
 use clap::error::ErrorKind;
-use clap::Parser;
-use shoal_server::config::{EX_NOUSER, EX_OSERR};
+use shoal_server::config::{ArgsError, EX_NOUSER, EX_OSERR};
 use shoal_server::{bind, bind_extra, run_all, Args, Listener, Settings, VERSION};
 use std::ffi::CString;
 use std::io;
@@ -107,9 +106,9 @@ impl StartupError {
 }
 
 fn main() -> ExitCode {
-    let args = match Args::try_parse() {
+    let args = match Args::from_command_line(std::env::args_os().collect()) {
         Ok(a) => a,
-        Err(e) => match e.kind() {
+        Err(ArgsError::CommandLine(e)) => match e.kind() {
             ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => e.exit(),
             _ => {
                 // memcached exits 1 for an unknown or malformed option.
@@ -117,6 +116,11 @@ fn main() -> ExitCode {
                 return ExitCode::from(1);
             }
         },
+        Err(ArgsError::File(e)) => {
+            // memcached's wording for a bad option, then the file and line.
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
     };
     if args.version {
         println!("shoald {VERSION}");

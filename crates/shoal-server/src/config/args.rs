@@ -13,10 +13,19 @@ use std::path::PathBuf;
     version = VERSION,
     about = "shoald: a drop-in memcached server (text, meta and binary protocols)",
     disable_version_flag = true,
+    after_help = "With --config FILE, options are read from FILE first (memcached.conf's \
+syntax, as Debian's /etc/memcached.conf: one option per line, # comments); options given \
+on the command line win over the file's.",
     // getopt semantics, as memcached: a repeated option's last value wins.
     args_override_self = true
 )]
 pub struct Args {
+    /// Read options from FILE first, in memcached.conf's syntax (Debian's
+    /// /etc/memcached.conf: one option per line, `#` comments, shell quoting; `-d` and
+    /// `logfile` lines ignored). Options given on the command line win over the file's;
+    /// `-o` keys add up.
+    #[arg(long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// TCP port to listen on (0: any free port).
     #[arg(short = 'p', long = "port", default_value_t = 11211)]
     pub port: u16,
@@ -145,8 +154,10 @@ pub struct Args {
     /// `-o io_uring`.
     #[arg(long = "io-uring")]
     pub io_uring: bool,
-    /// Log line format on stderr: text or json.
-    #[arg(long = "log-format", value_name = "FORMAT", default_value = "text")]
+    /// Log line format on stderr: text, json, journal (systemd's: `<N>` priority prefixes,
+    /// no timestamps) or auto (journal when stderr is the journal, as under systemd, else
+    /// text).
+    #[arg(long = "log-format", value_name = "FORMAT", default_value = "auto")]
     pub log_format: shoal_net::logging::LogFormat,
 }
 

@@ -7,14 +7,16 @@
 //! extstore, ...) are validated and shown in `stats settings` but change nothing; they are
 //! collected in [`Settings::inert`] so the binary can say so once at startup.
 //!
-//! One job per module: `args` is the command line as clap reads it, `validate` turns it
-//! into [`Settings`] with memcached's checks in memcached's order, `extended` applies the
-//! `-o` keys, `listen` reads `-l`, `settings` and `tunables` are what the server runs with
-//! and reports, and `inert` names what is accepted without effect. Everything public is
+//! One job per module: `args` is the command line as clap reads it, `file` puts a
+//! `--config FILE` (memcached.conf) in front of it, `validate` turns it into [`Settings`]
+//! with memcached's checks in memcached's order, `extended` applies the `-o` keys,
+//! `listen` reads `-l`, `settings` and `tunables` are what the server runs with and
+//! reports, and `inert` names what is accepted without effect. Everything public is
 //! re-exported here.
 
 mod args;
 mod extended;
+mod file;
 mod inert;
 mod listen;
 mod settings;
@@ -22,6 +24,7 @@ mod tunables;
 mod validate;
 
 pub use args::{parse_size, Args};
+pub use file::ArgsError;
 pub use inert::Inert;
 pub use settings::{HashAlgorithm, Protocol, Settings, SslOptions, TlsSettings};
 pub use tunables::{Extstore, Tunables};

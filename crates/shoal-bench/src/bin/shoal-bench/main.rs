@@ -20,7 +20,7 @@ use experiments::Exp;
     version,
     about = "Load generator and benchmarks for shoald and memcached"
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
 }
