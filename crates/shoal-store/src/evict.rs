@@ -46,6 +46,7 @@ use crate::inner::Inner;
 use crate::layout::{
     self, with_freq, ItemSpec, RawItem, CAS_SEEN, FETCHED, HAS_CAS, STALE, WIN_SENT,
 };
+use crate::queue_heads::Evictor;
 use crate::segments::{SegId, PROBATION, QUEUES};
 use std::sync::atomic::Ordering;
 
@@ -75,9 +76,6 @@ const ADMIT_FACTOR: f64 = 4.0;
 /// are emptied. So live items are not evicted while expired ones hold the memory.
 const COMPACT_BELOW: f64 = 0.5;
 
-/// Most sparse segments remembered for compaction.
-const SPARSE_MAX: usize = 64;
-
 /// A key found in the ghost is stored as read once only if its class is worth at least
 /// this many times the least valuable other class: a second chance costs memory, which a
 /// class at the margin should not spend on what it just let go (with a single class in
@@ -86,6 +84,14 @@ const GHOST_FACTOR: f64 = 1.5;
 
 /// Evictions one acquisition may run with retention before it evicts without it, so that
 /// a store full of items that are all being read still frees a segment in bounded time.
+/// Evicted segments one acquisition may find pinned (and leave draining) before it gives
+/// up: pins last one write, so more than one in a row is already rare; the bound only
+/// keeps a pathological run finite.
+const MAX_DRAINED_PER_ACQUIRE: usize = 64;
+/// How long an acquisition waits, at most, for pinned segments to be let go when every
+/// other way to find room failed (memory of a few segments, each pinned by a reply being
+/// written on another thread).
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
 const RETAINING_EVICTIONS: usize = 16;
 
 /// What eviction decides by: each queue's oldest segment, length, and (for the size
@@ -114,45 +120,6 @@ pub(crate) fn class_of(footprint: usize) -> usize {
         .unwrap_or(CLASS_BOUNDS.len())
 }
 
-/// A queue's open segment, which eviction appends copies to.
-#[derive(Debug, Clone, Copy)]
-struct Head {
-    seg: SegId,
-    off: u32,
-}
-
-/// What eviction has done, for `stats`.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct EvictCounters {
-    /// Items moved from probation to a main queue.
-    pub(crate) promoted: u64,
-    /// Their bytes.
-    pub(crate) promoted_bytes: u64,
-    /// Items copied forward within a main queue.
-    pub(crate) retained: u64,
-    /// Their bytes.
-    pub(crate) retained_bytes: u64,
-    /// Items evicted although read since they arrived in their segment (no room left
-    /// to keep them: the copy cap, or no segment to copy into).
-    pub(crate) evicted_active: u64,
-    /// Seconds since the last access of the most recently evicted item.
-    pub(crate) evicted_time: u32,
-    /// Segments compacted (mostly expired, deleted or overwritten).
-    pub(crate) compactions: u64,
-    /// Items they moved.
-    pub(crate) compacted: u64,
-}
-
-/// Eviction's own state, behind the eviction lock: the main queues' open segments and
-/// the counters.
-#[derive(Debug, Default)]
-pub(crate) struct Evictor {
-    heads: [Option<Head>; QUEUES],
-    /// Segments an expiry sweep left mostly empty, to compact first.
-    sparse: std::collections::VecDeque<SegId>,
-    pub(crate) counters: EvictCounters,
-}
-
 /// How a segment is emptied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Emptying {
@@ -173,72 +140,6 @@ pub(crate) enum Evicted {
     Draining,
     /// Nothing could be evicted.
     Nothing,
-}
-
-impl Evictor {
-    /// Room for `size` bytes at the head of `queue`, opening a new head (from any free
-    /// segment, the reserve included) when the current one is full. `None` if no segment
-    /// can be had, or the store cannot spare another open head.
-    fn alloc(&mut self, inner: &Inner, queue: usize, size: usize) -> Option<(SegId, u32)> {
-        let seg_size = inner.segs.seg_size();
-        if size > seg_size {
-            return None;
-        }
-        if let Some(h) = self.heads[queue] {
-            if h.off as usize + size <= seg_size {
-                return Some(self.bump(inner, queue, h, size));
-            }
-            inner.segs.seal(h.seg, h.off);
-            self.heads[queue] = None;
-        }
-        // Open heads cannot be evicted: in a store of few segments they would leave
-        // nothing to evict, so they are capped at a quarter of memory.
-        let open = self.heads.iter().flatten().count();
-        if open + 1 > (inner.segs.limit() / 4).saturating_sub(1) {
-            return None;
-        }
-        let seg = inner
-            .segs
-            .take_free(queue)
-            .or_else(|| inner.segs.take_spare(queue))?;
-        let h = Head { seg, off: 0 };
-        self.heads[queue] = Some(h);
-        Some(self.bump(inner, queue, h, size))
-    }
-
-    /// Remembers sealed segment `id` for compaction if its live items fill less than
-    /// [`COMPACT_BELOW`] of it.
-    pub(crate) fn note_sparse(&mut self, inner: &Inner, id: SegId) {
-        if inner.is_sparse(id, true) && !self.sparse.contains(&id) {
-            if self.sparse.len() >= SPARSE_MAX {
-                self.sparse.pop_front();
-            }
-            self.sparse.push_back(id);
-        }
-    }
-
-    /// Seals every open head, so that its items can be evicted: for when nothing else can
-    /// be. Returns whether there was any.
-    fn seal_heads(&mut self, inner: &Inner) -> bool {
-        let mut any = false;
-        for h in self.heads.iter_mut().filter_map(Option::take) {
-            inner.segs.seal(h.seg, h.off);
-            any = true;
-        }
-        any
-    }
-
-    fn bump(&mut self, inner: &Inner, queue: usize, h: Head, size: usize) -> (SegId, u32) {
-        let off = h.off;
-        let end = off + size as u32;
-        self.heads[queue] = Some(Head {
-            seg: h.seg,
-            off: end,
-        });
-        // Kept current, as writers do, for a warm-restart save of an open head.
-        inner.segs.meta(h.seg).used.store(end, Ordering::Relaxed);
-        (h.seg, off)
-    }
 }
 
 impl Inner {
@@ -269,7 +170,7 @@ impl Inner {
                     // A segment pinned by a reply after its items were evicted is left
                     // draining, and another is tried; bounded, since each try empties one.
                     drained += 1;
-                    if drained > crate::inner::MAX_DRAINED_PER_ACQUIRE {
+                    if drained > MAX_DRAINED_PER_ACQUIRE {
                         break;
                     }
                 }
@@ -277,7 +178,7 @@ impl Inner {
                     // Everything evictable is pinned by replies being written on other
                     // threads (pins last one write): wait for one to be let go rather than
                     // fail the store.
-                    if self.segs.draining() > 0 && waited < crate::inner::DRAIN_WAIT {
+                    if self.segs.draining() > 0 && waited < DRAIN_WAIT {
                         let started = std::time::Instant::now();
                         std::thread::yield_now();
                         waited += started.elapsed();
@@ -299,7 +200,7 @@ impl Inner {
             if let Some(id) = self.segs.take_free(PROBATION) {
                 return Ok(id);
             }
-            if self.segs.draining() > 0 && waited < crate::inner::DRAIN_WAIT {
+            if self.segs.draining() > 0 && waited < DRAIN_WAIT {
                 let started = std::time::Instant::now();
                 std::thread::yield_now();
                 waited += started.elapsed();
@@ -332,9 +233,11 @@ impl Inner {
             };
         }
         let w = self.weigh();
-        let victim = self
-            .take_victim(&w)
-            .or_else(|| ev.seal_heads(self).then(|| self.take_victim(&w)).flatten());
+        let victim = self.take_victim(&w).or_else(|| {
+            ev.seal_heads(&self.segs)
+                .then(|| self.take_victim(&w))
+                .flatten()
+        });
         let Some((victim, from)) = victim else {
             return Evicted::Nothing;
         };
@@ -418,7 +321,7 @@ impl Inner {
 
     /// Whether segment `id` is mostly holes (see [`COMPACT_BELOW`]), and still sealed
     /// if `sealed` (a victim already taken out of its queue is not).
-    fn is_sparse(&self, id: SegId, sealed: bool) -> bool {
+    pub(crate) fn is_sparse(&self, id: SegId, sealed: bool) -> bool {
         let m = self.segs.meta(id);
         let used = f64::from(m.used.load(Ordering::Relaxed));
         let live = f64::from(m.live_bytes.load(Ordering::Relaxed));
@@ -429,7 +332,7 @@ impl Inner {
     /// Takes a remembered sparse segment that is still sealed, unpinned and sparse out
     /// of its queue, with that queue.
     fn take_sparse(&self, ev: &mut Evictor) -> Option<(SegId, usize)> {
-        while let Some(id) = ev.sparse.pop_front() {
+        while let Some(id) = ev.pop_sparse() {
             let m = self.segs.meta(id);
             let queue = (m.queue.load(Ordering::Relaxed) as usize).min(QUEUES - 1);
             if self.is_sparse(id, true)
@@ -466,7 +369,7 @@ impl Inner {
             q != PROBATION
                 && match w.worth[q] {
                     Some(worth) => worth > ADMIT_FACTOR * least,
-                    None => ev.heads[q].is_some(),
+                    None => ev.has_head(q),
                 }
         })
     }
@@ -590,7 +493,7 @@ impl Inner {
         if size > room {
             return None;
         }
-        let (seg, off) = ev.alloc(self, queue, size)?;
+        let (seg, off) = ev.alloc(&self.segs, queue, size)?;
         // SAFETY: eviction owns [off, off + size) of its head segment exclusively (under
         // the eviction lock); the copy is published below under the shard lock. The source
         // is another segment's item, immutable apart from its header's state words, which

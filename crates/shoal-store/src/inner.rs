@@ -7,11 +7,11 @@
 
 use crate::clock::{is_expired, Clock};
 use crate::config::{Geometry, StoreConfig};
-use crate::evict::Evictor;
 use crate::ghost::Ghost;
 use crate::index::{Items, Padded, Ref, Refs, Shard};
 use crate::item::Item;
 use crate::layout::{RawItem, ACTIVE, FETCHED};
+use crate::queue_heads::Evictor;
 use crate::segments::{SegId, Segments};
 use crate::store_id::StoreId;
 use parking_lot::{Mutex, MutexGuard};
@@ -24,14 +24,6 @@ pub type EvictObserver = Box<dyn Fn(&Item<'_>) + Send + Sync>;
 pub(crate) const SHARDS: usize = 256;
 /// Sealed segments scanned for expired items per maintenance call.
 pub(crate) const CRAWL_BATCH: usize = 4;
-/// Evicted segments one acquisition may find pinned (and leave draining) before it gives
-/// up: pins last one write, so more than one in a row is already rare; the bound only
-/// keeps a pathological run finite.
-pub(crate) const MAX_DRAINED_PER_ACQUIRE: usize = 64;
-/// How long an acquisition waits, at most, for pinned segments to be let go when every
-/// other way to find room failed (memory of a few segments, each pinned by a reply being
-/// written on another thread).
-pub(crate) const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
 /// Ghost slots per byte of memory limit: one per 256 bytes, about one per item at the
 /// sizes caches usually hold, for 1/64 of the limit in memory.
 const GHOST_BYTES_PER_SLOT: usize = 256;
@@ -268,7 +260,7 @@ impl Inner {
             self.remove_expired(&mut shard, hash, loc);
         });
         meta.earliest_expiry.fetch_min(earliest, Ordering::AcqRel);
-        ev.note_sparse(self, id);
+        ev.note_sparse(id, self.is_sparse(id, true));
     }
 
     /// Notes that an item of segment `seg` expires at `exptime` (rel time; 0: never), so

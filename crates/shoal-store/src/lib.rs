@@ -32,6 +32,7 @@ mod inner;
 mod item;
 mod layout;
 mod memory_file;
+mod queue_heads;
 mod restart;
 mod segments;
 mod stats;
