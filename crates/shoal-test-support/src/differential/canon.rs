@@ -94,10 +94,14 @@ impl Reply {
     /// Whether two replies match: equal token by token, times within [`TIME_SLACK`].
     pub fn matches(&self, other: &Reply) -> bool {
         self.toks.len() == other.toks.len()
-            && self.toks.iter().zip(&other.toks).all(|(a, b)| match (a, b) {
-                (Tok::Time(x), Tok::Time(y)) => (x - y).abs() <= TIME_SLACK,
-                (a, b) => a == b,
-            })
+            && self
+                .toks
+                .iter()
+                .zip(&other.toks)
+                .all(|(a, b)| match (a, b) {
+                    (Tok::Time(x), Tok::Time(y)) => (x - y).abs() <= TIME_SLACK,
+                    (a, b) => a == b,
+                })
     }
 
     /// The reply as one line: bytes escaped, the rest in braces (`{cas 3}`, `{t 59}`,
@@ -291,7 +295,9 @@ fn meta_flags(r: &mut Reply, toks: &[&[u8]], key: Option<&[u8]>, book: &mut CasB
             }
             Some((b't', n)) if digits(n).is_some() => {
                 r.push_bytes(b"t");
-                r.push(Tok::Time(digits(n).map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX))));
+                r.push(Tok::Time(
+                    digits(n).map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX)),
+                ));
             }
             Some((b'l', n)) if digits(n).is_some() => {
                 r.push_bytes(b"l");
@@ -322,7 +328,10 @@ fn me_line(r: &mut Reply, toks: &[&[u8]], key: Option<&[u8]>, book: &mut CasBook
             }
             b"exp=" => {
                 r.push_bytes(name);
-                match std::str::from_utf8(value).ok().and_then(|v| v.parse::<i64>().ok()) {
+                match std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| v.parse::<i64>().ok())
+                {
                     // -1 (no expiry) is exact; anything else is a clock reading.
                     Some(v) if v != -1 => r.push(Tok::Time(v)),
                     _ => r.push_bytes(value),
@@ -401,8 +410,16 @@ mod tests {
     fn cas_uniques_are_numbered_by_first_appearance() {
         let mut a = CasBook::default();
         let mut b = CasBook::default();
-        let ra = text(b"VALUE k 0 1 77\r\nx\r\nEND\r\nHD c77 t10\r\n", Some(b"k"), &mut a);
-        let rb = text(b"VALUE k 0 1 9000\r\nx\r\nEND\r\nHD c9000 t11\r\n", Some(b"k"), &mut b);
+        let ra = text(
+            b"VALUE k 0 1 77\r\nx\r\nEND\r\nHD c77 t10\r\n",
+            Some(b"k"),
+            &mut a,
+        );
+        let rb = text(
+            b"VALUE k 0 1 9000\r\nx\r\nEND\r\nHD c9000 t11\r\n",
+            Some(b"k"),
+            &mut b,
+        );
         assert!(ra.matches(&rb), "{} vs {}", ra.render(), rb.render());
         assert_eq!(a.resolve(&CasRef::Latest(b"k".to_vec())), 77);
         assert_eq!(b.resolve(&CasRef::Latest(b"k".to_vec())), 9000);
@@ -464,7 +481,11 @@ mod tests {
     #[test]
     fn render_parse_round_trip() {
         let mut book = CasBook::default();
-        let mut r = text(b"VA 1 c5 t3 {x}\r\n\\\r\nVERSION 1\r\n", Some(b"k"), &mut book);
+        let mut r = text(
+            b"VA 1 c5 t3 {x}\r\n\\\r\nVERSION 1\r\n",
+            Some(b"k"),
+            &mut book,
+        );
         r.end(End::Stuck);
         assert_eq!(Reply::parse(&r.render()), Ok(r.clone()));
         assert_eq!(r.ended(), Some(End::Stuck));

@@ -90,7 +90,9 @@ impl Command {
         for part in &self.parts {
             match part {
                 Part::Bytes(b) => out.extend_from_slice(b),
-                Part::Cas(r, CasForm::Decimal) => out.extend_from_slice(resolve(r).to_string().as_bytes()),
+                Part::Cas(r, CasForm::Decimal) => {
+                    out.extend_from_slice(resolve(r).to_string().as_bytes())
+                }
                 Part::Cas(r, CasForm::Be64) => out.extend_from_slice(&resolve(r).to_be_bytes()),
             }
         }
@@ -112,7 +114,10 @@ impl Command {
         let mut s = String::new();
         for part in &self.parts {
             match part {
-                Part::Bytes(b) => s.push_str(&escape_part(b, std::ptr::eq(part, self.parts.last().unwrap_or(part)))),
+                Part::Bytes(b) => s.push_str(&escape_part(
+                    b,
+                    std::ptr::eq(part, self.parts.last().unwrap_or(part)),
+                )),
                 Part::Cas(r, form) => {
                     let (which, key) = match r {
                         CasRef::Latest(k) => ("latest", k),
@@ -177,7 +182,8 @@ impl Case {
         for (n, line) in text.lines().enumerate() {
             let at = |e: String| format!("line {}: {e}", n + 1);
             if let Some(c) = line.strip_prefix('#') {
-                case.comments.push(c.strip_prefix(' ').unwrap_or(c).to_string());
+                case.comments
+                    .push(c.strip_prefix(' ').unwrap_or(c).to_string());
             } else if let Some(rest) = line.strip_prefix("> ") {
                 if pending.is_some() {
                     return Err(at("a command without its reply before it".into()));
@@ -218,7 +224,9 @@ fn parse_command(rest: &str) -> Result<Command, String> {
     };
     let mut key = None;
     if let Some(r) = rest.strip_prefix("key=") {
-        let (k, r) = r.split_once(' ').ok_or("`key=` without a command after it")?;
+        let (k, r) = r
+            .split_once(' ')
+            .ok_or("`key=` without a command after it")?;
         key = Some(unhex(k)?);
         rest = r;
     }
@@ -258,7 +266,11 @@ fn parse_command(rest: &str) -> Result<Command, String> {
     if !bytes.is_empty() {
         parts.push(Part::Bytes(bytes));
     }
-    Ok(Command { channel, parts, key })
+    Ok(Command {
+        channel,
+        parts,
+        key,
+    })
 }
 
 /// Bytes as a case file writes them: printable ASCII as is (but `\` and `{`, which are
@@ -323,7 +335,7 @@ pub fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Result<Vec<u8>, String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err(format!("odd-length hex {s:?}"));
     }
     (0..s.len())
@@ -408,7 +420,9 @@ mod tests {
 
     #[test]
     fn bad_files_name_their_line() {
-        assert!(Case::parse("> text x\n> text y\n").unwrap_err().contains("line 2"));
+        assert!(Case::parse("> text x\n> text y\n")
+            .unwrap_err()
+            .contains("line 2"));
         assert!(Case::parse("< x\n").unwrap_err().contains("line 1"));
         assert!(Case::parse("> text {cas latest zz}\n< \n").is_err());
         assert!(Case::parse("> text ok\n").is_err());

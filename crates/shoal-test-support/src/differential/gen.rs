@@ -55,6 +55,11 @@ impl Rng {
         &xs[self.below(xs.len())]
     }
 
+    /// One of a non-empty list of byte strings.
+    pub fn pick_bytes(&mut self, xs: &[&'static [u8]]) -> &'static [u8] {
+        xs[self.below(xs.len())]
+    }
+
     /// Shuffles `xs` in place.
     pub fn shuffle<T>(&mut self, xs: &mut [T]) {
         for i in (1..xs.len()).rev() {
@@ -308,11 +313,11 @@ impl Generator {
         if self.rng.chance(3) {
             return vec![b'x'; 300];
         }
-        (*self.rng.pick(VALUES)).to_vec()
+        self.rng.pick_bytes(VALUES).to_vec()
     }
 
     fn ttl(&mut self) -> Vec<u8> {
-        (*self.rng.pick(TTLS)).to_vec()
+        self.rng.pick_bytes(TTLS).to_vec()
     }
 
     fn cas_ref(&mut self, key: &[u8]) -> CasRef {
@@ -349,12 +354,15 @@ impl Generator {
 
     fn text(&mut self, malformed: bool) -> (Command, String) {
         if malformed && self.rng.chance(25) {
-            let line = (*self.rng.pick(JUNK_LINES)).to_vec();
+            let line = self.rng.pick_bytes(JUNK_LINES).to_vec();
             let mut bytes = line;
             if !bytes.ends_with(b"\n") {
                 bytes.extend_from_slice(b"\r\n");
             }
-            return (Command::plain(Channel::Text, bytes, None), "text junk".into());
+            return (
+                Command::plain(Channel::Text, bytes, None),
+                "text junk".into(),
+            );
         }
         let kind = self.rng.below(100);
         let key = self.key(matches!(kind, 55..=69));
@@ -384,7 +392,7 @@ impl Generator {
                 }
             }
             18..=44 => {
-                let name: &[u8] = *self.rng.pick(&[
+                let name: &[u8] = self.rng.pick_bytes(&[
                     &b"set"[..],
                     b"set",
                     b"add",
@@ -397,7 +405,7 @@ impl Generator {
                 let value = self.value();
                 t.tok(name);
                 t.tok(&key);
-                let flags = (*self.rng.pick(CLIENT_FLAGS)).to_vec();
+                let flags = self.rng.pick_bytes(CLIENT_FLAGS).to_vec();
                 t.tok(&flags);
                 let ttl = self.ttl();
                 t.tok(&ttl);
@@ -429,11 +437,15 @@ impl Generator {
                 self.remember(&key, None);
             }
             55..=69 => {
-                let name: &[u8] = if self.rng.chance(60) { b"incr" } else { b"decr" };
+                let name: &[u8] = if self.rng.chance(60) {
+                    b"incr"
+                } else {
+                    b"decr"
+                };
                 label = format!("text {}", String::from_utf8_lossy(name));
                 t.tok(name);
                 t.tok(&key);
-                let d = (*self.rng.pick(DELTAS)).to_vec();
+                let d = self.rng.pick_bytes(DELTAS).to_vec();
                 t.tok(&d);
                 if self.rng.chance(15) {
                     t.tok(b"noreply");
@@ -490,7 +502,7 @@ impl Generator {
         match self.rng.below(11) {
             0 | 1 if n > 1 => {
                 let i = 1 + self.rng.below(n - 1);
-                t.toks[i] = TextTok::Bytes((*self.rng.pick(BAD_TOKENS)).to_vec());
+                t.toks[i] = TextTok::Bytes(self.rng.pick_bytes(BAD_TOKENS).to_vec());
             }
             2 if n > 1 => {
                 let i = 1 + self.rng.below(n - 1);
@@ -498,11 +510,14 @@ impl Generator {
             }
             3 => {
                 let i = 1 + self.rng.below(n);
-                let extra: &[u8] = *self.rng.pick(&[&b"noreply"[..], b"x", b"0", b"extra", b"1"]);
-                t.toks.insert(i.min(t.toks.len()), TextTok::Bytes(extra.to_vec()));
+                let extra: &[u8] =
+                    self.rng
+                        .pick_bytes(&[&b"noreply"[..], b"x", b"0", b"extra", b"1"]);
+                t.toks
+                    .insert(i.min(t.toks.len()), TextTok::Bytes(extra.to_vec()));
             }
             4 if n > 1 => t.toks[1] = TextTok::Bytes(vec![b'K'; 251]),
-            5 => t.sep = (*self.rng.pick(&[&b"  "[..], b"\t", b" \t"])).to_vec(),
+            5 => t.sep = self.rng.pick_bytes(&[&b"  "[..], b"\t", b" \t"]).to_vec(),
             6 => t.lead = b" ".to_vec(),
             7 => t.trail = b" ".to_vec(),
             8 => t.eol = b"\n".to_vec(),
@@ -510,7 +525,11 @@ impl Generator {
                 // Declared length off by a little; the bytes after the declared block
                 // still end in a line, so nothing waits for more.
                 let len = t.data.as_ref().map_or(0, Vec::len);
-                let declared = if self.rng.chance(50) { len + 1 } else { len.saturating_sub(1) };
+                let declared = if self.rng.chance(50) {
+                    len + 1
+                } else {
+                    len.saturating_sub(1)
+                };
                 if let Some(i) = t.len_token {
                     if i < t.toks.len() {
                         t.toks[i] = TextTok::Bytes(declared.to_string().into_bytes());
@@ -520,7 +539,10 @@ impl Generator {
             // Two bytes, as the `\r\n` they replace: a server reads exactly the declared
             // length plus two, so the sentinel after them stays whole.
             9 | 10 if t.data.is_some() => {
-                t.data_end = (*self.rng.pick(&[&b"xx"[..], b"\r\r", b"\n\n", b" \n"])).to_vec()
+                t.data_end = self
+                    .rng
+                    .pick_bytes(&[&b"xx"[..], b"\r\r", b"\n\n", b" \n"])
+                    .to_vec()
             }
             _ => {
                 if let Some(TextTok::Bytes(cmd)) = t.toks.first_mut() {
@@ -546,14 +568,17 @@ impl Generator {
         };
         let base64 = name != b"me" && self.rng.chance(12);
         let key = if base64 {
-            (*self.rng.pick(BINARY_KEYS)).to_vec()
+            self.rng.pick_bytes(BINARY_KEYS).to_vec()
         } else {
             key
         };
+        // memcached keeps a broken `ms`'s `E` and gives the connection's next stored
+        // item that CAS unique (documented), so a broken `ms` has none.
         let mut letters: Vec<u8> = allowed
             .iter()
             .copied()
             .filter(|&f| f != b'b' && !(base64 && name == b"mg" && f == b'k'))
+            .filter(|&f| !(malformed && name == b"ms" && f == b'E'))
             .filter(|_| self.rng.chance(25))
             .collect();
         if base64 {
@@ -596,18 +621,20 @@ impl Generator {
         }
         let mode = letters
             .contains(&b'M')
-            .then(|| t.toks.iter().find_map(|tk| match tk {
-                TextTok::Bytes(b) if b.len() == 2 && b[0] == b'M' => Some(b[1]),
-                _ => None,
-            }))
+            .then(|| {
+                t.toks.iter().find_map(|tk| match tk {
+                    TextTok::Bytes(b) if b.len() == 2 && b[0] == b'M' => Some(b[1]),
+                    _ => None,
+                })
+            })
             .flatten();
         match name {
-            b"ms" => {
-                if matches!(mode, None | Some(b'S')) && !letters.contains(&b'C') {
-                    self.remember(&key, value.as_deref());
-                }
+            b"ms" if matches!(mode, None | Some(b'S')) && !letters.contains(&b'C') => {
+                self.remember(&key, value.as_deref());
             }
-            b"md" if !letters.contains(&b'I') && !letters.contains(&b'C') => self.remember(&key, None),
+            b"md" if !letters.contains(&b'I') && !letters.contains(&b'C') => {
+                self.remember(&key, None)
+            }
             b"ma" if letters.contains(&b'N') && !self.model.contains_key(&key) => {
                 self.remember(&key, Some(b"0"));
             }
@@ -637,9 +664,13 @@ impl Generator {
             }
             b'E' => tok.extend_from_slice(&self.explicit_cas()),
             b'T' | b'N' | b'R' => tok.extend_from_slice(&self.ttl()),
-            b'F' => tok.extend_from_slice(*self.rng.pick(CLIENT_FLAGS)),
-            b'J' => tok.extend_from_slice(*self.rng.pick(&[&b"0"[..], b"10", b"18446744073709551615"])),
-            b'D' => tok.extend_from_slice(*self.rng.pick(DELTAS)),
+            b'F' => tok.extend_from_slice(self.rng.pick_bytes(CLIENT_FLAGS)),
+            b'J' => tok.extend_from_slice(self.rng.pick_bytes(&[
+                &b"0"[..],
+                b"10",
+                b"18446744073709551615",
+            ])),
+            b'D' => tok.extend_from_slice(self.rng.pick_bytes(DELTAS)),
             b'M' => {
                 let modes: &[u8] = if t.toks.first() == Some(&TextTok::Bytes(b"ma".to_vec())) {
                     b"I+D-"
@@ -665,16 +696,18 @@ impl Generator {
         let first_flag = if name == b"ms" { 3 } else { 2 };
         match self.rng.below(10) {
             0 => {
-                let f: &[u8] = *self.rng.pick(&[&b"z"[..], b"!", b"1", b"\xe9", b"Z", b"a", b"_", b"S5"]);
+                let f: &[u8] =
+                    self.rng
+                        .pick_bytes(&[&b"z"[..], b"!", b"1", b"\xe9", b"Z", b"a", b"_", b"S5"]);
                 t.toks.push(TextTok::Bytes(f.to_vec()));
             }
             1 => {
-                let f: &[u8] = *self.rng.pick(&[&b"v"[..], b"q", b"T10", b"k"]);
+                let f: &[u8] = self.rng.pick_bytes(&[&b"v"[..], b"q", b"T10", b"k"]);
                 t.toks.push(TextTok::Bytes(f.to_vec()));
                 t.toks.push(TextTok::Bytes(f.to_vec()));
             }
             2 => {
-                let f: &[u8] = *self.rng.pick(&[
+                let f: &[u8] = self.rng.pick_bytes(&[
                     &b"T"[..],
                     b"Tabc",
                     b"N-",
@@ -715,7 +748,8 @@ impl Generator {
                 if t.toks.len() > 1 {
                     t.toks[1] = TextTok::Bytes(b"a!".to_vec());
                 }
-                t.toks.insert(first_flag.min(t.toks.len()), TextTok::Bytes(b"b".to_vec()));
+                t.toks
+                    .insert(first_flag.min(t.toks.len()), TextTok::Bytes(b"b".to_vec()));
             }
             _ => self.break_text(t),
         }
@@ -777,7 +811,9 @@ impl Generator {
                 if self.rng.chance(30) {
                     cas = Some(self.cas_ref(&key));
                 }
-                if name.starts_with("SET") || (name.starts_with("ADD") && !self.model.contains_key(&key)) {
+                if name.starts_with("SET")
+                    || (name.starts_with("ADD") && !self.model.contains_key(&key))
+                {
                     self.remember(&key, Some(&value));
                 }
             }
@@ -787,7 +823,11 @@ impl Generator {
                 extras.extend_from_slice(&delta.to_be_bytes());
                 extras.extend_from_slice(&initial.to_be_bytes());
                 // 0xffffffff: do not create a missing key.
-                let ttl = if self.rng.chance(30) { u32::MAX } else { self.binary_ttl() };
+                let ttl = if self.rng.chance(30) {
+                    u32::MAX
+                } else {
+                    self.binary_ttl()
+                };
                 extras.extend_from_slice(&ttl.to_be_bytes());
                 if self.rng.chance(20) {
                     cas = Some(self.cas_ref(&key));
@@ -811,7 +851,11 @@ impl Generator {
                 }
             }
         }
-        let mut pkt_key = if kind == Extras::Keyless { Vec::new() } else { key.clone() };
+        let mut pkt_key = if kind == Extras::Keyless {
+            Vec::new()
+        } else {
+            key.clone()
+        };
         let magic = 0x80;
         let mut opcode = op;
         let mut datatype = 0u8;
@@ -864,7 +908,9 @@ impl Generator {
     }
 
     fn binary_ttl(&mut self) -> u32 {
-        *self.rng.pick(&[0u32, 0, 3600, 86400, 2_592_001, 1_000_000_000])
+        *self
+            .rng
+            .pick(&[0u32, 0, 3600, 86400, 2_592_001, 1_000_000_000])
     }
 }
 
@@ -988,13 +1034,33 @@ impl TextCmd {
         // and truncates them to 32 bits where shoald refuses them (documented): a
         // breakage that moves a wider number there is given a plain 0 instead.
         if self.len_token == Some(4) {
-            for (pos, min, max) in [(2, 0, i128::from(u32::MAX)), (3, i128::from(i32::MIN), i128::from(i32::MAX))] {
+            for (pos, min, max) in [
+                (2, 0, i128::from(u32::MAX)),
+                (3, i128::from(i32::MIN), i128::from(i32::MAX)),
+            ] {
                 if let Some(&i) = effective.get(pos) {
                     if let TextTok::Bytes(b) = &self.toks[i] {
-                        let n = std::str::from_utf8(b).ok().and_then(|v| v.trim().parse::<i128>().ok());
+                        let n = std::str::from_utf8(b)
+                            .ok()
+                            .and_then(|v| v.trim().parse::<i128>().ok());
                         if n.is_some_and(|n| n < min || n > max) {
                             self.toks[i] = TextTok::Bytes(b"0".to_vec());
                         }
+                    }
+                }
+            }
+        }
+        // A delayed flush: memcached invalidates items stored during the second before
+        // the time asked for as soon as that second begins, shoald once (documented), so
+        // a broken `flush_all` never gets a positive delay.
+        if matches!(self.toks.first(), Some(TextTok::Bytes(b)) if b == b"flush_all") {
+            if let Some(&i) = effective.get(1) {
+                if let TextTok::Bytes(b) = &self.toks[i] {
+                    let delay = std::str::from_utf8(b)
+                        .ok()
+                        .and_then(|v| v.parse::<i64>().ok());
+                    if delay.is_some_and(|d| d > 0) {
+                        self.toks[i] = TextTok::Bytes(b"0".to_vec());
                     }
                 }
             }
@@ -1041,8 +1107,10 @@ impl TextCmd {
                     TextTok::Bytes(b) => std::str::from_utf8(b).ok()?.trim().parse::<usize>().ok(),
                     _ => None,
                 });
+            // Padding that is neither a digit nor a space: memcached's incr reads a value
+            // of spaces past its end (into whatever memory follows).
             if let Some(d) = declared.filter(|&d| d > data.len()) {
-                data.resize(d, b' ');
+                data.resize(d, b'_');
             }
             cur.extend_from_slice(&data);
             cur.extend_from_slice(&self.data_end);
@@ -1067,8 +1135,16 @@ pub fn base64_encode(b: &[u8]) -> Vec<u8> {
             | u32::from(*c.get(2).unwrap_or(&0));
         out.push(A[(n >> 18) as usize & 63]);
         out.push(A[(n >> 12) as usize & 63]);
-        out.push(if c.len() > 1 { A[(n >> 6) as usize & 63] } else { b'=' });
-        out.push(if c.len() > 2 { A[n as usize & 63] } else { b'=' });
+        out.push(if c.len() > 1 {
+            A[(n >> 6) as usize & 63]
+        } else {
+            b'='
+        });
+        out.push(if c.len() > 2 {
+            A[n as usize & 63]
+        } else {
+            b'='
+        });
     }
     out
 }
@@ -1106,7 +1182,17 @@ mod tests {
                 Channel::Binary => assert_eq!(bytes[0], 0x80),
             }
         }
-        for label in ["text get", "text cas", "meta mg", "meta ms", "meta md", "meta ma", "meta me", "bin GETKQ", "bin INCR"] {
+        for label in [
+            "text get",
+            "text cas",
+            "meta mg",
+            "meta ms",
+            "meta md",
+            "meta ma",
+            "meta me",
+            "bin GETKQ",
+            "bin INCR",
+        ] {
             assert!(seen.contains(label), "{label} never generated");
         }
     }
@@ -1127,6 +1213,6 @@ mod tests {
         t.len_token = Some(3);
         t.data = Some(b"x".to_vec());
         let cmd = t.finish(None);
-        assert_eq!(cmd.render(|_| 0), b"set a 0 9 1\r\nx        \r\n");
+        assert_eq!(cmd.render(|_| 0), b"set a 0 9 1\r\nx________\r\n");
     }
 }

@@ -276,22 +276,19 @@ pub fn shrink(pair: &mut Pair, history: &[Command], deadline: Instant) -> Option
     let mut chunks = 2usize;
     while !cur.is_empty() && Instant::now() < deadline {
         let size = cur.len().div_ceil(chunks);
-        let mut removed = false;
-        for i in 0..chunks {
+        let removed = (0..chunks).find_map(|i| {
             let start = i * size;
             if start >= cur.len() {
-                break;
+                return None;
             }
             let end = (start + size).min(cur.len());
             let candidate: Vec<Command> = cur[..start].iter().chain(&cur[end..]).cloned().collect();
-            if reproduces(pair, &candidate, last) {
-                cur = candidate;
-                chunks = (chunks - 1).max(2);
-                removed = true;
-                break;
-            }
-        }
-        if !removed {
+            reproduces(pair, &candidate, last).then_some(candidate)
+        });
+        if let Some(candidate) = removed {
+            cur = candidate;
+            chunks = (chunks - 1).max(2);
+        } else {
             if size <= 1 {
                 break;
             }
@@ -324,7 +321,13 @@ pub fn save(dir: &Path, label: &str, seed: u64, case: &Case) -> std::io::Result<
     std::fs::create_dir_all(dir)?;
     let slug: String = label
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect();
     let mut path = dir.join(format!("{slug}-{seed}.case"));
     let mut n = 2;

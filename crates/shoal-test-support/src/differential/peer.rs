@@ -75,7 +75,11 @@ fn binary_done(buf: &[u8], _want: usize) -> Option<usize> {
         if end > buf.len() {
             return None;
         }
-        if h[0] == 0x81 && h[1] == 0x0a && h[12..16] == SENTINEL_OPAQUE.to_be_bytes() && end == buf.len() {
+        if h[0] == 0x81
+            && h[1] == 0x0a
+            && h[12..16] == SENTINEL_OPAQUE.to_be_bytes()
+            && end == buf.len()
+        {
             return Some(pos);
         }
         pos = end;
@@ -135,7 +139,11 @@ impl Peer {
             Channel::Text => self.text.is_some(),
             Channel::Binary => self.binary.is_some(),
         };
-        let fresh = if open { None } else { Some(self.connect(cmd.channel)?) };
+        let fresh = if open {
+            None
+        } else {
+            Some(self.connect(cmd.channel)?)
+        };
         let slot = match cmd.channel {
             Channel::Text => &mut self.text,
             Channel::Binary => &mut self.binary,
@@ -154,7 +162,9 @@ impl Peer {
         match stream.write_all(&all) {
             // A server may close while we write (a command it refuses); what it sent
             // before is still readable.
-            Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => Ok(()),
+            Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
+                Ok(())
+            }
             other => other,
         }
     }
