@@ -123,6 +123,9 @@ pub fn stats(w: &Worker, group: StatsGroup<'_>, out: &mut Vec<u8>) {
             super::crawler::cachedump(w, &args[b"cachedump".len()..], out);
             return;
         }
+        // memcached (built with extstore, as by default) lists extstore's stats, none
+        // without an `ext_path`.
+        StatsGroup::Other(b"extstore") => {}
         StatsGroup::Other(_) => {
             out.extend_from_slice(reply::ERROR);
             return;
@@ -529,10 +532,14 @@ fn conns(w: &Worker, out: &mut Vec<u8>) {
     }
 }
 
-/// `stats detail on|off|dump`.
+/// `stats detail on|off|dump`; as memcached, only the word after `detail` counts.
 fn detail(w: &Worker, args: &[u8], out: &mut Vec<u8>) {
     let prefixes = &w.shared.prefixes;
-    match args.trim_ascii() {
+    let word = args
+        .split(|&b| b == b' ')
+        .find(|t| !t.is_empty())
+        .unwrap_or(&[]);
+    match word {
         b"on" => {
             prefixes.set_enabled(true);
             out.extend_from_slice(reply::OK);
