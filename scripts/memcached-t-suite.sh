@@ -49,11 +49,21 @@ if [ "$against" = shoald ]; then
   mkdir -p "$run"
   ln -s "$tree/t" "$run/t"
   ln -s "$tree/timedrun" "$run/timedrun"
-  # The tests add `-u root` when run as root and `-o relaxed_privileges` always; shoald
-  # takes both, so every argument is passed on unchanged.
+  # The tests add `-o relaxed_privileges` to every command line: an option only
+  # memcached's debug build has (release memcached refuses it, as shoald does), so it is
+  # the one argument dropped. Everything else goes to shoald unchanged.
   cat >"$run/memcached-debug" <<WRAPPER
-#!/bin/sh
-exec "$shoald" "\$@"
+#!/usr/bin/env bash
+args=()
+while [ \$# -gt 0 ]; do
+  if [ "\$1" = "-o" ] && [ "\${2:-}" = relaxed_privileges ]; then
+    shift 2
+    continue
+  fi
+  args+=("\$1")
+  shift
+done
+exec "$shoald" "\${args[@]}"
 WRAPPER
   chmod +x "$run/memcached-debug"
 else

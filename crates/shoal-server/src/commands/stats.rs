@@ -258,6 +258,10 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
     ];
     for (name, value) in numbers {
         reply::stat_u64(out, name, value);
+        // memcached lists idle_kicks (after auth_errors) only with -o idle_timeout.
+        if name == "auth_errors" && sh.settings.idle_timeout != 0 {
+            reply::stat_u64(out, "idle_kicks", t.idle_kicks);
+        }
     }
 }
 
