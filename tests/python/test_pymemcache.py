@@ -258,7 +258,7 @@ def test_stats(client):
 
 
 def test_version(client):
-    assert client.version().startswith(b"1.6.21-shoal-")
+    assert client.version().startswith(b"1.6.45-shoal-")
 
 
 def test_flush_all(client):

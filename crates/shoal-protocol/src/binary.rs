@@ -51,6 +51,7 @@ pub mod opcode {
     pub const FLUSHQ: u8 = 0x18;
     pub const APPENDQ: u8 = 0x19;
     pub const PREPENDQ: u8 = 0x1a;
+    /// Not served by memcached 1.6.45 (answered `Unknown command`).
     pub const VERBOSITY: u8 = 0x1b;
     pub const TOUCH: u8 = 0x1c;
     pub const GAT: u8 = 0x1d;

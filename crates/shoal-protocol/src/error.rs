@@ -35,8 +35,9 @@ protocol_errors! {
     /// An HTTP request line (memcached closes the connection without replying); only ever
     /// returned with `silent` and `close` set.
     HttpRequest => "ERROR",
-    /// `delete <key> <something>` other than `0`/`noreply`.
-    DeleteUsage => "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]",
+    /// A retrieval key over 250 bytes. memcached's error path for it copies the reply
+    /// line with its `\r\n` and adds another, so the reply ends in two line ends.
+    GetKeyTooLong => "CLIENT_ERROR bad command line format\r\n",
     /// `incr`/`decr` delta that is not a u64.
     InvalidDeltaArgument => "CLIENT_ERROR invalid numeric delta argument",
     /// Bad exptime for `touch`, `gat`/`gats`, or bad `flush_all` delay.
@@ -49,28 +50,24 @@ protocol_errors! {
     MemlimitNotMegabytes => "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes",
     /// A value over the size limit (the reply for [`Parsed::TooLarge`](crate::Parsed::TooLarge)).
     ObjectTooLarge => "SERVER_ERROR object too large for cache",
-    /// Meta: a flag letter repeated, or a flag byte >= 127.
+    /// Meta: a flag letter repeated.
     DuplicateFlag => "CLIENT_ERROR duplicate flag",
     /// Meta: a flag memcached does not know.
     InvalidFlag => "CLIENT_ERROR invalid flag",
     /// `md`/`ma`: any flag error (memcached reports them all this way for these commands).
     InvalidOrDuplicateFlag => "CLIENT_ERROR invalid or duplicate flag",
-    /// Meta: bad numeric token for `N`, `T`, `R` or `C`.
+    /// Meta: bad numeric token for `N`, `T`, `R`, `C` or `E`.
     BadTokenFormat => "CLIENT_ERROR bad token in command line format",
     /// Meta: the `b` flag with a key that is not valid base64.
     KeyDecode => "CLIENT_ERROR error decoding key",
-    /// Meta: an `M` token that is not exactly one byte.
-    IncorrectMTokenLength => "CLIENT_ERROR incorrect length for M token",
     /// Meta: bad `J` token.
     InvalidInitialValue => "CLIENT_ERROR invalid numeric initial value",
     /// Meta: bad `D` token.
     InvalidDeltaValue => "CLIENT_ERROR invalid numeric delta value",
     /// Meta: an `O` token longer than 32 bytes (counting the `O`).
     OpaqueTooLong => "CLIENT_ERROR opaque token too long",
-    /// `mg` with too many flags.
-    MgFlagsTooLong => "CLIENT_ERROR options flags are too long",
-    /// `ms`/`md`/`ma` with too many flags.
-    FlagsTooLong => "CLIENT_ERROR options flags too long",
+    /// A meta command with too many tokens.
+    FlagsTooLong => "CLIENT_ERROR options flags are too long",
     /// `ms` with an `M` mode other than `E A P R S`.
     InvalidMsMode => "CLIENT_ERROR invalid mode for ms M token",
     /// `ma` with an `M` mode other than `I + D -`.

@@ -38,24 +38,27 @@ pub trait MetaNumber: Sized {
     fn parse_token(token: &[u8]) -> Option<Self>;
 }
 
+// Flag tokens are read with memcached's strict tokenizer rules, and need at least one
+// byte after the letter. TTLs (`T`, `N`, `R`) are 32-bit in memcached whatever type they
+// are read into.
 impl MetaNumber for u32 {
     fn parse_token(token: &[u8]) -> Option<Self> {
-        num::parse_u32(token)
+        (!token.is_empty()).then(|| num::tok_u32(token)).flatten()
     }
 }
 impl MetaNumber for u64 {
     fn parse_token(token: &[u8]) -> Option<Self> {
-        num::parse_u64(token)
+        (!token.is_empty()).then(|| num::tok_u64(token)).flatten()
     }
 }
 impl MetaNumber for i32 {
     fn parse_token(token: &[u8]) -> Option<Self> {
-        num::parse_i32(token)
+        (!token.is_empty()).then(|| num::tok_i32(token)).flatten()
     }
 }
 impl MetaNumber for i64 {
     fn parse_token(token: &[u8]) -> Option<Self> {
-        num::parse_i64(token)
+        i32::parse_token(token).map(i64::from)
     }
 }
 
@@ -154,26 +157,23 @@ impl<'a> MetaFlags<'a> {
         self.has(b'q')
     }
 
-    /// The `M` flag: `Ok(None)` if absent. `Err(IncorrectMTokenLength)` unless the token is
-    /// exactly one byte; `Err(InvalidMsMode)` for a byte memcached accepts for neither `ms`
-    /// (`E A P R S`) nor `ma` (`I + D -`). Modes are case-sensitive, as in memcached. The
-    /// caller checks the mode is legal for its command (the parser already does this for
-    /// the requests it returns).
+    /// The `M` flag: `Ok(None)` if absent. As memcached, the mode is the byte right after
+    /// the `M`, whatever follows it (`MEE` is `E`); a bare `M` has no mode byte and is
+    /// `Err(InvalidMsMode)`, as is a byte neither `ms` (`E A P R S`) nor `ma` (`I + D -`)
+    /// takes. Modes are case-sensitive. The caller checks the mode is legal for its
+    /// command (the parser already does this for the requests it returns).
     pub fn mode(&self) -> Result<Option<MetaMode>, ProtocolError> {
         let Some(tok) = self.token(b'M') else {
             return Ok(None);
         };
-        let [m] = tok else {
-            return Err(ProtocolError::IncorrectMTokenLength);
-        };
-        Ok(Some(match m {
-            b'E' => MetaMode::Add,
-            b'A' => MetaMode::Append,
-            b'P' => MetaMode::Prepend,
-            b'R' => MetaMode::Replace,
-            b'S' => MetaMode::Set,
-            b'I' | b'+' => MetaMode::Incr,
-            b'D' | b'-' => MetaMode::Decr,
+        Ok(Some(match tok.first() {
+            Some(b'E') => MetaMode::Add,
+            Some(b'A') => MetaMode::Append,
+            Some(b'P') => MetaMode::Prepend,
+            Some(b'R') => MetaMode::Replace,
+            Some(b'S') => MetaMode::Set,
+            Some(b'I' | b'+') => MetaMode::Incr,
+            Some(b'D' | b'-') => MetaMode::Decr,
             _ => return Err(ProtocolError::InvalidMsMode),
         }))
     }
@@ -185,9 +185,14 @@ impl<'a> MetaFlags<'a> {
     }
 }
 
-/// Validates the flag tokens of `mg`/`ms`/`md`/`ma` the way memcached's
+/// Validates the flag tokens of `mg`/`ms`/`md`/`ma` the way memcached 1.6.45's
 /// `_meta_flag_preparse` does, returning memcached's error text for the first hard error
 /// (unknown or duplicate flag) or the last soft error (bad numeric token etc.).
+///
+/// Every command accepts every flag memcached knows (`mg k M` is fine; the flags a
+/// command has no use for are ignored). A numeric flag needs a token after its letter,
+/// read with the tokenizer's strict rules. `M` takes the byte after it as the mode,
+/// whatever follows; the command checks the mode.
 pub(crate) fn preparse<'a>(
     key: &[u8],
     tokens: &[&'a [u8]],
@@ -199,6 +204,12 @@ pub(crate) fn preparse<'a>(
     // bad `F` token keeps whatever message was current (it sets no message of its own).
     let mut error: Option<ProtocolError> = None;
     let mut errstr = ProtocolError::BadCommandLineFormat;
+    let mut soft = |e: Option<ProtocolError>| {
+        if let Some(e) = e {
+            errstr = e;
+        }
+        error = Some(errstr);
+    };
     for tok in tokens {
         let Some((&o, val)) = tok.split_first() else {
             continue;
@@ -212,60 +223,49 @@ pub(crate) fn preparse<'a>(
             b'b' => {
                 let mut scratch = [0u8; 256];
                 if base64_decode(key, &mut scratch).is_none() {
-                    errstr = ProtocolError::KeyDecode;
-                    error = Some(errstr);
+                    soft(Some(ProtocolError::KeyDecode));
                 }
             }
             b'N' | b'T' | b'R' => {
-                if num::parse_i32(val).is_none() {
-                    errstr = ProtocolError::BadTokenFormat;
-                    error = Some(errstr);
+                if val.is_empty() || num::tok_i32(val).is_none() {
+                    soft(Some(ProtocolError::BadTokenFormat));
                 }
             }
             b'F' => {
-                if num::parse_u32(val).is_none() {
-                    error = Some(errstr);
+                if val.is_empty() || num::tok_u32(val).is_none() {
+                    soft(None);
                 }
             }
-            // E (explicit new CAS, memcached 1.6.21+) takes a u64 like C.
             b'C' | b'E' => {
-                if num::parse_u64(val).is_none() {
-                    errstr = ProtocolError::BadTokenFormat;
-                    error = Some(errstr);
-                }
-            }
-            b'M' => {
-                if tok.len() != 2 {
-                    errstr = ProtocolError::IncorrectMTokenLength;
-                    error = Some(errstr);
+                if val.is_empty() || num::tok_u64(val).is_none() {
+                    soft(Some(ProtocolError::BadTokenFormat));
                 }
             }
             b'J' => {
-                if num::parse_u64(val).is_none() {
-                    errstr = ProtocolError::InvalidInitialValue;
-                    error = Some(errstr);
+                if val.is_empty() || num::tok_u64(val).is_none() {
+                    soft(Some(ProtocolError::InvalidInitialValue));
                 }
             }
             b'D' => {
-                if num::parse_u64(val).is_none() {
-                    errstr = ProtocolError::InvalidDeltaValue;
-                    error = Some(errstr);
+                if val.is_empty() || num::tok_u64(val).is_none() {
+                    soft(Some(ProtocolError::InvalidDeltaValue));
                 }
             }
-            b'l' | b'O' | b'P' | b'L' | b'k' | b's' | b't' | b'c' | b'f' | b'v' | b'h' | b'u'
-            | b'q' | b'I' => {}
+            b'M' | b'l' | b'O' | b'P' | b'L' | b'k' | b's' | b't' | b'c' | b'f' | b'v' | b'h'
+            | b'u' | b'q' | b'x' | b'I' => {}
             _ => return Err(ProtocolError::InvalidFlag),
         }
         present |= flag_bit(o);
     }
     match error {
-        Some(_) => Err(errstr),
+        Some(e) => Err(e),
         None => Ok(MetaFlags { raw, present }),
     }
 }
 
-/// Longest opaque (`O`) token memcached echoes, counting the `O` itself.
-pub(crate) const MAX_OPAQUE_TOKEN_LEN: usize = 32;
+/// Longest opaque (`O`) token memcached echoes, counting the `O` itself; a longer one is
+/// answered `CLIENT_ERROR opaque token too long`.
+pub const MAX_OPAQUE_TOKEN_LEN: usize = 32;
 
 /// True if an `O` token is longer than memcached allows.
 pub(crate) fn opaque_too_long(tokens: &[&[u8]]) -> bool {
@@ -445,7 +445,11 @@ mod tests {
         );
         assert_eq!(
             MetaFlags::from_validated(b"MSS").mode(),
-            Err(ProtocolError::IncorrectMTokenLength)
+            Ok(Some(MetaMode::Set))
+        );
+        assert_eq!(
+            MetaFlags::from_validated(b"M").mode(),
+            Err(ProtocolError::InvalidMsMode)
         );
     }
 
@@ -457,7 +461,12 @@ mod tests {
         };
         assert_eq!(check(b"v v"), Some(ProtocolError::DuplicateFlag));
         assert_eq!(check(b"\xff"), Some(ProtocolError::DuplicateFlag));
-        assert_eq!(check(b"x"), Some(ProtocolError::InvalidFlag));
+        assert_eq!(check(b"z"), Some(ProtocolError::InvalidFlag));
+        assert_eq!(
+            check(b"x I P L"),
+            None,
+            "flags memcached knows, for any command"
+        );
         assert_eq!(check(b"1"), Some(ProtocolError::InvalidFlag));
         assert_eq!(check(b"Tx"), Some(ProtocolError::BadTokenFormat));
         assert_eq!(check(b"T"), Some(ProtocolError::BadTokenFormat));
@@ -465,10 +474,22 @@ mod tests {
         assert_eq!(check(b"Tx Fx"), Some(ProtocolError::BadTokenFormat));
         assert_eq!(check(b"Tx Jx"), Some(ProtocolError::InvalidInitialValue));
         assert_eq!(check(b"Dx"), Some(ProtocolError::InvalidDeltaValue));
-        assert_eq!(check(b"MSS"), Some(ProtocolError::IncorrectMTokenLength));
+        assert_eq!(
+            check(b"MSS"),
+            None,
+            "any mode byte is the command's to judge"
+        );
         assert_eq!(check(b"Cx"), Some(ProtocolError::BadTokenFormat));
         // A hard error after a soft one still wins.
-        assert_eq!(check(b"Tx x"), Some(ProtocolError::InvalidFlag));
+        assert_eq!(check(b"Tx z"), Some(ProtocolError::InvalidFlag));
+        // Numbers are read strictly, and need a digit.
+        assert_eq!(check(b"T+5"), Some(ProtocolError::BadTokenFormat));
+        assert_eq!(
+            check(b"T-"),
+            None,
+            "a lone minus reads as 0, as in memcached"
+        );
+        assert_eq!(check(b"C-0"), Some(ProtocolError::BadTokenFormat));
         let toks: [&[u8]; 1] = [b"b"];
         assert_eq!(
             preparse(b"a", &toks, b"b").err(),

@@ -1,14 +1,22 @@
 //! The request parser: one call returns one request (or what to do instead).
 //!
-//! Behaviour mirrors memcached 1.6's `proto_text.c` command by command, including which
-//! errors are suppressed by `noreply`, when a storage command's data block is swallowed,
-//! and when the connection is closed without a reply. Comments mark the places where the
-//! rules look arbitrary but are memcached's.
+//! Behaviour follows memcached 1.6.45 (`proto_parser.c`'s `process_request`, the command
+//! handlers in `proto_text.c`, and the `mcmc` tokenizer) command by command: how a line is
+//! split, which numbers each command reads strictly, which errors a `noreply` silences,
+//! when a storage command's data block is swallowed, and when the connection is closed
+//! without a reply. Comments mark the places where the rules look arbitrary but are
+//! memcached's.
+//!
+//! In outline: a line shorter than four bytes (with its `\n`) is a format error; the
+//! command is the bytes before the first space; the known commands are recognised by
+//! that word alone, and anything else is looked up again by its first token (leading
+//! spaces skipped) among the commands memcached dispatches from a table (`flush_all`,
+//! `verbosity`, ...), else answered `ERROR`, silently when its last token is `noreply`.
 
 pub use crate::error::ProtocolError;
 use crate::limits::{Limits, MAX_GET_LINE_LEN, MAX_KEY_LEN, MAX_LINE_LEN};
 use crate::meta::{self, MetaFlags};
-use crate::num::{parse_i32, parse_u32, parse_u64};
+use crate::num::{parse_i32, parse_u32, tok_i32, tok_u32, tok_u64};
 use crate::request::{Keys, Request, StatsGroup, StoreKind};
 
 /// The result of [`parse`].
@@ -64,35 +72,40 @@ pub enum Parsed<'a> {
     },
 }
 
-/// memcached's tokenizer array size: at most 23 real tokens plus a terminal marker.
-const MAX_TOKENS: usize = 24;
-/// memcached's `MFLAG_MAX_OPT_LENGTH`, compared against its token count (which includes
-/// the command, the key and the terminal marker).
+/// The tokenizer's limit: at most 23 tokens; the rest of the line is not looked at.
+const MAX_TOKENS: usize = 23;
+/// memcached's `MFLAG_MAX_OPT_LENGTH`, compared against the token count (the command
+/// and the key included).
 const MAX_META_TOKENS: usize = 20;
 /// memcached ignores at most this many leading spaces before deciding a long line is a
 /// multiget.
 const MAX_LEADING_SPACES: usize = 100;
+/// The shortest line memcached parses, counting its `\n`: two command bytes and `\r\n`.
+const MIN_LINE: usize = 4;
 
-/// A request line split the way memcached's `tokenize_command` splits it: on single
-/// spaces only, at most 23 tokens, the remainder left unsplit.
+/// A request line split the way memcached's tokenizer (`mcmc_tokenize`) splits it: on
+/// single spaces only, at most [`MAX_TOKENS`] tokens, the rest ignored.
 struct Tokens<'a> {
     line: &'a [u8],
-    toks: [&'a [u8]; MAX_TOKENS - 1],
-    starts: [usize; MAX_TOKENS - 1],
+    toks: [&'a [u8]; MAX_TOKENS],
+    starts: [usize; MAX_TOKENS],
     n: usize,
 }
 
 impl<'a> Tokens<'a> {
-    fn new(line: &'a [u8]) -> Self {
+    /// Splits `line`. From token `meta_start` on, a token must start with a letter
+    /// (`A`..=`z`, which takes in ``[\]^_` ``) or a digit, as the meta tokenizer checks;
+    /// `None` if one does not (memcached then sees no tokens at all).
+    fn new(line: &'a [u8], meta_start: usize) -> Option<Self> {
         let mut t = Tokens {
             line,
-            toks: [&[][..]; MAX_TOKENS - 1],
-            starts: [0; MAX_TOKENS - 1],
+            toks: [&[][..]; MAX_TOKENS],
+            starts: [0; MAX_TOKENS],
             n: 0,
         };
         let mut i = 0;
         let len = line.len();
-        while i < len && t.n < MAX_TOKENS - 1 {
+        while i < len && t.n < MAX_TOKENS {
             while i < len && line[i] == b' ' {
                 i += 1;
             }
@@ -103,16 +116,24 @@ impl<'a> Tokens<'a> {
             while i < len && line[i] != b' ' {
                 i += 1;
             }
+            if t.n >= meta_start && !matches!(line[s], b'A'..=b'z' | b'0'..=b'9') {
+                return None;
+            }
             t.toks[t.n] = &line[s..i];
             t.starts[t.n] = s;
             t.n += 1;
         }
-        t
+        Some(t)
     }
 
-    /// memcached's `ntokens`: real tokens plus the terminal marker.
-    fn ntokens(&self) -> usize {
-        self.n + 1
+    /// Splits a line that is not a meta command.
+    fn plain(line: &'a [u8]) -> Self {
+        Tokens::new(line, usize::MAX).unwrap_or(Tokens {
+            line,
+            toks: [&[][..]; MAX_TOKENS],
+            starts: [0; MAX_TOKENS],
+            n: 0,
+        })
     }
 
     fn get(&self, i: usize) -> &'a [u8] {
@@ -123,12 +144,12 @@ impl<'a> Tokens<'a> {
         }
     }
 
-    /// memcached's `tokens[ntokens - 2]`: the last tokenized token.
+    /// The last token.
     fn last(&self) -> &'a [u8] {
         self.n.checked_sub(1).map_or(&[][..], |i| self.toks[i])
     }
 
-    /// `set_noreply_maybe`: the last tokenized token is exactly `noreply`.
+    /// `_process_request_noreply`: the last token is exactly `noreply`.
     fn noreply(&self) -> bool {
         self.last() == b"noreply"
     }
@@ -156,19 +177,12 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
         return no_newline(buf);
     };
     let line_len = nl + 1;
-    let mut end = nl;
-    // memcached strips the `\r` only when something precedes it; a bare "\r\n" is the
-    // one-byte command "\r", which is an ERROR either way.
-    if end > 1 && buf[end - 1] == b'\r' {
-        end -= 1;
+    if line_len < MIN_LINE {
+        return err(ProtocolError::BadCommandLineFormat, line_len, false);
     }
-    let mut line = &buf[..end];
-    // memcached tokenizes with strlen(), so a NUL byte ends the command line early; the
-    // bytes after it are still consumed as part of the line.
-    if let Some(z) = memchr::memchr(0, line) {
-        line = &line[..z];
-    }
-    parse_line(buf, line, line_len, limits)
+    // A `\r` before the `\n` is not part of the line; a NUL is, as any other byte.
+    let end = if buf[nl - 1] == b'\r' { nl - 1 } else { nl };
+    parse_line(buf, &buf[..end], line_len, limits)
 }
 
 /// No newline yet: wait, unless the line is already too long to be anything memcached
@@ -206,196 +220,206 @@ fn err<'a>(error: ProtocolError, consumed: usize, silent: bool) -> Parsed<'a> {
     }
 }
 
-fn unknown<'a>(consumed: usize) -> Parsed<'a> {
-    err(ProtocolError::UnknownCommand, consumed, false)
+/// An error after which the data block the line announced (`swallow` bytes, its `\r\n`
+/// included) is read and thrown away.
+fn err_swallow<'a>(
+    error: ProtocolError,
+    consumed: usize,
+    swallow: usize,
+    silent: bool,
+) -> Parsed<'a> {
+    Parsed::Error {
+        error,
+        consumed,
+        swallow,
+        close: false,
+        silent,
+    }
+}
+
+/// `PROCESS_REQUEST_BAD_FORMAT`: too few tokens, or a data length that is not a number.
+/// Never silent (memcached has not looked for `noreply` yet) and nothing is swallowed.
+fn bad_format<'a>(consumed: usize) -> Parsed<'a> {
+    err(ProtocolError::BadCommandLineFormat, consumed, false)
 }
 
 fn parse_line<'a>(buf: &'a [u8], line: &'a [u8], line_len: usize, limits: &Limits) -> Parsed<'a> {
-    let t = Tokens::new(line);
-    let cmd = t.get(0);
-    let (first, nt) = match cmd.first() {
-        Some(&f) if cmd.len() >= 2 => (f, t.ntokens()),
-        _ => return unknown(line_len),
-    };
-
-    if first == b'm' && cmd.len() == 2 {
-        return match cmd[1] {
-            b'g' => parse_mg_md_ma(&t, line_len, MetaCmd::Get),
-            b's' => parse_ms(buf, &t, line_len, limits),
-            b'd' => parse_mg_md_ma(&t, line_len, MetaCmd::Delete),
-            b'n' => ok(Request::MetaNoop, line_len),
-            b'a' => parse_mg_md_ma(&t, line_len, MetaCmd::Arithmetic),
-            b'e' => parse_me(&t, line_len),
-            _ => unknown(line_len),
-        };
-    }
-
-    if first == b'g' {
-        if nt < 3 {
-            return unknown(line_len);
-        }
-        return match cmd {
-            b"get" => parse_get(&t, line_len, false),
-            b"gets" => parse_get(&t, line_len, true),
-            b"gat" => parse_gat(&t, line_len, false),
-            b"gats" => parse_gat(&t, line_len, true),
-            _ => unknown(line_len),
-        };
-    }
-
-    let storage = |kind: StoreKind| {
-        let want = if kind == StoreKind::Cas { 7 } else { 6 };
-        if nt != want && nt != want + 1 {
-            return unknown(line_len);
-        }
-        parse_storage(buf, &t, line_len, kind, limits)
-    };
-
+    let cmd = line.split(|&b| b == b' ').next().unwrap_or(&[]);
     match cmd {
-        b"set" => storage(StoreKind::Set),
-        b"add" => storage(StoreKind::Add),
-        b"append" => storage(StoreKind::Append),
-        b"replace" => storage(StoreKind::Replace),
-        b"prepend" => storage(StoreKind::Prepend),
-        b"cas" => storage(StoreKind::Cas),
-        b"stats" => parse_stats(&t, line_len),
+        b"mn" => ok(Request::MetaNoop, line_len),
+        b"mg" => parse_meta(line, line_len, MetaCmd::Get),
+        b"md" => parse_meta(line, line_len, MetaCmd::Delete),
+        b"ma" => parse_meta(line, line_len, MetaCmd::Arithmetic),
+        b"me" => parse_me(line, line_len),
+        b"ms" => parse_ms(buf, line, line_len, limits),
+        b"get" => parse_get(line, line_len, false),
+        b"gets" => parse_get(line, line_len, true),
+        b"gat" => parse_gat(line, line_len, false),
+        b"gats" => parse_gat(line, line_len, true),
+        b"set" => parse_storage(buf, line, line_len, StoreKind::Set, limits),
+        b"add" => parse_storage(buf, line, line_len, StoreKind::Add, limits),
+        b"replace" => parse_storage(buf, line, line_len, StoreKind::Replace, limits),
+        b"append" => parse_storage(buf, line, line_len, StoreKind::Append, limits),
+        b"prepend" => parse_storage(buf, line, line_len, StoreKind::Prepend, limits),
+        b"cas" => parse_storage(buf, line, line_len, StoreKind::Cas, limits),
+        b"delete" => parse_delete(line, line_len),
+        b"incr" => parse_arith(line, line_len, true),
+        b"decr" => parse_arith(line, line_len, false),
+        b"touch" => parse_touch(line, line_len),
+        b"stats" => parse_stats(&Tokens::plain(line), line_len),
+        b"watch" => ok(Request::Watch(Tokens::plain(line).from(1)), line_len),
+        // Both take (and ignore) any arguments.
+        b"version" => ok(Request::Version, line_len),
+        b"quit" => ok(Request::Quit, line_len),
+        _ => parse_other(line, line_len),
+    }
+}
+
+/// A line whose first word is not one of the main commands: memcached tokenizes it
+/// (leading spaces skipped) and looks its first token up among the commands it
+/// dispatches from a table; `noreply` as the last token silences whatever it answers.
+fn parse_other<'a>(line: &'a [u8], line_len: usize) -> Parsed<'a> {
+    let t = Tokens::plain(line);
+    let noreply = t.noreply();
+    match t.get(0) {
+        b"flush_all" => parse_flush_all(&t, line_len, noreply),
+        b"verbosity" => match tok_u32(t.get(1)).filter(|_| t.n > 1) {
+            Some(level) => ok(Request::Verbosity { level, noreply }, line_len),
+            None => err(ProtocolError::BadCommandLineFormat, line_len, noreply),
+        },
+        b"shutdown" => {
+            // `graceful` is compared over the token's own length, so any prefix of it
+            // (`g`, `grace`) is accepted too.
+            let mode = t.get(1);
+            let request = match t.n {
+                1 => Request::Shutdown,
+                2 if !mode.is_empty() && b"graceful".starts_with(mode) => Request::ShutdownGraceful,
+                _ => Request::ShutdownInvalidMode,
+            };
+            ok(request, line_len)
+        }
+        b"cache_memlimit" => parse_memlimit(&t, line_len, noreply),
         // Operator commands whose arguments only the server can judge (class ids, watch
         // types): passed through, as `stats` groups are.
         b"lru_crawler" => ok(Request::LruCrawler(t.from(1)), line_len),
-        b"watch" => ok(Request::Watch(t.from(1)), line_len),
         b"slabs" => ok(Request::Slabs(t.from(1)), line_len),
         b"lru" => ok(Request::Lru(t.from(1)), line_len),
         b"refresh_certs" => ok(Request::RefreshCerts(t.from(1)), line_len),
-        b"shutdown" => match (nt, t.get(1)) {
-            (2, _) => ok(Request::Shutdown, line_len),
-            (3, b"graceful") => ok(Request::ShutdownGraceful, line_len),
-            _ => ok(Request::ShutdownInvalidMode, line_len),
+        _ if t.n > 1 && t.last().starts_with(b"HTTP/") => Parsed::Error {
+            error: ProtocolError::HttpRequest,
+            consumed: line_len,
+            swallow: 0,
+            close: true,
+            silent: true,
         },
-        b"cache_memlimit" => parse_memlimit(&t, line_len),
-        b"incr" => parse_arith(&t, line_len, true),
-        b"decr" => parse_arith(&t, line_len, false),
-        b"delete" => parse_delete(&t, line_len),
-        b"touch" => parse_touch(&t, line_len),
-        // An ancient alias for `get` that memcached still accepts.
-        b"bget" => {
-            if nt < 3 {
-                unknown(line_len)
-            } else {
-                parse_get(&t, line_len, false)
-            }
-        }
-        b"flush_all" => parse_flush_all(&t, line_len),
-        b"version" => ok(Request::Version, line_len),
-        b"quit" => ok(Request::Quit, line_len),
-        b"verbosity" => {
-            if nt != 3 && nt != 4 {
-                return unknown(line_len);
-            }
-            let noreply = t.noreply();
-            match parse_u32(t.get(1)) {
-                Some(level) => ok(Request::Verbosity { level, noreply }, line_len),
-                None => err(ProtocolError::BadCommandLineFormat, line_len, noreply),
-            }
-        }
-        _ => {
-            // memcached only looks for an HTTP request line in its final fallback, which
-            // commands starting with these letters never reach.
-            let dispatched_by_letter = matches!(first, b's' | b'a' | b'c' | b'i' | b'd' | b't');
-            if !dispatched_by_letter && t.last().starts_with(b"HTTP/") {
-                Parsed::Error {
-                    error: ProtocolError::HttpRequest,
-                    consumed: line_len,
-                    swallow: 0,
-                    close: true,
-                    silent: true,
-                }
-            } else {
-                unknown(line_len)
-            }
-        }
+        _ => err(ProtocolError::UnknownCommand, line_len, noreply),
     }
 }
 
-/// Validates space-separated keys (each at most 250 bytes; tokens are never empty).
-fn valid_keys(raw: &[u8]) -> bool {
-    raw.split(|&b| b == b' ').all(|k| k.len() <= MAX_KEY_LEN)
-}
-
-fn parse_get<'a>(t: &Tokens<'a>, line_len: usize, with_cas: bool) -> Parsed<'a> {
-    let raw = t.from(1);
-    if !valid_keys(raw) {
-        return err(ProtocolError::BadCommandLineFormat, line_len, false);
+/// The keys of a retrieval line: from the first key's start to the end of the line, split
+/// on spaces (past the tokenizer's limit too). A key over 250 bytes fails the whole
+/// command with memcached's reply for it, which repeats the line end (its error path
+/// copies the reply line, `\r\n` included, and adds another).
+fn retrieval_keys<'a>(
+    t: &Tokens<'a>,
+    first: usize,
+    line_len: usize,
+) -> Result<Keys<'a>, Parsed<'a>> {
+    let raw = t.from(first);
+    if raw.split(|&b| b == b' ').any(|k| k.len() > MAX_KEY_LEN) {
+        return Err(err(ProtocolError::GetKeyTooLong, line_len, false));
     }
-    ok(
-        Request::Get {
-            keys: Keys::from_validated(raw),
-            with_cas,
-        },
-        line_len,
-    )
+    Ok(Keys::from_validated(raw))
 }
 
-fn parse_gat<'a>(t: &Tokens<'a>, line_len: usize, with_cas: bool) -> Parsed<'a> {
-    let Some(exptime) = parse_i32(t.get(1)) else {
+fn parse_get<'a>(line: &'a [u8], line_len: usize, with_cas: bool) -> Parsed<'a> {
+    let t = Tokens::plain(line);
+    if t.n < 2 {
+        return bad_format(line_len);
+    }
+    match retrieval_keys(&t, 1, line_len) {
+        Ok(keys) => ok(Request::Get { keys, with_cas }, line_len),
+        Err(e) => e,
+    }
+}
+
+fn parse_gat<'a>(line: &'a [u8], line_len: usize, with_cas: bool) -> Parsed<'a> {
+    let t = Tokens::plain(line);
+    if t.n < 3 {
+        return bad_format(line_len);
+    }
+    let Some(exptime) = tok_i32(t.get(1)) else {
         return err(ProtocolError::InvalidExptime, line_len, false);
     };
-    // `gat <exptime>` with no key is accepted by memcached and answers just END.
-    let raw = t.from(2);
-    if !valid_keys(raw) {
-        return err(ProtocolError::BadCommandLineFormat, line_len, false);
+    match retrieval_keys(&t, 2, line_len) {
+        Ok(keys) => ok(
+            Request::GetAndTouch {
+                exptime: i64::from(exptime),
+                keys,
+                with_cas,
+            },
+            line_len,
+        ),
+        Err(e) => e,
     }
-    ok(
-        Request::GetAndTouch {
-            exptime: i64::from(exptime),
-            keys: Keys::from_validated(raw),
-            with_cas,
-        },
-        line_len,
-    )
+}
+
+/// A data length as `ms` and the storage commands read it: strict, non-negative, and
+/// leaving room for the `\r\n`.
+fn data_len(tok: &[u8]) -> Option<usize> {
+    tok_i32(tok)
+        .and_then(|v| usize::try_from(v).ok())
+        .filter(|&v| v <= (i32::MAX as usize) - 2)
 }
 
 fn parse_storage<'a>(
     buf: &'a [u8],
-    t: &Tokens<'a>,
+    line: &'a [u8],
     line_len: usize,
     kind: StoreKind,
     limits: &Limits,
 ) -> Parsed<'a> {
-    // memcached notes noreply before validating anything, so every error below is
-    // suppressed for a noreply request, and none of them swallows the data block: the
-    // client's data line is then read as a command (usually answered ERROR).
+    let t = Tokens::plain(line);
+    // Until the data length is known nothing can be swallowed: the data block is then
+    // read as commands. Tokens after the length (and `cas`'s unique) are ignored, but for
+    // a final `noreply`.
+    if t.n < 5 {
+        return bad_format(line_len);
+    }
+    let Some(vlen) = data_len(t.get(4)) else {
+        return bad_format(line_len);
+    };
     let noreply = t.noreply();
-    let bad = || err(ProtocolError::BadCommandLineFormat, line_len, noreply);
+    let swallow = vlen + 2;
+    let bad = || {
+        err_swallow(
+            ProtocolError::BadCommandLineFormat,
+            line_len,
+            swallow,
+            noreply,
+        )
+    };
     let key = t.get(1);
     if key.len() > MAX_KEY_LEN {
         return bad();
     }
-    let (Some(flags), Some(exptime), Some(vlen)) = (
-        parse_u32(t.get(2)),
-        parse_i32(t.get(3)),
-        parse_i32(t.get(4)),
-    ) else {
+    // Flags and exptime are still read with the older `safe_strto*` rules.
+    let (Some(flags), Some(exptime)) = (parse_u32(t.get(2)), parse_i32(t.get(3))) else {
         return bad();
     };
     let cas_unique = if kind == StoreKind::Cas {
-        match parse_u64(t.get(5)) {
+        match tok_u64(t.get(5)).filter(|_| t.n > 5) {
             Some(c) => c,
             None => return bad(),
         }
     } else {
         0
     };
-    let Ok(vlen) = usize::try_from(vlen) else {
-        return bad();
-    };
-    if vlen > (i32::MAX as usize) - 2 {
-        return bad();
-    }
     if vlen > limits.max_value_len {
         return Parsed::TooLarge {
             key,
             consumed: line_len,
-            swallow: vlen + 2,
+            swallow,
             noreply,
             remove_old: kind == StoreKind::Set,
             key_base64: false,
@@ -437,21 +461,14 @@ fn data_block(buf: &[u8], line_len: usize, vlen: usize) -> DataBlock<'_> {
     }
 }
 
-fn parse_delete<'a>(t: &Tokens<'a>, line_len: usize) -> Parsed<'a> {
-    let nt = t.ntokens();
-    if !(3..=5).contains(&nt) {
-        return unknown(line_len);
+fn parse_delete<'a>(line: &'a [u8], line_len: usize) -> Parsed<'a> {
+    let t = Tokens::plain(line);
+    if t.n < 2 {
+        return bad_format(line_len);
     }
-    let mut noreply = false;
-    if nt > 3 {
-        // Only a legacy hold time of exactly "0" is tolerated.
-        let zero = t.get(2) == b"0";
-        noreply = t.noreply();
-        let valid = (nt == 4 && (zero || noreply)) || (nt == 5 && zero && noreply);
-        if !valid {
-            return err(ProtocolError::DeleteUsage, line_len, noreply);
-        }
-    }
+    // memcached 1.6.45 ignores every token after the key (the old hold time included),
+    // but for a final `noreply`.
+    let noreply = t.noreply();
     let key = t.get(1);
     if key.len() > MAX_KEY_LEN {
         return err(ProtocolError::BadCommandLineFormat, line_len, noreply);
@@ -459,17 +476,17 @@ fn parse_delete<'a>(t: &Tokens<'a>, line_len: usize) -> Parsed<'a> {
     ok(Request::Delete { key, noreply }, line_len)
 }
 
-fn parse_arith<'a>(t: &Tokens<'a>, line_len: usize, incr: bool) -> Parsed<'a> {
-    let nt = t.ntokens();
-    if nt != 4 && nt != 5 {
-        return unknown(line_len);
+fn parse_arith<'a>(line: &'a [u8], line_len: usize, incr: bool) -> Parsed<'a> {
+    let t = Tokens::plain(line);
+    if t.n < 3 {
+        return bad_format(line_len);
     }
     let noreply = t.noreply();
     let key = t.get(1);
     if key.len() > MAX_KEY_LEN {
         return err(ProtocolError::BadCommandLineFormat, line_len, noreply);
     }
-    match parse_u64(t.get(2)) {
+    match tok_u64(t.get(2)) {
         Some(delta) => ok(
             Request::Arithmetic {
                 key,
@@ -483,17 +500,17 @@ fn parse_arith<'a>(t: &Tokens<'a>, line_len: usize, incr: bool) -> Parsed<'a> {
     }
 }
 
-fn parse_touch<'a>(t: &Tokens<'a>, line_len: usize) -> Parsed<'a> {
-    let nt = t.ntokens();
-    if nt != 4 && nt != 5 {
-        return unknown(line_len);
+fn parse_touch<'a>(line: &'a [u8], line_len: usize) -> Parsed<'a> {
+    let t = Tokens::plain(line);
+    if t.n < 3 {
+        return bad_format(line_len);
     }
     let noreply = t.noreply();
     let key = t.get(1);
     if key.len() > MAX_KEY_LEN {
         return err(ProtocolError::BadCommandLineFormat, line_len, noreply);
     }
-    match parse_i32(t.get(2)) {
+    match tok_i32(t.get(2)) {
         Some(exptime) => ok(
             Request::Touch {
                 key,
@@ -506,17 +523,12 @@ fn parse_touch<'a>(t: &Tokens<'a>, line_len: usize) -> Parsed<'a> {
     }
 }
 
-fn parse_flush_all<'a>(t: &Tokens<'a>, line_len: usize) -> Parsed<'a> {
-    let nt = t.ntokens();
-    if !(2..=4).contains(&nt) {
-        return unknown(line_len);
-    }
-    let noreply = t.noreply();
+fn parse_flush_all<'a>(t: &Tokens<'a>, line_len: usize, noreply: bool) -> Parsed<'a> {
     // memcached reads a delay whenever the token count says one could be there, so
     // `flush_all noreply 5` tries to read "noreply" as the delay.
     let mut delay = 0;
-    if nt != if noreply { 3 } else { 2 } {
-        match parse_i32(t.get(1)) {
+    if t.n != if noreply { 2 } else { 1 } {
+        match tok_i32(t.get(1)) {
             Some(d) => delay = i64::from(d),
             None => return ok(Request::FlushAllInvalidDelay { noreply }, line_len),
         }
@@ -524,13 +536,8 @@ fn parse_flush_all<'a>(t: &Tokens<'a>, line_len: usize) -> Parsed<'a> {
     ok(Request::FlushAll { delay, noreply }, line_len)
 }
 
-fn parse_memlimit<'a>(t: &Tokens<'a>, line_len: usize) -> Parsed<'a> {
-    let nt = t.ntokens();
-    if nt != 3 && nt != 4 {
-        return unknown(line_len);
-    }
-    let noreply = t.noreply();
-    match parse_u32(t.get(1)) {
+fn parse_memlimit<'a>(t: &Tokens<'a>, line_len: usize, noreply: bool) -> Parsed<'a> {
+    match tok_u32(t.get(1)).filter(|_| t.n > 1) {
         None => err(ProtocolError::UnknownCommand, line_len, noreply),
         Some(mb) if mb < 8 => err(ProtocolError::MemlimitTooSmall, line_len, noreply),
         Some(mb) if mb > 1_000_000_000 => {
@@ -567,97 +574,105 @@ enum MetaCmd {
     Arithmetic,
 }
 
-fn parse_mg_md_ma<'a>(t: &Tokens<'a>, line_len: usize, which: MetaCmd) -> Parsed<'a> {
-    let nt = t.ntokens();
-    if nt < 3 {
-        return unknown(line_len);
+/// Splits a meta command's line, or `None` where memcached's meta tokenizer fails (a
+/// flag token that starts with neither a letter nor a digit) or finds no key.
+fn meta_tokens(line: &[u8], first_flag: usize) -> Option<Tokens<'_>> {
+    Tokens::new(line, first_flag).filter(|t| t.n >= 2)
+}
+
+/// The checks every meta command's flag parser starts with: the key length, the number
+/// of tokens, then the flags themselves ([`meta::preparse`]).
+fn meta_flags<'a>(t: &Tokens<'a>, first_flag: usize) -> Result<MetaFlags<'a>, ProtocolError> {
+    if t.get(1).len() > MAX_KEY_LEN {
+        return Err(ProtocolError::BadCommandLineFormat);
     }
+    if t.n > MAX_META_TOKENS {
+        return Err(ProtocolError::FlagsTooLong);
+    }
+    let toks = t.toks.get(first_flag..t.n).unwrap_or(&[]);
+    meta::preparse(t.get(1), toks, t.from(first_flag))
+}
+
+fn parse_meta<'a>(line: &'a [u8], line_len: usize, which: MetaCmd) -> Parsed<'a> {
+    let Some(t) = meta_tokens(line, 2) else {
+        return bad_format(line_len);
+    };
     let bad = |e| err(e, line_len, false);
     let key = t.get(1);
-    if key.len() > MAX_KEY_LEN {
-        return bad(ProtocolError::BadCommandLineFormat);
-    }
-    if nt > MAX_META_TOKENS {
-        return bad(if which == MetaCmd::Get {
-            ProtocolError::MgFlagsTooLong
-        } else {
-            ProtocolError::FlagsTooLong
-        });
-    }
-    let toks = t.toks.get(2..t.n).unwrap_or(&[]);
-    let flags = match meta::preparse(key, toks, t.from(2)) {
+    let flags = match meta_flags(&t, 2) {
         Ok(f) => f,
-        // md and ma report every flag problem with one generic message.
-        Err(e) if which == MetaCmd::Get => return bad(e),
-        Err(_) => return bad(ProtocolError::InvalidOrDuplicateFlag),
+        // ma reports every flag problem with one generic message.
+        Err(_) if which == MetaCmd::Arithmetic => {
+            return bad(ProtocolError::InvalidOrDuplicateFlag)
+        }
+        Err(e) => return bad(e),
     };
-    if which == MetaCmd::Arithmetic {
-        if let Some(tok) = flags.token(b'M') {
-            if !matches!(tok, b"I" | b"+" | b"D" | b"-") {
+    let toks = t.toks.get(2..t.n).unwrap_or(&[]);
+    let request = match which {
+        // mg and ma check the opaque's length while they build the reply, after acting
+        // on the item; the server does that.
+        MetaCmd::Get => Request::MetaGet { key, flags },
+        MetaCmd::Delete => {
+            if meta::opaque_too_long(toks) {
+                return bad(ProtocolError::OpaqueTooLong);
+            }
+            Request::MetaDelete { key, flags }
+        }
+        MetaCmd::Arithmetic => {
+            if !matches!(
+                flags.mode(),
+                Ok(None | Some(meta::MetaMode::Incr | meta::MetaMode::Decr))
+            ) {
                 return bad(ProtocolError::InvalidMaMode);
             }
+            Request::MetaArithmetic { key, flags }
         }
-    }
-    if meta::opaque_too_long(toks) {
-        return bad(ProtocolError::OpaqueTooLong);
-    }
-    let request = match which {
-        MetaCmd::Get => Request::MetaGet { key, flags },
-        MetaCmd::Delete => Request::MetaDelete { key, flags },
-        MetaCmd::Arithmetic => Request::MetaArithmetic { key, flags },
     };
     ok(request, line_len)
 }
 
-fn parse_ms<'a>(buf: &'a [u8], t: &Tokens<'a>, line_len: usize, limits: &Limits) -> Parsed<'a> {
-    let nt = t.ntokens();
-    if nt < 3 {
-        return unknown(line_len);
-    }
-    // Until the data length is known nothing can be swallowed, so these errors leave the
-    // data block to be read as commands, as in memcached.
-    let bad = |e| err(e, line_len, false);
+fn parse_ms<'a>(buf: &'a [u8], line: &'a [u8], line_len: usize, limits: &Limits) -> Parsed<'a> {
+    let Some(t) = Tokens::new(line, 3).filter(|t| t.n >= 3) else {
+        return bad_format(line_len);
+    };
+    let Some(vlen) = data_len(t.get(2)) else {
+        return bad_format(line_len);
+    };
+    // From here on every error swallows the data block, and none is silenced by `q`.
+    let swallow = vlen + 2;
+    let fail = |e| err_swallow(e, line_len, swallow, false);
     let key = t.get(1);
-    if key.len() > MAX_KEY_LEN || nt == 3 {
-        return bad(ProtocolError::BadCommandLineFormat);
-    }
-    if nt > MAX_META_TOKENS {
-        return bad(ProtocolError::FlagsTooLong);
-    }
-    let vlen = match parse_i32(t.get(2)).map(usize::try_from) {
-        Some(Ok(v)) if v <= (i32::MAX as usize) - 2 => v,
-        _ => return bad(ProtocolError::BadCommandLineFormat),
-    };
-    let swallow_err = |error| Parsed::Error {
-        error,
-        consumed: line_len,
-        swallow: vlen + 2,
-        close: false,
-        silent: false,
-    };
-    let toks = t.toks.get(3..t.n).unwrap_or(&[]);
-    let flags = match meta::preparse(key, toks, t.from(3)) {
+    let flags = match meta_flags(&t, 3) {
         Ok(f) => f,
-        Err(e) => return swallow_err(e),
+        Err(e) => return fail(e),
     };
-    // memcached checks the mode before acting on an over-long opaque.
-    if let Some(tok) = flags.token(b'M') {
-        if !matches!(tok, b"E" | b"A" | b"P" | b"R" | b"S") {
-            return swallow_err(ProtocolError::InvalidMsMode);
-        }
-    }
-    if meta::opaque_too_long(toks) {
-        return swallow_err(ProtocolError::OpaqueTooLong);
+    if !matches!(
+        flags.mode(),
+        Ok(None
+            | Some(
+                meta::MetaMode::Add
+                    | meta::MetaMode::Append
+                    | meta::MetaMode::Prepend
+                    | meta::MetaMode::Replace
+                    | meta::MetaMode::Set
+            ))
+    ) {
+        return fail(ProtocolError::InvalidMsMode);
     }
     if vlen > limits.max_value_len {
         return Parsed::TooLarge {
             key,
             consumed: line_len,
-            swallow: vlen + 2,
+            swallow,
             noreply: false,
             remove_old: true,
             key_base64: flags.base64(),
         };
+    }
+    // memcached checks the opaque only once the item is allocated (so a value too large
+    // is reported first).
+    if meta::opaque_too_long(t.toks.get(3..t.n).unwrap_or(&[])) {
+        return fail(ProtocolError::OpaqueTooLong);
     }
     match data_block(buf, line_len, vlen) {
         DataBlock::Incomplete(needed) => Parsed::Incomplete { needed },
@@ -666,17 +681,20 @@ fn parse_ms<'a>(buf: &'a [u8], t: &Tokens<'a>, line_len: usize, limits: &Limits)
     }
 }
 
-fn parse_me<'a>(t: &Tokens<'a>, line_len: usize) -> Parsed<'a> {
-    let bad = || err(ProtocolError::BadCommandLineFormat, line_len, false);
+fn parse_me<'a>(line: &'a [u8], line_len: usize) -> Parsed<'a> {
+    let Some(t) = meta_tokens(line, 2) else {
+        return bad_format(line_len);
+    };
     let key = t.get(1);
-    if t.ntokens() < 3 || key.len() > MAX_KEY_LEN {
-        return bad();
+    if key.len() > MAX_KEY_LEN {
+        return bad_format(line_len);
     }
-    // `me` ignores every flag except a `b` right after the key.
-    let flags = if t.get(2) == b"b" {
+    // `me` ignores every flag but a `b` right after the key, and that one only when
+    // another token follows it (memcached's check counts one token too many).
+    let flags = if t.n >= 4 && t.get(2) == b"b" {
         let mut scratch = [0u8; 256];
         if meta::base64_decode(key, &mut scratch).is_none() {
-            return bad();
+            return bad_format(line_len);
         }
         MetaFlags::from_validated(t.get(2))
     } else {

@@ -41,8 +41,9 @@ pub const OUT_OF_MEMORY_WRITING_GET: &[u8] = b"SERVER_ERROR out of memory writin
 pub const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
 /// `CLIENT_ERROR flush_all not allowed\r\n` (memcached with flush disabled).
 pub const FLUSH_NOT_ALLOWED: &[u8] = b"CLIENT_ERROR flush_all not allowed\r\n";
-/// `ERROR: shutdown not enabled\r\n` (memcached without `-A`).
-pub const SHUTDOWN_NOT_ENABLED: &[u8] = b"ERROR: shutdown not enabled\r\n";
+/// `SERVER_ERROR: shutdown not enabled\r\n` (memcached 1.6.45 without `-A`; older
+/// releases answered `ERROR: shutdown not enabled`).
+pub const SHUTDOWN_NOT_ENABLED: &[u8] = b"SERVER_ERROR: shutdown not enabled\r\n";
 /// `MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust\r\n`
 pub const MEMLIMIT_ADJUST_FAILED: &[u8] =
     b"MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust\r\n";

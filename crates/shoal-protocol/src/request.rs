@@ -43,9 +43,8 @@ pub enum StatsGroup<'a> {
 }
 
 /// The space-separated keys of a retrieval command, validated by the parser: each is
-/// 1..=250 bytes containing no space and no NUL. Like memcached, other control bytes are
-/// allowed in keys. May be empty only for `gat`/`gats` with no key (memcached answers
-/// `END`). Iterating allocates nothing.
+/// 1..=250 bytes containing no space. Like memcached, other bytes (control bytes and NUL
+/// too) are allowed in keys. Never empty. Iterating allocates nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Keys<'a> {
     /// The keys, separated by one or more spaces; no leading or trailing space.
@@ -124,7 +123,7 @@ pub enum Request<'a> {
         /// Send no reply on success (`noreply`).
         noreply: bool,
     },
-    /// `delete <key> [0] [noreply]`.
+    /// `delete <key> [noreply]` (memcached 1.6.45 ignores any other token after the key).
     Delete {
         /// The key as sent.
         key: &'a [u8],
@@ -177,13 +176,13 @@ pub enum Request<'a> {
     },
     /// `quit`.
     Quit,
-    /// `shutdown`. (memcached answers `ERROR: shutdown not enabled` unless started with
-    /// `-A`; that check is the server's, see [`crate::reply::SHUTDOWN_NOT_ENABLED`].)
+    /// `shutdown`. (memcached answers `SERVER_ERROR: shutdown not enabled` unless started
+    /// with `-A`; that check is the server's, see [`crate::reply::SHUTDOWN_NOT_ENABLED`].)
     Shutdown,
-    /// `shutdown graceful`.
+    /// `shutdown graceful` (or any prefix of `graceful`, as memcached compares it).
     ShutdownGraceful,
     /// `shutdown <anything else>`: memcached checks `-A` before the mode, so the server
-    /// answers `ERROR: shutdown not enabled` without `-A`, else
+    /// answers `SERVER_ERROR: shutdown not enabled` without `-A`, else
     /// `CLIENT_ERROR invalid shutdown mode`.
     ShutdownInvalidMode,
     /// `cache_memlimit <megabytes> [noreply]`. `megabytes` is within 8..=1_000_000_000:

@@ -62,7 +62,10 @@ where
             }
         }
         End::Stopped => info.closing(CloseReason::Shutdown),
-        End::IdleTimeout => info.closing(CloseReason::IdleTimeout),
+        End::IdleTimeout => {
+            crate::stats::ThreadStats::incr(&worker.stats.idle_kicks);
+            info.closing(CloseReason::IdleTimeout);
+        }
         End::Error | End::LineTooLong => info.closing(CloseReason::Error),
         End::Detached => {
             if let Some(handle) = conn.watcher.take() {
@@ -306,6 +309,10 @@ impl<'w> TextContext<'_, 'w> {
                     out.bytes().extend_from_slice(error.reply());
                 }
                 tracing::debug!(conn = self.info.id, "protocol error: {error}");
+                if close {
+                    // memcached closes such a connection as an error (`watch connevents`).
+                    self.info.closing(CloseReason::Error);
+                }
                 TextStep::Step(done(consumed, swallow, close))
             }
             Parsed::TooLarge {

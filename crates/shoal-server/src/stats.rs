@@ -75,6 +75,8 @@ counters! {
     auth_cmds,
     /// Failed authentication attempts.
     auth_errors,
+    /// Connections closed by `-o idle_timeout` (memcached's `idle_kicks`).
+    idle_kicks,
     /// Bytes read from clients.
     bytes_read,
     /// Bytes written to clients.

@@ -55,12 +55,14 @@ fn binary_garbage() {
         // Replies (ERROR...) or a close, but within bounded time.
         let _ = c.drain_for(Duration::from_millis(200));
     }
-    // Garbage lines with newlines: each is an unknown command.
+    // Garbage lines with newlines: each is an unknown command, or a format error when
+    // shorter than four bytes.
     let mut c = s.conn();
     c.rt(b"\x00\x01\x02\xff\xfe garbage\r\n", b"ERROR\r\n");
-    c.rt(b"\x7f\r\n", b"ERROR\r\n");
-    c.rt(b"\r\n", b"ERROR\r\n");
-    c.rt(b"\n", b"ERROR\r\n");
+    c.rt(b"\x7f\x7f\r\n", b"ERROR\r\n");
+    c.rt(b"\x7f\r\n", b"CLIENT_ERROR bad command line format\r\n");
+    c.rt(b"\r\n", b"CLIENT_ERROR bad command line format\r\n");
+    c.rt(b"\n", b"CLIENT_ERROR bad command line format\r\n");
     assert_intact(&s);
 }
 
@@ -170,13 +172,14 @@ fn bad_keys_and_lengths() {
     let s = server();
     let mut c = s.conn();
     let k251 = "k".repeat(251);
+    // Once a storage line's length is read, its data block is swallowed on any error.
     c.rt(
-        format!("set {k251} 0 0 1\r\n").as_bytes(),
+        format!("set {k251} 0 0 1\r\nx\r\n").as_bytes(),
         b"CLIENT_ERROR bad command line format\r\n",
     );
     c.rt(
         format!("get ok {k251}\r\n").as_bytes(),
-        b"CLIENT_ERROR bad command line format\r\n",
+        b"CLIENT_ERROR bad command line format\r\n\r\n",
     );
     c.rt(
         format!("incr {k251} 1\r\n").as_bytes(),
@@ -199,20 +202,24 @@ fn bad_keys_and_lengths() {
         b"CLIENT_ERROR bad command line format\r\n",
     );
     c.rt(
-        b"set k abc 0 1\r\n",
+        b"set k abc 0 1\r\nx\r\n",
         b"CLIENT_ERROR bad command line format\r\n",
     );
     c.rt(
-        b"set k 0 abc 1\r\n",
+        b"set k 0 abc 1\r\nx\r\n",
         b"CLIENT_ERROR bad command line format\r\n",
     );
-    c.rt(b"set k 0 0\r\n", b"ERROR\r\n");
-    c.rt(b"set\r\n", b"ERROR\r\n");
+    c.rt(
+        b"set k 0 0\r\n",
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    c.rt(b"set\r\n", b"CLIENT_ERROR bad command line format\r\n");
     c.rt(b"bogus command\r\n", b"ERROR\r\n");
-    // Bad data chunk: exactly len + 2 bytes are read, the rest is the next command.
+    // Bad data chunk: exactly len + 2 bytes are read, the rest is the next command
+    // (here "e\r\n", too short to be one).
     c.rt(
         b"set sentinel 0 0 3\r\nabcde\r\n",
-        b"CLIENT_ERROR bad data chunk\r\nERROR\r\n",
+        b"CLIENT_ERROR bad data chunk\r\nCLIENT_ERROR bad command line format\r\n",
     );
     c.rt(b"set k 0 0 3\r\nabcXY", b"CLIENT_ERROR bad data chunk\r\n");
     c.assert_alive();

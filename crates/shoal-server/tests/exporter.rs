@@ -682,7 +682,7 @@ fn exporter_parses_every_stats_group_of_shoald() {
     assert!(v("current_connections", &[]) >= 1.0);
     assert_eq!(
         s.client.stats.get("version").map(String::as_str),
-        Some(concat!("1.6.21-shoal-", env!("CARGO_PKG_VERSION"))),
+        Some(concat!("1.6.45-shoal-", env!("CARGO_PKG_VERSION"))),
     );
     eprintln!(
         "shoald: {} metric families, {} samples",

@@ -1,6 +1,6 @@
 //! The meta protocol (mg, ms, md, ma, mn, me) with memcached's exact replies. Expected
-//! bytes were checked against memcached 1.6 where its behaviour is the same (E on ms/md/ma
-//! and quiet NF follow the newer protocol.txt, which shoald implements).
+//! bytes were checked against memcached 1.6.45, the reference (quiet mode hides only the
+//! nominal reply: `HD`, an `ma`'s value, an `mg` miss).
 
 mod common;
 
@@ -46,8 +46,10 @@ fn mg_return_flags() {
         b"mg foo Tx\r\n",
         b"CLIENT_ERROR bad token in command line format\r\n",
     );
-    c.rt(b"mg foo !\r\n", b"CLIENT_ERROR invalid flag\r\n");
-    c.rt(b"mg\r\n", b"ERROR\r\n");
+    c.rt(b"mg foo z\r\n", b"CLIENT_ERROR invalid flag\r\n");
+    // A flag starting with neither a letter nor a digit fails memcached's tokenizer.
+    c.rt(b"mg foo !\r\n", b"CLIENT_ERROR bad command line format\r\n");
+    c.rt(b"mg\r\n", b"CLIENT_ERROR bad command line format\r\n");
     c.rt(
         format!("mg {} v\r\n", "k".repeat(251)).as_bytes(),
         b"CLIENT_ERROR bad command line format\r\n",
@@ -92,11 +94,18 @@ fn mg_recache_and_touch() {
     // A long TTL is not in the recache window.
     c.rt(b"ms far 1 T1000\r\ny\r\n", b"HD\r\n");
     c.rt(b"mg far R30 v\r\n", b"VA 1\r\ny\r\n");
-    // Touch on a miss.
+    // Touch on a miss: memcached never reaches the T, so it counts a get miss.
     c.rt(b"mg none T10\r\n", b"EN\r\n");
     let st = c.stats("");
     assert_eq!(st["touch_hits"], "1");
-    assert_eq!(st["touch_misses"], "1");
+    assert_eq!(st["touch_misses"], "0");
+    // Flags act in request order: t before T shows the TTL from before the touch.
+    c.rt(b"mg rc t T500\r\n", b"HD t100 Z\r\n");
+    c.rt(b"mg rc T600 t\r\n", b"HD t600 Z\r\n");
+    // h shows the item as it was before this fetch, even with T.
+    c.rt(b"ms fresh 1\r\nx\r\n", b"HD\r\n");
+    c.rt(b"mg fresh h T60\r\n", b"HD h0\r\n");
+    c.rt(b"mg fresh h\r\n", b"HD h1\r\n");
 }
 
 #[test]
@@ -135,10 +144,11 @@ fn ms_modes_and_flags() {
     // Errors.
     c.rt(b"ms k\r\n", b"CLIENT_ERROR bad command line format\r\n");
     c.rt(b"ms k -1\r\n", b"CLIENT_ERROR bad command line format\r\n");
-    // memcached reads exactly len + 2 bytes; the leftover \r\n is an empty command.
+    // memcached reads exactly len + 2 bytes; the leftover \r\n is a line too short to
+    // be a command.
     c.rt(
         b"ms k 2\r\nabcd\r\n",
-        b"CLIENT_ERROR bad data chunk\r\nERROR\r\n",
+        b"CLIENT_ERROR bad data chunk\r\nCLIENT_ERROR bad command line format\r\n",
     );
     c.rt(b"mg k\r\n", b"EN\r\n");
 }
@@ -182,10 +192,10 @@ fn md_delete_compare_quiet_invalidate() {
     c.rt(b"ms d 1\r\nx\r\n", b"HD\r\n");
     c.rt(b"md d\r\n", b"HD\r\n");
     c.rt(b"mg d v\r\n", b"EN\r\n");
-    // q suppresses HD and NF.
+    // q suppresses HD, not NF.
     c.rt(b"ms d 1\r\nx\r\n", b"HD\r\n");
     c.send(b"md d q\r\nmd d q\r\n");
-    c.rt(b"mn\r\n", b"MN\r\n");
+    c.rt(b"mn\r\n", b"NF\r\nMN\r\n");
     c.rt(b"mg d\r\n", b"EN\r\n");
     // C compares; EX is never suppressed.
     c.rt(b"ms d 1\r\nx\r\n", b"HD\r\n");
@@ -208,6 +218,10 @@ fn md_delete_compare_quiet_invalidate() {
     // Only removals are hits (not the I mark); CAS mismatches count as misses.
     assert_eq!(st["delete_hits"], "3");
     assert_eq!(st["delete_misses"], "5");
+    // x replaces the item with an empty one (flags from F, expiry from T, else none).
+    c.rt(b"ms x 2 F5 T100\r\nhi\r\n", b"HD\r\n");
+    c.rt(b"md x x F7\r\n", b"HD\r\n");
+    c.rt(b"mg x v f t\r\n", b"VA 0 f7 t-1\r\n\r\n");
 }
 
 #[test]
@@ -216,9 +230,9 @@ fn ma_arithmetic() {
     let mut c = s.conn();
     c.rt(b"ma n\r\n", b"NF\r\n");
     c.rt(b"ma n O7 k\r\n", b"NF O7 kn\r\n");
-    // q hides NF and HD.
+    // q hides HD (and a value), never NF.
     c.send(b"ma n q\r\n");
-    c.rt(b"mn\r\n", b"MN\r\n");
+    c.rt(b"mn\r\n", b"NF\r\nMN\r\n");
     // N vivifies with J as the initial value.
     c.rt(b"ma n N0 J10\r\n", b"HD\r\n");
     c.rt(b"ma n v\r\n", b"VA 2\r\n11\r\n");
@@ -230,7 +244,7 @@ fn ma_arithmetic() {
         b"ma n MX\r\n",
         b"CLIENT_ERROR invalid mode for ma M token\r\n",
     );
-    c.send(b"ma n MI D5 q\r\n");
+    c.send(b"ma n MI D5 q v\r\n");
     c.rt(b"mg n v\r\n", b"VA 3\r\n113\r\n");
     // decr floors at 0, incr wraps.
     c.rt(b"ma n MD D1000 v\r\n", b"VA 1\r\n0\r\n");
@@ -300,7 +314,7 @@ fn mn_me_and_base64_keys() {
     // The length comes before the flags; a bad one leaves the data line to be a command.
     c.rt(
         b"ms AAEC/w== b 1\r\nz\r\n",
-        b"CLIENT_ERROR bad command line format\r\nERROR\r\n",
+        b"CLIENT_ERROR bad command line format\r\nCLIENT_ERROR bad command line format\r\n",
     );
     c.rt(b"ms AAEC/w== 1 b\r\nz\r\n", b"HD\r\n");
     c.rt(b"mg AAEC/w== b v k\r\n", b"VA 1 kAAEC/w== b\r\nz\r\n");
@@ -352,9 +366,10 @@ fn quiet_batch_longer_than_a_turn_is_answered_whole_and_in_order() {
     assert!((10..=70).contains(&yields), "conn_yields {yields}");
 }
 
-/// Every `ms` mode goes through the shared storage path with meta's accounting: a store
-/// with `C` counts in `cas_hits`/`cas_badval`/`cas_misses`, a refused one (`NS`) in
-/// `cas_misses` too, and every store that was tried in `cmd_set`.
+/// Every `ms` mode goes through the shared storage path with meta's accounting: a
+/// compare-and-swap (a set or replace with `C`) counts in `cas_hits`/`cas_badval`/
+/// `cas_misses`, an add with `C` is a plain add (`NS` on a present key, counted in no CAS
+/// counter), and every store that was tried counts in `cmd_set`.
 #[test]
 fn ms_modes_count_cas_and_sets() {
     let s = Server::start();
@@ -377,6 +392,8 @@ fn ms_modes_count_cas_and_sets() {
     let st = c.stats("");
     assert_eq!(st["cas_hits"], "1");
     assert_eq!(st["cas_badval"], "1");
-    assert_eq!(st["cas_misses"], "2");
+    assert_eq!(st["cas_misses"], "1");
     assert_eq!(st["cmd_set"], "8");
+    // An add with a CAS stores a missing key.
+    c.rt(b"ms added 1 ME C5\r\nf\r\n", b"HD\r\n");
 }

@@ -126,7 +126,7 @@ fn disable_flush_all() {
 fn shutdown_needs_a() {
     let s = Server::start();
     let mut c = s.conn();
-    c.rt(b"shutdown\r\n", b"ERROR: shutdown not enabled\r\n");
+    c.rt(b"shutdown\r\n", b"SERVER_ERROR: shutdown not enabled\r\n");
     c.assert_alive();
 
     let mut s = Server::with_args(&["-A"]);

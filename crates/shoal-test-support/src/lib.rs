@@ -18,8 +18,12 @@
 //!   ([`tls`]).
 //! - **Logs** read back as events in either `--log-format` ([`logs`]).
 //! - **memcached as a peer**, started on an ephemeral port and killed on drop
-//!   ([`memcached::Memcached`]).
+//!   ([`memcached::Memcached`]); memcached 1.6.45, the reference for shoald's replies,
+//!   built from the peers tarball ([`memcached::reference`]).
+//! - **A differential fuzzer** that sends the same random commands to memcached and
+//!   shoald and shrinks a difference to a regression case ([`differential`]).
 
+pub mod differential;
 pub mod logs;
 pub mod memcached;
 pub mod tls;

@@ -7,7 +7,7 @@
 //! installed", which let a missing memcached pass a test silently.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,42 @@ impl Memcached {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+}
+
+/// The memcached release shoald's replies are compared with.
+pub const REFERENCE_VERSION: &str = "1.6.45";
+
+/// memcached [`REFERENCE_VERSION`], the reference for shoald's replies: Debian ships an
+/// older memcached, so this one is built from the peers tarball by
+/// `scripts/memcached-reference.sh` into the workspace's ignored `.peers/` directory.
+///
+/// `SHOAL_REFERENCE_MEMCACHED` names the binary instead; when it is set the binary must
+/// exist (`scripts/test.sh` sets it after building). Otherwise a missing build prints a
+/// `SKIPPED` line and returns `None`, even under `SHOAL_REQUIRE_PEERS`: the tarball is
+/// not a Debian package, and a machine without it skips what needs it (the script says
+/// so too).
+pub fn reference() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("SHOAL_REFERENCE_MEMCACHED") {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "SHOAL_REFERENCE_MEMCACHED={} does not exist",
+            path.display()
+        );
+        return Some(path);
+    }
+    let built = crate::workspace_root()
+        .join(".peers")
+        .join(format!("memcached-{REFERENCE_VERSION}"))
+        .join("memcached");
+    if built.is_file() {
+        return Some(built);
+    }
+    eprintln!(
+        "SKIPPED: memcached {REFERENCE_VERSION} is not built \
+         (bash scripts/memcached-reference.sh builds it from the peers tarball)"
+    );
+    None
 }
 
 impl Drop for Memcached {

@@ -153,7 +153,7 @@ impl Session<'_> {
             return false;
         }
         match command {
-            Command::Noop | Command::Verbosity { .. } => self.emit(out, |b| reply::ok(b, &a, 0)),
+            Command::Noop => self.emit(out, |b| reply::ok(b, &a, 0)),
             Command::Version => self.emit(out, |b| {
                 let v = concat!(env!("CARGO_PKG_VERSION"), " shoal-proxy");
                 reply::ok_with_value(b, &a, 0, v.as_bytes())

@@ -1,5 +1,5 @@
 //! `flush_all`, `version`, `verbosity`, `shutdown`, `cache_memlimit`, and binary
-//! `FLUSH`, `VERSION`, `VERBOSITY` through the same functions.
+//! `FLUSH` and `VERSION` through the same functions.
 
 use super::{respond, Flow};
 use crate::config::VERSION;
@@ -27,11 +27,15 @@ pub fn flush(w: &Worker, delay: i64, count_refused: bool) -> Result<(), FlushDis
     }
     ThreadStats::incr(&w.stats.cmd_flush);
     let store = &w.shared.store;
+    // memcached invalidates items stored up to one second before the time asked for
+    // (`oldest_live = realtime(delay) - 1`), so it flushes a second early: `flush_all 1`
+    // empties the cache at once.
     let secs = if delay > 0 {
         store
             .clock()
             .expiry(delay)
             .saturating_sub(store.clock().now())
+            .saturating_sub(1)
     } else {
         0
     };
@@ -88,12 +92,6 @@ pub fn set_verbosity(w: &Worker, level: u32) {
 pub fn verbosity(w: &Worker, level: u32, noreply: bool, out: &mut Vec<u8>) {
     set_verbosity(w, level);
     respond(out, noreply, reply::OK);
-}
-
-/// Binary `VERBOSITY`.
-pub fn verbosity_binary(w: &Worker, attrs: &Attrs, level: u32, out: &mut Vec<u8>) {
-    set_verbosity(w, level);
-    binary::reply::ok(out, attrs, 0);
 }
 
 /// `shutdown [graceful]`: with `-A`, stops the server gracefully; otherwise an error.

@@ -8,13 +8,26 @@ use shoal_protocol::binary::{self, Attrs, Status};
 use shoal_protocol::reply;
 use shoal_store::{StoreError, StoreOptions};
 
+/// A counter after an arithmetic operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counter {
+    /// The new value.
+    pub value: u64,
+    /// Its CAS unique.
+    pub cas: u64,
+    /// Its rel expiry (0 = never).
+    pub exptime: u32,
+    /// The rel expiry it had before the operation (0 for a created counter).
+    pub was: u32,
+}
+
 /// The outcome of an arithmetic operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delta {
-    /// The new value, CAS unique and rel expiry (0 = never).
-    Value(u64, u64, u32),
-    /// The key was absent and was created with the initial value (meta `N`); same fields.
-    Created(u64, u64, u32),
+    /// The counter was changed.
+    Value(Counter),
+    /// The key was absent and was created with the initial value (meta `N`, binary).
+    Created(Counter),
     /// The key is absent.
     NotFound,
     /// The value is not a decimal number.
@@ -76,9 +89,8 @@ pub fn parse_counter(value: &[u8]) -> Option<u64> {
     Some(n)
 }
 
-/// Formats `n` into `buf`, space-padded to `min_len` as memcached does when a number
-/// shrinks in place; returns the used length.
-fn format_counter(n: u64, min_len: usize, buf: &mut [u8; 64]) -> usize {
+/// Formats `n` into `buf`, returning the digits' length.
+fn format_counter(n: u64, buf: &mut [u8; 20]) -> usize {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     let mut v = n;
@@ -92,12 +104,30 @@ fn format_counter(n: u64, min_len: usize, buf: &mut [u8; 64]) -> usize {
     }
     let len = digits.len() - i;
     buf[..len].copy_from_slice(&digits[i..]);
-    let total = len.max(min_len.min(buf.len()));
-    buf[len..total].fill(b' ');
-    total
+    len
+}
+
+/// Spaces to pad a number that shrank in place, in pieces of this many.
+const SPACES: [u8; 64] = [b' '; 64];
+
+/// The parts of a counter's new value: its digits, then (as memcached writes a number
+/// that shrank over the old one) spaces up to `old_len`.
+fn padded<'a>(digits: &'a [u8], old_len: usize, parts: &mut Vec<&'a [u8]>) {
+    parts.push(digits);
+    let mut pad = old_len.saturating_sub(digits.len());
+    while pad > 0 {
+        let n = pad.min(SPACES.len());
+        parts.push(&SPACES[..n]);
+        pad -= n;
+    }
 }
 
 /// Applies incr (wrapping at 2^64) or decr (flooring at 0) to `key`.
+///
+/// As memcached, a result that fits in the old value's bytes is written over it, padded
+/// with spaces, keeping the item's fetched, stale and win state; a longer one makes a new
+/// item without them. (memcached then also drops an `ma` `E` or `T` it applies to the
+/// old item; shoald applies them: docs/protocol-deviations.md.)
 pub fn apply_delta(
     w: &Worker,
     key: &[u8],
@@ -108,16 +138,26 @@ pub fn apply_delta(
     let cas_enabled = w.shared.settings.cas_enabled;
     let mut writer = w.writer.borrow_mut();
     w.shared.store.update(&mut writer, key, |e| {
-        let mut buf = [0u8; 64];
+        let mut buf = [0u8; 20];
         let Some(item) = e.item() else {
             let Some((initial, store_opts)) = opts.vivify else {
                 return Ok(Delta::NotFound);
             };
-            let len = format_counter(initial, 0, &mut buf);
+            let len = format_counter(initial, &mut buf);
             let cas = e.store(&[&buf[..len]], store_opts)?;
-            return Ok(Delta::Created(initial, cas, store_opts.exptime));
+            return Ok(Delta::Created(Counter {
+                value: initial,
+                cas,
+                exptime: store_opts.exptime,
+                was: 0,
+            }));
         };
-        if let Some(expected) = opts.compare_cas {
+        // memcached refuses an empty value before it looks at the CAS.
+        if item.value().is_empty() {
+            return Ok(Delta::NonNumeric);
+        }
+        // A unique of 0 names none, as in memcached.
+        if let Some(expected) = opts.compare_cas.filter(|&c| c != 0) {
             let current = if cas_enabled { item.cas() } else { 0 };
             if current != expected {
                 return Ok(Delta::Exists);
@@ -131,15 +171,40 @@ pub fn apply_delta(
         } else {
             old.saturating_sub(delta)
         };
-        let len = format_counter(new, item.value().len(), &mut buf);
+        let old_len = item.value().len();
+        let len = format_counter(new, &mut buf);
+        let in_place = len <= old_len;
+        let fetched = in_place && item.fetched();
+        let was = item.exptime();
         let store_opts = StoreOptions {
             flags: item.flags(),
-            exptime: opts.new_exptime.unwrap_or(item.exptime()),
+            exptime: opts.new_exptime.unwrap_or(was),
             cas: opts.new_cas,
+            stale: in_place && item.stale(),
+            win_sent: in_place && item.win_sent(),
             ..StoreOptions::default()
         };
-        let cas = e.store(&[&buf[..len]], store_opts)?;
-        Ok(Delta::Value(new, cas, store_opts.exptime))
+        let pad = old_len.saturating_sub(len);
+        let cas = if pad <= SPACES.len() {
+            e.store(&[&buf[..len], &SPACES[..pad]], store_opts)?
+        } else {
+            // A long value that held a number (followed by spaces): rare enough to build
+            // the parts list on the heap.
+            let mut parts = Vec::new();
+            padded(&buf[..len], old_len, &mut parts);
+            e.store(&parts, store_opts)?
+        };
+        if fetched {
+            if let Some(stored) = e.item() {
+                stored.mark_fetched();
+            }
+        }
+        Ok(Delta::Value(Counter {
+            value: new,
+            cas,
+            exptime: store_opts.exptime,
+            was,
+        }))
     })
 }
 
@@ -171,9 +236,9 @@ pub fn incr_decr(
 /// `incr|decr <key> <delta>`: the new value, NOT_FOUND, or the non-numeric error.
 pub fn text(w: &Worker, key: &[u8], delta: u64, incr: bool, noreply: bool, out: &mut Vec<u8>) {
     match incr_decr(w, key, delta, incr, DeltaOptions::default()) {
-        Ok(Delta::Value(n, ..)) | Ok(Delta::Created(n, ..)) => {
+        Ok(Delta::Value(c)) | Ok(Delta::Created(c)) => {
             if !noreply {
-                reply::number_line(out, n);
+                reply::number_line(out, c.value);
             }
         }
         // A text incr names no CAS, so `Exists` cannot happen.
@@ -212,9 +277,9 @@ pub fn binary(
         ..DeltaOptions::default()
     };
     let status = match incr_decr(w, key, delta, incr, opts) {
-        Ok(Delta::Value(v, cas, _)) | Ok(Delta::Created(v, cas, _)) => {
-            let cas = visible_cas(w, cas);
-            return binary::reply::ok_with_value(out, attrs, cas, &v.to_be_bytes());
+        Ok(Delta::Value(c)) | Ok(Delta::Created(c)) => {
+            let cas = visible_cas(w, c.cas);
+            return binary::reply::ok_with_value(out, attrs, cas, &c.value.to_be_bytes());
         }
         Ok(Delta::NotFound) => Status::KeyNotFound,
         Ok(Delta::Exists) => Status::KeyExists,
@@ -254,12 +319,19 @@ mod tests {
 
     #[test]
     fn shrinking_numbers_are_space_padded() {
-        let mut buf = [0u8; 64];
-        let n = format_counter(9, 2, &mut buf);
-        assert_eq!(&buf[..n], b"9 ");
-        let n = format_counter(100, 2, &mut buf);
-        assert_eq!(&buf[..n], b"100");
-        let n = format_counter(0, 0, &mut buf);
-        assert_eq!(&buf[..n], b"0");
+        let joined = |n: u64, old_len: usize| {
+            let mut buf = [0u8; 20];
+            let len = format_counter(n, &mut buf);
+            let mut parts = Vec::new();
+            padded(&buf[..len], old_len, &mut parts);
+            parts.concat()
+        };
+        assert_eq!(joined(9, 2), b"9 ");
+        assert_eq!(joined(100, 2), b"100");
+        assert_eq!(joined(0, 0), b"0");
+        // Past any fixed buffer: a long value that held a number keeps its length.
+        let long = joined(7, 303);
+        assert_eq!(long.len(), 303);
+        assert!(long.starts_with(b"7 ") && long.ends_with(b" "));
     }
 }

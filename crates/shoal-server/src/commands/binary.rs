@@ -63,7 +63,6 @@ pub fn execute<'w>(
         Command::Flush { delay } => admin::flush_binary(w, &a, delay, out),
         Command::Noop => binary::reply::ok(out, &a, 0),
         Command::Version => admin::version_binary(&a, out),
-        Command::Verbosity { level } => admin::verbosity_binary(w, &a, level, out),
         Command::Stat { group, raw } => stats::binary(w, &a, group, raw, out),
         Command::SaslListMechs => sasl::list_mechs(w, &a, out),
         Command::SaslAuth {

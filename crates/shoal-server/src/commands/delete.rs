@@ -24,18 +24,25 @@ pub enum Deleted {
     Failed,
 }
 
-/// `md I` and `md x`: keep the item instead of removing it, so the next fetch wins the
-/// right to recache it. A new CAS unique is issued.
+/// `md I` and `md x`: keep the item instead of removing it, as memcached 1.6.45 does.
+///
+/// `x` replaces the item with an empty one: client flags from `F` (else 0), expiry from
+/// `T` (else none), the old CAS unique (or `E`'s), nothing fetched, stale or won. `I`
+/// marks the item stale so the next fetch wins the right to recache it: a new CAS unique
+/// (or `E`'s), expiry from `T` (else the item's), the win handed back; the value, flags
+/// and fetched state stay. Both: `x`'s item, marked as `I` marks.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Mark {
     /// `I`: mark the item stale.
     pub stale: bool,
-    /// `x`: drop the value (and the client flags).
+    /// `x`: drop the value.
     pub clear_value: bool,
-    /// `T`: the new expiry (already absolute); the item's own when absent.
+    /// `T`: the new expiry (already absolute).
     pub expiry: Option<u32>,
     /// `E`: the new CAS unique.
     pub new_cas: Option<u64>,
+    /// `F`: the client flags of `x`'s empty item.
+    pub flags: Option<u32>,
 }
 
 /// One delete as every protocol asks for it.
@@ -74,15 +81,33 @@ pub fn delete(w: &Worker, spec: &DeleteSpec<'_>) -> Deleted {
                 }
             }
             if let Some(mark) = spec.mark {
-                let opts = StoreOptions {
-                    flags: if mark.clear_value { 0 } else { item.flags() },
-                    exptime: mark.expiry.unwrap_or(item.exptime()),
-                    cas: mark.new_cas,
-                    stale: mark.stale || item.stale(),
-                    ..StoreOptions::default()
+                let fetched = item.fetched();
+                let opts = if mark.clear_value {
+                    StoreOptions {
+                        flags: mark.flags.unwrap_or(0),
+                        exptime: mark.expiry.unwrap_or(0),
+                        // The empty item takes the old CAS unique, unless `I` then gives
+                        // it a new one.
+                        cas: mark.new_cas.or((!mark.stale).then(|| item.cas())),
+                        stale: mark.stale,
+                        ..StoreOptions::default()
+                    }
+                } else {
+                    StoreOptions {
+                        flags: item.flags(),
+                        exptime: mark.expiry.unwrap_or(item.exptime()),
+                        cas: mark.new_cas,
+                        stale: true,
+                        ..StoreOptions::default()
+                    }
                 };
                 // Rewritten in place from the old item: no copy of the value per request.
                 e.rewrite(!mark.clear_value, opts)?;
+                if fetched && !mark.clear_value {
+                    if let Some(marked) = e.item() {
+                        marked.mark_fetched();
+                    }
+                }
                 return Ok(Deleted::Marked);
             }
             Ok(if e.remove() {

@@ -121,9 +121,24 @@ pub fn execute<'w>(
             admin::cache_memlimit(w, megabytes, noreply, out)
         }
         Request::Stats(group) => stats::stats(w, group, out),
-        Request::LruCrawler(args) => return crawler::lru_crawler(w, args, window, out),
-        Request::Slabs(args) => tuning::slabs(w, args, out),
-        Request::Lru(args) => tuning::lru(w, args, out),
+        Request::LruCrawler(args) => {
+            let start = out.len();
+            let flow = crawler::lru_crawler(w, args, window, out);
+            if flow == Flow::Continue {
+                silence_noreply(args, out, start);
+            }
+            return flow;
+        }
+        Request::Slabs(args) => {
+            let start = out.len();
+            tuning::slabs(w, args, out);
+            silence_noreply(args, out, start);
+        }
+        Request::Lru(args) => {
+            let start = out.len();
+            tuning::lru(w, args, out);
+            silence_noreply(args, out, start);
+        }
         Request::RefreshCerts(args) => tuning::refresh_certs(w, args, out),
         Request::Watch(_) if !w.shared.settings.watch_enabled => {
             out.extend_from_slice(b"CLIENT_ERROR watch commands not allowed\r\n")
@@ -158,6 +173,15 @@ pub fn may_store(req: &Request<'_>) -> bool {
         | Request::Quit => false,
         Request::MetaGet { flags, .. } => flags.has(b'T') || flags.has(b'N'),
         _ => true,
+    }
+}
+
+/// memcached silences whatever a command it dispatches from its table answers when the
+/// line's last token is `noreply` (`slabs`, `lru`, `lru_crawler`...): drops what the
+/// command appended from `start` on.
+fn silence_noreply(args: &[u8], out: &mut Vec<u8>, start: usize) {
+    if args.rsplit(|&b| b == b' ').next() == Some(&b"noreply"[..]) {
+        out.truncate(start);
     }
 }
 

@@ -132,6 +132,9 @@ pub fn stats(w: &Worker, group: StatsGroup<'_>, out: &mut Vec<u8>) {
             super::crawler::cachedump(w, &args[b"cachedump".len()..], out);
             return;
         }
+        // memcached (built with extstore, as by default) lists extstore's stats, none
+        // without an `ext_path`.
+        StatsGroup::Other(b"extstore") => {}
         StatsGroup::Other(_) => {
             out.extend_from_slice(reply::ERROR);
             return;
@@ -275,6 +278,10 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
     ];
     for (name, value) in numbers {
         reply::stat_u64(out, name, value);
+        // memcached lists idle_kicks (after auth_errors) only with -o idle_timeout.
+        if name == "auth_errors" && sh.settings.idle_timeout != 0 {
+            reply::stat_u64(out, "idle_kicks", t.idle_kicks);
+        }
     }
 }
 
@@ -549,10 +556,14 @@ fn conns(w: &Worker, out: &mut Vec<u8>) {
     }
 }
 
-/// `stats detail on|off|dump`.
+/// `stats detail on|off|dump`; as memcached, only the word after `detail` counts.
 fn detail(w: &Worker, args: &[u8], out: &mut Vec<u8>) {
     let prefixes = &w.shared.prefixes;
-    match args.trim_ascii() {
+    let word = args
+        .split(|&b| b == b' ')
+        .find(|t| !t.is_empty())
+        .unwrap_or(&[]);
+    match word {
         b"on" => {
             prefixes.set_enabled(true);
             out.extend_from_slice(reply::OK);

@@ -32,8 +32,9 @@ pub struct StoreRequest<'a> {
 /// The outcome of a storage command, whichever protocol asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stored {
-    /// Stored, with the new CAS unique.
-    Stored(u64),
+    /// Stored, with the new CAS unique and the stored value's length (for an append or
+    /// prepend, the whole value's).
+    Stored(u64, usize),
     /// The add/replace/append/prepend condition failed.
     NotStored,
     /// A compare-and-swap whose unique did not match.
@@ -51,18 +52,23 @@ pub enum Accounting {
     /// conditional store with a CAS that is refused for its condition counts in no CAS
     /// counter.
     Classic,
-    /// meta. `ms`: every refused store removes the old value, and a refusal of a store
-    /// with a CAS counts in `cas_misses`. `md`: a failed update is not counted, and
-    /// `watch deletions` names the command `md`.
+    /// meta. `ms`: every refused store removes the old value. `md`: a failed update is
+    /// not counted, and `watch deletions` names the command `md`.
     Meta,
 }
 
 /// One store as the storage path executes it: what text storage commands, binary
 /// storage opcodes and every `ms` mode become.
+///
+/// What a CAS unique means depends on the kind, as in memcached's `do_store_item`: a
+/// [`StoreKind::Cas`] stores only over an item with that unique (a missing item is
+/// `NotFound`, and a unique of 0 matches nothing); an append or prepend with a non-zero
+/// unique refuses a different item (`Exists`) but not a missing one (`NotStored`, or
+/// created with `vivify`); set, add and replace do not look at it (memcached's binary
+/// protocol and `ms` turn their CAS-carrying stores into [`StoreKind::Cas`] first).
 #[derive(Debug, Clone, Copy)]
 pub struct StoreSpec<'a> {
-    /// Which store. [`StoreKind::Cas`] behaves as `set`; what makes a store conditional
-    /// on the CAS unique is `compare_cas`.
+    /// Which store.
     pub kind: StoreKind,
     /// The key (decoded, for base64 meta keys).
     pub key: &'a [u8],
@@ -70,9 +76,9 @@ pub struct StoreSpec<'a> {
     pub data: &'a [u8],
     /// Flags, expiry (already absolute) and an explicit new CAS unique.
     pub opts: StoreOptions,
-    /// Store only if the item's CAS unique equals this.
+    /// The CAS unique the store is conditional on (see above).
     pub compare_cas: Option<u64>,
-    /// `ms I`: a set or replace whose CAS is older than the item's still lands, as a
+    /// `ms I`: a compare-and-swap whose CAS is older than the item's still lands, as a
     /// stale value keeping the item's expiry and win state.
     pub invalidate: bool,
     /// `ms N` for append and prepend: a missing key is created with the value, expiring
@@ -144,7 +150,7 @@ pub fn text(w: &Worker, req: StoreRequest<'_>, noreply: bool, out: &mut Vec<u8>)
     let compare_cas = (req.kind == StoreKind::Cas).then_some(req.cas_unique);
     let spec = StoreSpec::classic(req.kind, req.key, req.data, opts, compare_cas);
     let text = match store(w, &spec) {
-        Ok(Stored::Stored(_)) => reply::STORED,
+        Ok(Stored::Stored(..)) => reply::STORED,
         Ok(Stored::NotStored) => reply::NOT_STORED,
         Ok(Stored::Exists) => reply::EXISTS,
         Ok(Stored::NotFound) => reply::NOT_FOUND,
@@ -155,7 +161,8 @@ pub fn text(w: &Worker, req: StoreRequest<'_>, noreply: bool, out: &mut Vec<u8>)
 }
 
 /// A binary storage opcode: [`store`], answered in binary. A non-zero CAS attribute turns
-/// any storage opcode into a compare-and-swap (memcached).
+/// a set, add or replace into a compare-and-swap, and makes an append or prepend
+/// conditional on it (memcached).
 #[allow(clippy::too_many_arguments)]
 pub fn binary(
     w: &Worker,
@@ -172,9 +179,14 @@ pub fn binary(
         exptime: w.shared.store.clock().expiry(exptime),
         ..StoreOptions::default()
     };
-    let spec = StoreSpec::classic(kind, key, data, opts, attrs.compare_cas());
+    let compare = attrs.compare_cas();
+    let effective = match kind {
+        StoreKind::Set | StoreKind::Add | StoreKind::Replace if compare.is_some() => StoreKind::Cas,
+        other => other,
+    };
+    let spec = StoreSpec::classic(effective, key, data, opts, compare);
     let status = match store(w, &spec) {
-        Ok(Stored::Stored(cas)) => return binary::reply::ok(out, attrs, visible_cas(w, cas)),
+        Ok(Stored::Stored(cas, _)) => return binary::reply::ok(out, attrs, visible_cas(w, cas)),
         Ok(Stored::Exists) => Status::KeyExists,
         Ok(Stored::NotFound) => Status::KeyNotFound,
         Ok(Stored::NotStored) => match kind {
@@ -214,63 +226,99 @@ fn apply(w: &Worker, spec: &StoreSpec<'_>) -> Result<Stored, StoreError> {
                 i.win_sent(),
             )
         });
-        if let Some(expected) = spec.compare_cas {
-            let Some((cur_cas, cur_exp, win)) = current else {
-                return Ok(Stored::NotFound);
-            };
-            if cur_cas != expected {
+        let stored = |cas| Stored::Stored(cas, data.len());
+        let Some((cur_cas, cur_exp, win)) = current else {
+            return Ok(match kind {
+                StoreKind::Cas => Stored::NotFound,
+                StoreKind::Replace => Stored::NotStored,
+                StoreKind::Append | StoreKind::Prepend => match spec.vivify {
+                    Some(exptime) => stored(e.store(&[data], StoreOptions { exptime, ..opts })?),
+                    None => Stored::NotStored,
+                },
+                StoreKind::Set | StoreKind::Add => stored(e.store(&[data], opts)?),
+            });
+        };
+        let check = cas_check(spec.compare_cas, cur_cas, spec.invalidate);
+        Ok(match kind {
+            StoreKind::Add => Stored::NotStored,
+            StoreKind::Set | StoreKind::Replace => stored(e.store(&[data], opts)?),
+            StoreKind::Cas => match check {
+                CasCheck::Match => stored(e.store(&[data], opts)?),
                 // With I, an older CAS still lands, but as a stale value that keeps the
                 // item's expiry and win state, so a slow writer cannot resurrect data.
-                if spec.invalidate
-                    && expected < cur_cas
-                    && matches!(kind, StoreKind::Set | StoreKind::Cas | StoreKind::Replace)
-                {
+                CasCheck::Stale => {
                     let stale = StoreOptions {
                         exptime: cur_exp,
                         stale: true,
                         win_sent: win,
                         ..opts
                     };
-                    return Ok(Stored::Stored(e.store(&[data], stale)?));
+                    stored(e.store(&[data], stale)?)
                 }
-                return Ok(Stored::Exists);
-            }
-        }
-        let exists = current.is_some();
-        let outcome = match kind {
-            StoreKind::Set | StoreKind::Cas => Some(e.store(&[data], opts)?),
-            StoreKind::Add if exists => None,
-            StoreKind::Replace if !exists => None,
-            StoreKind::Add | StoreKind::Replace => Some(e.store(&[data], opts)?),
-            StoreKind::Append | StoreKind::Prepend if !exists => match spec.vivify {
-                Some(exptime) => {
-                    let viv = StoreOptions { exptime, ..opts };
-                    Some(e.store(&[data], viv)?)
-                }
-                None => None,
+                CasCheck::None | CasCheck::Mismatch => Stored::Exists,
             },
-            StoreKind::Append => e.append(data, false)?,
-            StoreKind::Prepend => e.append(data, true)?,
-        };
-        Ok(outcome.map_or(Stored::NotStored, Stored::Stored))
+            StoreKind::Append | StoreKind::Prepend => match check {
+                CasCheck::None | CasCheck::Match => {
+                    // memcached writes a new item holding both parts: it keeps the flags
+                    // and expiry but none of the old item's fetched, stale or win state.
+                    let Some(old) = e.item() else {
+                        return Ok(Stored::NotStored);
+                    };
+                    let keep = StoreOptions {
+                        flags: old.flags(),
+                        exptime: old.exptime(),
+                        cas: opts.cas,
+                        ..StoreOptions::default()
+                    };
+                    let old_value = old.value().to_vec();
+                    let parts: [&[u8]; 2] = if kind == StoreKind::Prepend {
+                        [data, &old_value]
+                    } else {
+                        [&old_value, data]
+                    };
+                    Stored::Stored(e.store(&parts, keep)?, old_value.len() + data.len())
+                }
+                CasCheck::Stale | CasCheck::Mismatch => Stored::Exists,
+            },
+        })
     });
     drop(writer);
     if w.shared.watchers.watching(crate::watch::kind::MUTATIONS) {
         watch_store(w, kind, key, data.len(), opts.exptime, &result);
     }
     w.shared.prefixes.record(key, crate::detail::PrefixOp::Set);
-    if spec.compare_cas.is_some() {
+    if kind == StoreKind::Cas {
         match result {
-            Ok(Stored::Stored(_)) => ThreadStats::incr(&s.cas_hits),
+            Ok(Stored::Stored(..)) => ThreadStats::incr(&s.cas_hits),
             Ok(Stored::Exists) => ThreadStats::incr(&s.cas_badval),
             Ok(Stored::NotFound) => ThreadStats::incr(&s.cas_misses),
-            Ok(Stored::NotStored) if spec.accounting == Accounting::Meta => {
-                ThreadStats::incr(&s.cas_misses)
-            }
             _ => {}
         }
     }
     result
+}
+
+/// How an item's CAS unique compares with the one a store names (memcached's
+/// `cas_result`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CasCheck {
+    /// No unique named (or 0, which memcached reads as none).
+    None,
+    /// The same unique.
+    Match,
+    /// An older unique, on a store allowed to land as a stale value (`ms I`).
+    Stale,
+    /// A different unique.
+    Mismatch,
+}
+
+fn cas_check(expected: Option<u64>, current: u64, allow_stale: bool) -> CasCheck {
+    match expected {
+        None | Some(0) => CasCheck::None,
+        Some(e) if e == current => CasCheck::Match,
+        Some(e) if allow_stale && e < current => CasCheck::Stale,
+        Some(_) => CasCheck::Mismatch,
+    }
 }
 
 /// Tells `watch mutations` how a store ended, in memcached's words.
@@ -283,7 +331,7 @@ pub(crate) fn watch_store(
     result: &Result<Stored, StoreError>,
 ) {
     let status = match result {
-        Ok(Stored::Stored(_)) => "stored",
+        Ok(Stored::Stored(..)) => "stored",
         Ok(Stored::NotStored) => "not_stored",
         Ok(Stored::Exists) => "exists",
         Ok(Stored::NotFound) => "not_found",

@@ -18,7 +18,17 @@ pub fn touch(w: &Worker, key: &[u8], exptime: i64, noreply: bool, out: &mut Vec<
     let store = &w.shared.store;
     let expiry = store.clock().expiry(exptime);
     let mut writer = w.writer.borrow_mut();
-    match store.update(&mut writer, key, |e| e.set_exptime(expiry)) {
+    // memcached's touch reads the item as a fetch does, so it counts as fetched.
+    let touched = store.update(&mut writer, key, |e| {
+        if !e.set_exptime(expiry)? {
+            return Ok(false);
+        }
+        if let Some(item) = e.item() {
+            item.mark_fetched();
+        }
+        Ok(true)
+    });
+    match touched {
         Ok(true) => {
             ThreadStats::incr(&w.stats.touch_hits);
             respond(out, noreply, reply::TOUCHED);

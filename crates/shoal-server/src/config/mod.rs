@@ -32,7 +32,7 @@ pub use tunables::{Extstore, Tunables};
 /// The version string shoald reports (`version`, `stats`): memcached's protocol level it
 /// implements, so clients that gate features on the version (meta commands need 1.6)
 /// enable them, followed by Shoal's own version.
-pub const VERSION: &str = concat!("1.6.21-shoal-", env!("CARGO_PKG_VERSION"));
+pub const VERSION: &str = concat!("1.6.45-shoal-", env!("CARGO_PKG_VERSION"));
 
 /// sysexits' EX_USAGE, memcached's status for contradictory options.
 pub const EX_USAGE: u8 = 64;

@@ -11,7 +11,13 @@ pub fn meta_debug(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Ve
     let Some(key) = super::key(raw_key, &flags, &mut buf, out) else {
         return;
     };
-    let found = w.shared.store.get(key, |item| {
+    // Read under the key's lock without fetching it: `me` leaves the item as it was.
+    let mut writer = w.writer.borrow_mut();
+    let found = w.shared.store.update(&mut writer, key, |e| {
+        let e_now = e.now();
+        let Some(item) = e.item() else {
+            return Ok(None);
+        };
         reply::meta_header(out, meta::ME);
         out.push(b' ');
         if flags.base64() {
@@ -20,9 +26,10 @@ pub fn meta_debug(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Ve
             out.extend_from_slice(key);
         }
         out.extend_from_slice(b" exp=");
-        match item.ttl() {
-            None => out.extend_from_slice(b"-1"),
-            Some(t) => reply::push_u32(out, t),
+        match item.exptime() {
+            0 => out.extend_from_slice(b"-1"),
+            // memcached prints the difference as a signed int.
+            e => reply::push_i64(out, i64::from(e.wrapping_sub(e_now) as i32)),
         }
         out.extend_from_slice(b" la=");
         reply::push_u32(out, item.idle_seconds());
@@ -36,8 +43,9 @@ pub fn meta_debug(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut Ve
         out.extend_from_slice(b" cls=1 size=");
         reply::push_u64(out, item.size() as u64);
         reply::crlf(out);
+        Ok(Some(()))
     });
-    if found.is_none() {
+    if !matches!(found, Ok(Some(()))) {
         out.extend_from_slice(reply::EN);
     }
 }

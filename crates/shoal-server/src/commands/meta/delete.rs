@@ -20,6 +20,7 @@ pub fn meta_delete(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut V
         clear_value,
         expiry: number::<i64>(&flags, b'T').map(|t| w.shared.store.clock().expiry(t)),
         new_cas: number(&flags, b'E'),
+        flags: number(&flags, b'F'),
     });
     let spec = DeleteSpec {
         key,
@@ -36,7 +37,8 @@ pub fn meta_delete(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, out: &mut V
             return;
         }
     };
-    if flags.quiet() && (code == meta::HD || code == meta::NF) {
+    // Quiet mode hides only the nominal reply; a miss or a CAS mismatch still answers.
+    if flags.quiet() && code == meta::HD {
         return;
     }
     status(out, code, &flags, key);

@@ -1,4 +1,9 @@
 //! `ms <key> <datalen> <flags>*`: store with modes, compare-and-swap, invalidation.
+//!
+//! The modes map to the shared storage path as in memcached 1.6.45: a `C` turns a set or
+//! a replace into a compare-and-swap (so a missing key is `NF`), makes an append or
+//! prepend conditional on a matching item (a missing key stays `NS`, or is created with
+//! `N`), and means nothing to an add.
 
 use super::{cas, number};
 use crate::commands::storage::{self, Accounting, StoreSpec, Stored};
@@ -18,6 +23,7 @@ pub fn meta_set(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, data: &[u8], o
     let compare: Option<u64> = number(&flags, b'C');
     let kind = match mode {
         MetaMode::Add => StoreKind::Add,
+        MetaMode::Replace if compare.is_some() => StoreKind::Cas,
         MetaMode::Replace => StoreKind::Replace,
         MetaMode::Append => StoreKind::Append,
         MetaMode::Prepend => StoreKind::Prepend,
@@ -32,6 +38,7 @@ pub fn meta_set(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, data: &[u8], o
     };
     let clock = w.shared.store.clock();
     let ttl: i64 = number(&flags, b'T').unwrap_or(0);
+    let appending = matches!(kind, StoreKind::Append | StoreKind::Prepend);
     let spec = StoreSpec {
         kind,
         key,
@@ -44,17 +51,20 @@ pub fn meta_set(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, data: &[u8], o
             private_cas: !flags.has(b'c'),
             ..StoreOptions::default()
         },
-        compare_cas: compare,
-        invalidate: flags.has(b'I'),
-        vivify: number::<i64>(&flags, b'N').map(|n| clock.expiry(n)),
+        // An add does not look at the CAS.
+        compare_cas: compare.filter(|_| kind != StoreKind::Add),
+        // Only a compare-and-swap may land as a stale value.
+        invalidate: flags.has(b'I') && kind == StoreKind::Cas,
+        vivify: number::<i64>(&flags, b'N')
+            .filter(|_| appending)
+            .map(|n| clock.expiry(n)),
         accounting: Accounting::Meta,
     };
-    let result = storage::store(w, &spec);
-    let (code, new) = match result {
-        Ok(Stored::Stored(c)) => (meta::HD, Some(c)),
-        Ok(Stored::NotStored) => (meta::NS, None),
-        Ok(Stored::Exists) => (meta::EX, None),
-        Ok(Stored::NotFound) => (meta::NF, None),
+    let (code, new, size) = match storage::store(w, &spec) {
+        Ok(Stored::Stored(c, size)) => (meta::HD, Some(c), Some(size)),
+        Ok(Stored::NotStored) => (meta::NS, None, None),
+        Ok(Stored::Exists) => (meta::EX, None, None),
+        Ok(Stored::NotFound) => (meta::NF, None, None),
         Err(StoreError::TooLarge) => {
             out.extend_from_slice(reply::OBJECT_TOO_LARGE);
             return;
@@ -74,6 +84,8 @@ pub fn meta_set(w: &Worker, raw_key: &[u8], flags: MetaFlags<'_>, data: &[u8], o
             b'k' => reply::meta_key(out, key, flags.base64()),
             // memcached reports the stored item's CAS, and 0 when nothing was stored.
             b'c' => reply::meta_flag_u64(out, b'c', new.map_or(0, |c| cas(w, c))),
+            // The value's size: after an append or prepend, the whole value's.
+            b's' => reply::meta_flag_u64(out, b's', size.unwrap_or(data.len()) as u64),
             _ => {}
         }
     }
