@@ -89,8 +89,13 @@ struct Pool {
     /// Sealed segments per queue, oldest first.
     queues: [VecDeque<SegId>; QUEUES],
     never_allocated: Vec<SegId>,
-    /// Segments with memory allocated.
+    /// Segments with memory allocated (the spare included).
     allocated: usize,
+    /// A free segment beyond the limit whose memory is kept for eviction's next copies
+    /// ([`Segments::take_spare`]): giving it back to the kernel and faulting it in again
+    /// on every eviction cost a page fault per 4 KiB written, which halved throughput
+    /// with large values.
+    spare: Option<SegId>,
     /// Most segments the memory limit allows.
     limit: usize,
     next_gen: u32,
@@ -187,6 +192,7 @@ impl Segments {
                 queues: Default::default(),
                 never_allocated,
                 allocated: 0,
+                spare: None,
                 limit,
                 next_gen: 1,
                 draining: 0,
@@ -424,7 +430,9 @@ impl Segments {
     /// back (see `release`). Eviction needs somewhere to copy the items it keeps before
     /// the segment it empties is free; borrowing for that moment costs memory one
     /// segment over the limit at times, where keeping a segment free for it would cost
-    /// one segment of items all the time.
+    /// one segment of items all the time. Once borrowed, the segment's memory stays
+    /// allocated as the spare (RSS is the limit plus one segment), so later evictions
+    /// reuse it without faulting pages in.
     pub fn take_spare(&self, queue: usize) -> Option<SegId> {
         self.take(queue, 1)
     }
@@ -433,6 +441,11 @@ impl Segments {
         let mut pool = self.pool.lock();
         if let Some(id) = pool.free.pop() {
             return Some(self.open(&mut pool, id, queue));
+        }
+        if beyond_limit > 0 {
+            if let Some(id) = pool.spare.take() {
+                return Some(self.open(&mut pool, id, queue));
+            }
         }
         if pool.allocated < pool.limit + beyond_limit {
             if let Some(id) = pool.never_allocated.pop() {
@@ -599,6 +612,10 @@ impl Segments {
     fn release(&self, pool: &mut Pool, id: SegId) {
         self.meta(id).state.store(FREE, Ordering::Release);
         if pool.allocated > pool.limit {
+            if pool.allocated == pool.limit + 1 && pool.spare.is_none() {
+                pool.spare = Some(id);
+                return;
+            }
             let mem = self.ptrs[id as usize].swap(std::ptr::null_mut(), Ordering::AcqRel);
             if !mem.is_null() {
                 self.free_memory(mem);
@@ -626,6 +643,11 @@ impl Segments {
             let Some(id) = pool.free.pop() else { break };
             self.release(&mut pool, id);
         }
+        if pool.allocated > pool.limit + 1 {
+            if let Some(id) = pool.spare.take() {
+                self.release(&mut pool, id);
+            }
+        }
     }
 
     /// Most segments the memory limit allows.
@@ -637,7 +659,7 @@ impl Segments {
     /// caller should evict to shrink.
     pub fn over_limit(&self) -> bool {
         let pool = self.pool.lock();
-        pool.allocated > pool.limit
+        pool.allocated - usize::from(pool.spare.is_some()) > pool.limit
     }
 
     /// Sealed segment ids of every queue, each queue oldest first (a snapshot).
