@@ -35,7 +35,7 @@ mc_old=$(command -v memcached)
 venv=target/hitratio-venv
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import libcachesim' 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q libcachesim
+  "$venv/bin/pip" install -q libcachesim numpy
 fi
 
 servers=(--server shoald

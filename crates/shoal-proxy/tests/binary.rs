@@ -54,10 +54,11 @@ fn every_opcode_through_the_proxy() {
         String::from_utf8_lossy(&v.value).contains("shoal-proxy"),
         "{v:?}"
     );
+    // memcached 1.6.45 does not serve binary VERBOSITY; the proxy answers as it does.
     assert_eq!(
         c.call(op::VERBOSITY, 3, 0, &1u32.to_be_bytes(), b"", b"")
             .status,
-        status::OK
+        status::UNKNOWN
     );
 
     // Set, then get with flags and the same CAS unique; GETK returns the key.

@@ -22,8 +22,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 pub type EvictObserver = Box<dyn Fn(&Item<'_>) + Send + Sync>;
 
 pub(crate) const SHARDS: usize = 256;
-/// Sealed segments scanned for expired items per maintenance call.
-pub(crate) const CRAWL_BATCH: usize = 4;
+/// Most sealed segments one maintenance call walks for expired items. Only segments
+/// holding an item already expired are walked (each segment knows its earliest expiry),
+/// so this bounds the work of a call when much expires at once, not the reach of a pass.
+pub(crate) const CRAWL_BATCH: usize = 32;
 /// Ghost slots per byte of memory limit: one per 256 bytes, about one per item at the
 /// sizes caches usually hold, for 1/64 of the limit in memory.
 const GHOST_BYTES_PER_SLOT: usize = 256;
@@ -229,6 +231,14 @@ impl Inner {
             f(r, raw);
             off += size;
         }
+    }
+
+    /// Whether sealed segment `id` may hold an item expired at `now` (its earliest
+    /// expiry is past), so that an expiry sweep has something to do there.
+    pub(crate) fn has_expired(&self, id: SegId, now: u32) -> bool {
+        let meta = self.segs.meta(id);
+        meta.live_items.load(Ordering::Acquire) != 0
+            && meta.earliest_expiry.load(Ordering::Acquire) <= now
     }
 
     /// Unlinks the expired items of one sealed segment.

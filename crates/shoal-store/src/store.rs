@@ -158,11 +158,24 @@ impl Store {
         let now = inner.clock.now();
         inner.check_flush(now);
         let sealed = inner.segs.sealed_snapshot();
+        // Every segment with an item already expired is swept, up to CRAWL_BATCH per
+        // call, going on where the last call stopped: expired memory is found within a
+        // tick or two at any size, as memcached's LRU crawler finds it, where visiting a
+        // fixed few segments per tick left expired items for seconds in a large cache.
         if !sealed.is_empty() {
-            let start = inner.crawl_cursor.fetch_add(CRAWL_BATCH, Ordering::Relaxed);
-            for i in 0..CRAWL_BATCH.min(sealed.len()) {
+            let start = inner.crawl_cursor.load(Ordering::Relaxed);
+            let mut walked = 0;
+            for i in 0..sealed.len() {
                 let id = sealed[(start + i) % sealed.len()];
+                if !inner.has_expired(id, now) {
+                    continue;
+                }
                 inner.reclaim_expired_in(id, now);
+                walked += 1;
+                if walked == CRAWL_BATCH {
+                    inner.crawl_cursor.store(start + i + 1, Ordering::Relaxed);
+                    break;
+                }
             }
         }
         // The ghost remembers half as many evictions as the cache holds items.

@@ -7,10 +7,16 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::process::Command;
 
+/// Bytes a shoald item takes beyond its key and value (its fixed header; sizes round up
+/// to 4): S3-FIFO also runs with it added to every object, as `S3FIFO+hdr`, to compare
+/// policy and server at the same bytes of memory.
+pub const SHOALD_ITEM_OVERHEAD: u32 = 12;
+
 /// One simulated policy at one cache size.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RefPoint {
-    /// The policy (`LRU`, `S3FIFO`, `Sieve`, `Belady`).
+    /// The policy (`LRU`, `S3FIFO`, `Sieve`, `Belady`, and `S3FIFO+hdr`: S3-FIFO with
+    /// objects as large as shoald's items).
     pub algorithm: String,
     /// The cache size in MiB (bytes of key + value).
     pub memory_mb: u64,
@@ -35,6 +41,7 @@ pub fn simulate(
         .arg(trace)
         .args(["--sizes-mb", &sizes.join(",")])
         .args(["--warmup", &warmup.to_string()])
+        .args(["--item-overhead", &SHOALD_ITEM_OVERHEAD.to_string()])
         .output()
         .map_err(|e| BenchError::io(format!("run {}", python.display()), e))?;
     if !out.status.success() {

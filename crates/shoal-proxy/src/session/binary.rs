@@ -13,8 +13,9 @@
 //! multi-get through the route, as a text multi-get would be, and answered request by
 //! request.
 //! The rest is answered here:
-//! - `NOOP`, `VERSION`, `VERBOSITY`: answered by the proxy (a `NOOP` after quiet gets is
-//!   answered after their hits, since replies leave in request order);
+//! - `NOOP`, `VERSION`: answered by the proxy (a `NOOP` after quiet gets is answered
+//!   after their hits, since replies leave in request order); `VERBOSITY` is an unknown
+//!   command, as in memcached 1.6.45;
 //! - `QUIT`/`QUITQ`: close once earlier replies are written (`QUIT` answers first);
 //! - `STAT`: the proxy's own statistics for the pool (the process's, then the pool's
 //!   counters as the stats port shows them); any named group is `Not found`, as memcached

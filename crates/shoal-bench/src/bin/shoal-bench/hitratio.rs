@@ -484,8 +484,13 @@ fn markdown(results: &[WorkloadResult], servers: &[Contender], _curve: bool) -> 
             }
         }
         let algos: Vec<String> = {
-            let mut v: Vec<String> = r.references.iter().map(|x| x.algorithm.clone()).collect();
-            v.dedup();
+            // In first-seen order, each once (the points come size by size).
+            let mut v: Vec<String> = Vec::new();
+            for x in &r.references {
+                if !v.contains(&x.algorithm) {
+                    v.push(x.algorithm.clone());
+                }
+            }
             v
         };
         for a in &algos {
