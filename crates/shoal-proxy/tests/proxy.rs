@@ -119,9 +119,11 @@ fn malformed_requests_get_memcached_errors_without_disturbing_others() {
     assert_eq!(bad.line(), "CLIENT_ERROR bad command line format");
     assert_eq!(bad.line(), "CLIENT_ERROR invalid numeric delta argument");
     assert_eq!(bad.line(), "CLIENT_ERROR bad data chunk");
-    // memcached swallows the rest of the bad data line; then the get still works.
-    let l = bad.line();
-    assert!(l == "ERROR" || l.starts_with("VALUE g"), "{l}");
+    // What follows the two bytes read as the value ("cd") is a line of its own, too
+    // short to be a command: memcached 1.6.45 answers it with a format error. Then the
+    // get still works.
+    assert_eq!(bad.line(), "CLIENT_ERROR bad command line format");
+    assert_eq!(bad.values().expect("get"), vec![("g".into(), "1".into())]);
     good.send(b"get g\r\n");
     assert_eq!(good.values().expect("get"), vec![("g".into(), "1".into())]);
     let long_key = "k".repeat(251);
@@ -129,6 +131,8 @@ fn malformed_requests_get_memcached_errors_without_disturbing_others() {
         good.cmd(&format!("get {long_key}")),
         "CLIENT_ERROR bad command line format"
     );
+    // memcached 1.6.45 ends this one error with an empty line too.
+    assert_eq!(good.line(), "");
     assert_eq!(good.cmd("version").split(' ').next(), Some("VERSION"));
 }
 
