@@ -40,6 +40,12 @@ fi
 export SHOAL_VECTORS_DIR="${SHOAL_VECTORS_DIR:-$root/crates/shoal-ring/tests/data}"
 target="${CARGO_TARGET_DIR:-$root/target}"
 export CARGO_TARGET_DIR="$target"
+# Tests build the release profile without its link-time optimisation and with more
+# codegen units: LTO links each of the ~90 test binaries through a whole-program pass,
+# minutes on two cores for no difference in what the tests check. Benchmarks and the
+# package build (cargo build --release outside this script) keep the shipped profile.
+export CARGO_PROFILE_RELEASE_LTO="${CARGO_PROFILE_RELEASE_LTO:-false}"
+export CARGO_PROFILE_RELEASE_CODEGEN_UNITS="${CARGO_PROFILE_RELEASE_CODEGEN_UNITS:-16}"
 
 # docs/grafana/shoal.json must load through Grafana's import unedited. Grafana itself is not
 # available here, so tests/grafana applies what the import does to the file and strictly
