@@ -7,7 +7,11 @@
 //!
 //! Every key memcached prints is printed, with shoald's value where it has the concept
 //! and 0 where it does not (a counter of something that never happens), rather than
-//! being left out: tools written for memcached may read any of them.
+//! being left out: tools written for memcached may read any of them. Like memcached
+//! 1.6.45, `stats` leaves out the `slab_reassign_*`/`slabs_moved` lines with
+//! `-o no_slab_reassign`, the `lru_crawler_*` ones while the crawler is disabled and the
+//! LRU maintainer's (`lru_maintainer_juggles`, `evicted_active`, `moves_*`,
+//! `direct_reclaims`, `lru_bumps_dropped`) with `-o no_lru_maintainer`.
 //!
 //! # How memcached's concepts map onto Shoal
 //!
@@ -173,7 +177,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
     // Every connection holds one fixed read buffer; growth beyond it (long requests,
     // unsent replies) is charged to the shared budget.
     let read_buf_bytes = conns * READ_CHUNK as u64 + sh.buffers.used() as u64;
-    let numbers: [(&str, u64); 94] = [
+    let numbers = [
         ("max_connections", sh.settings.conn_limit as u64),
         ("curr_connections", conns),
         (
@@ -228,17 +232,6 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("hash_power_level", hash_power_level(st.index_bytes)),
         ("hash_bytes", st.index_bytes),
         ("hash_is_expanding", 0),
-        ("slab_reassign_rescues", 0),
-        ("slab_reassign_chunk_rescues", 0),
-        ("slab_reassign_evictions_nomem", 0),
-        ("slab_reassign_inline_reclaim", 0),
-        ("slab_reassign_busy_items", 0),
-        ("slab_reassign_busy_deletes", 0),
-        ("slab_reassign_running", 0),
-        ("slabs_moved", 0),
-        ("lru_crawler_running", 0),
-        ("lru_crawler_starts", 0),
-        ("lru_maintainer_juggles", 0),
         ("malloc_fails", 0),
         ("log_worker_dropped", 0),
         ("log_worker_written", 0),
@@ -253,6 +246,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("slab_global_page_pool", 0),
         ("expired_unfetched", st.expired_unfetched),
         ("evicted_unfetched", st.evicted_unfetched),
+        // memcached lists it only while its LRU maintainer runs.
         ("evicted_active", st.evicted_active),
         ("evictions", st.evictions),
         ("reclaimed", st.reclaimed),
@@ -276,11 +270,55 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("segments_probation", st.segments_probation),
         ("segments_main", st.segments_main),
     ];
+    // memcached 1.6.45 prints some groups only while the feature they count is on
+    // (`-o no_slab_reassign`, `no_lru_crawler`, `no_lru_maintainer` drop them); shoald
+    // accepts those options, so it drops the same lines, keeping the set of keys a
+    // monitor sees the same for the same command line.
+    let tuning = sh.tuning.lock().clone();
+    let crawler = sh.crawler.enabled();
     for (name, value) in numbers {
+        let maintainer_only = matches!(
+            name,
+            "evicted_active"
+                | "moves_to_cold"
+                | "moves_to_warm"
+                | "moves_within_lru"
+                | "direct_reclaims"
+                | "lru_bumps_dropped"
+        );
+        if maintainer_only && !tuning.lru_maintainer {
+            continue;
+        }
         reply::stat_u64(out, name, value);
         // memcached lists idle_kicks (after auth_errors) only with -o idle_timeout.
         if name == "auth_errors" && sh.settings.idle_timeout != 0 {
             reply::stat_u64(out, "idle_kicks", t.idle_kicks);
+        }
+        if name == "hash_is_expanding" {
+            if tuning.slab_reassign {
+                // Nothing is reassigned: segments move between size classes through
+                // eviction (see the module comment), so these count nothing.
+                for name in [
+                    "slab_reassign_rescues",
+                    "slab_reassign_chunk_rescues",
+                    "slab_reassign_inline_reclaim",
+                    "slab_reassign_busy_items",
+                    "slab_reassign_busy_deletes",
+                    "slab_reassign_busy_nomem",
+                ] {
+                    reply::stat_u64(out, name, 0);
+                }
+                reply::stat_str(out, "slab_reassign_last_busy_status", "none");
+                reply::stat_u64(out, "slab_reassign_running", 0);
+                reply::stat_u64(out, "slabs_moved", 0);
+            }
+            if crawler {
+                reply::stat_u64(out, "lru_crawler_running", 0);
+                reply::stat_u64(out, "lru_crawler_starts", 0);
+            }
+            if tuning.lru_maintainer {
+                reply::stat_u64(out, "lru_maintainer_juggles", 0);
+            }
         }
     }
 }
@@ -474,6 +512,7 @@ pub fn items(sh: &Shared, out: &mut Vec<u8>) {
         ("reclaimed", st.reclaimed),
         ("expired_unfetched", st.expired_unfetched),
         ("evicted_unfetched", st.evicted_unfetched),
+        // memcached lists it only while its LRU maintainer runs.
         ("evicted_active", st.evicted_active),
         ("crawler_reclaimed", 0),
         ("crawler_items_checked", 0),
