@@ -275,6 +275,7 @@ impl<'w> TextContext<'_, 'w> {
         let worker = self.worker;
         match parse(input, limits) {
             Parsed::Request { request, consumed } => {
+                self.info.set_reading_value(false);
                 // Counted only when metrics are served (timed per turn, in `serve`), and
                 // once: not again when a suspended multi-get resumes.
                 if let Some(latency) = &worker.latency {
@@ -297,7 +298,12 @@ impl<'w> TextContext<'_, 'w> {
                     },
                 )
             }
-            Parsed::Incomplete { needed } => TextStep::Step(Step::Incomplete { needed }),
+            Parsed::Incomplete { needed } => {
+                // A whole command line with its value still arriving is memcached's
+                // `conn_nread` in `stats conns`.
+                self.info.set_reading_value(input.contains(&b'\n'));
+                TextStep::Step(Step::Incomplete { needed })
+            }
             Parsed::Error {
                 error,
                 consumed,

@@ -76,15 +76,20 @@ pub fn run_all(
     if let Some(outcome) = &opened.restart {
         outcome.log();
     }
-    let listen_label = match (&listener, &settings.unix_socket) {
+    let label = |l: &Listener| match (l, &settings.unix_socket) {
         (Listener::Unix(_), Some(p)) => format!("unix:{}", p.display()),
-        _ => format!(
-            "tcp:{}",
-            listener
-                .local_addr()
-                .map_or_else(|| "?".to_string(), |a| a.to_string())
-        ),
+        // memcached's words: `tcp:` for IPv4 and `tcp6:` for IPv6 sockets.
+        _ => match l.local_addr() {
+            Some(a) if a.is_ipv6() => format!("tcp6:{a}"),
+            Some(a) => format!("tcp:{a}"),
+            None => "tcp:?".to_string(),
+        },
     };
+    let listen_label = label(&listener);
+    let listen_labels: Vec<String> = std::iter::once(&listener)
+        .chain(extra.iter())
+        .map(label)
+        .collect();
     let sasl = settings
         .sasl_pwdb
         .as_deref()
@@ -121,12 +126,13 @@ pub fn run_all(
         io_uring,
         store,
         stats: StatsRegistry::default(),
-        conns: ConnRegistry::default(),
+        conns: ConnRegistry::after_listeners(listen_labels.len()),
         curr_connections: AtomicUsize::new(0),
         total_connections: AtomicU64::new(0),
         rejected_connections: AtomicU64::new(0),
         verbosity: AtomicUsize::new(settings.verbose as usize),
         listen_label,
+        listen_labels,
         sasl,
         ascii_auth,
         tls,

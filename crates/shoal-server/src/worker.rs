@@ -38,6 +38,9 @@ pub struct Shared {
     pub verbosity: AtomicUsize,
     /// The address clients connect to, as `stats conns` shows it.
     pub listen_label: String,
+    /// Every listening socket's address (the first is `listen_label`'s), listed by
+    /// `stats conns` under the ids `1..=len` that connections' ids start after.
+    pub listen_labels: Vec<String>,
     /// SASL users, when `-S` is on.
     pub sasl: Option<PasswordDb>,
     /// ASCII-auth users, when `-Y` is on.

@@ -580,12 +580,31 @@ pub fn slabs(sh: &Shared, out: &mut Vec<u8>) {
     );
 }
 
+/// `stats conns`: memcached lists its listening sockets (state `conn_listening`, idle
+/// since the start) and then every connection, with what it is doing: `conn_parse_cmd`
+/// for the one asking, `conn_nread` for one sending a value, `conn_read` for the rest.
 fn conns(w: &Worker, out: &mut Vec<u8>) {
     let now = w.shared.store.clock().now();
+    for (i, label) in w.shared.listen_labels.iter().enumerate() {
+        let id = i + 1;
+        reply::stat_str(out, &format!("{id}:addr"), label);
+        reply::stat_str(out, &format!("{id}:state"), "conn_listening");
+        reply::stat_u64(
+            out,
+            &format!("{id}:secs_since_last_cmd"),
+            u64::from(w.shared.store.clock().uptime()),
+        );
+    }
     for c in w.shared.conns.snapshot() {
         let id = c.id;
         reply::stat_str(out, &format!("{id}:addr"), &c.addr);
         reply::stat_str(out, &format!("{id}:listen_addr"), &w.shared.listen_label);
+        let state = if id == w.current_conn.get() {
+            "conn_parse_cmd"
+        } else {
+            c.state()
+        };
+        reply::stat_str(out, &format!("{id}:state"), state);
         let last = c.last_cmd.load(Ordering::Relaxed);
         reply::stat_u64(
             out,
