@@ -353,7 +353,8 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
         p.as_ref()
             .map_or_else(|| "(null)".to_string(), |p| p.display().to_string())
     };
-    u64s(out, "maxbytes", s.memory_limit as u64);
+    // The limit in force: `cache_memlimit` changes it at run time, as in memcached.
+    u64s(out, "maxbytes", sh.store.stats().limit_maxbytes);
     u64s(out, "maxconns", s.conn_limit as u64);
     u64s(out, "tcpport", u64::from(s.port));
     // shoald serves no UDP whatever -U says.
