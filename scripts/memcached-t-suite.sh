@@ -30,7 +30,7 @@ declare -A KNOWN_FAILURES=(
   [t/issue_22.t]="reads slab class 31's eviction counters; shoald reports its one segment pool as class 1"
   [t/issue_29.t]="counts slab chunks per item (1:used_chunks); a shoald chunk is a whole segment"
   [t/issue_42.t]="expects memcached's 48-byte item headers in mem_requested; shoald's item header is smaller"
-  [t/issue_67.t]="checks UDP ports in MEMCACHED_PORT_FILENAME; shoald serves TCP only (-U is ignored)"
+  [t/issue_67.t]="reads ports from MEMCACHED_PORT_FILENAME and uses -p 0 for no TCP, -p -1 for an ephemeral port; shoald's -p 0 is an ephemeral port"
   [t/lru-crawler.t]="counts slab chunks and per-class crawler reclaims across memcached's slab classes"
   [t/lru-maintainer.t]="checks items moving between memcached's HOT/WARM/COLD/TEMP LRUs per slab class; shoald has no segmented LRU"
   [t/restart.t]="expects hash_power_level to grow at memcached's hash table expansion points and an empty .meta file to be fatal (shoald starts clean)"
@@ -39,9 +39,7 @@ declare -A KNOWN_FAILURES=(
   [t/slabs-reassign-chunked.t]="moves slab pages of chunked items between classes (slabs reassign)"
   [t/slabs-reassign2.t]="moves slab pages to the global page pool (slabs reassign)"
   [t/slabs_reassign.t]="moves slab pages between classes (slabs reassign)"
-  [t/stats-conns.t]="expects a UDP listener in stats conns; shoald serves TCP only"
   [t/stats.t]="moves the clock with debugtime (memcached-debug only) and counts exactly memcached's stats keys; shoald adds its own eviction counters"
-  [t/udp.t]="speaks memcached's UDP framing; shoald serves TCP only (-U is ignored)"
   [t/watcher.t]="expects the one set after the cache is full to evict one item; shoald evicts a segment when a writer needs one"
 )
 

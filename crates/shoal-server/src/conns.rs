@@ -104,6 +104,18 @@ impl ConnRegistry {
         info
     }
 
+    /// A connection that is not listed (`stats conns` shows it apart) under `id`: the UDP
+    /// socket's, which every datagram shares.
+    pub fn detached(&self, id: u64, addr: String) -> Arc<ConnInfo> {
+        Arc::new(ConnInfo {
+            id,
+            addr,
+            last_cmd: AtomicU32::new(0),
+            close_reason: AtomicU8::new(CloseReason::Normal as u8),
+            reading_value: AtomicBool::new(false),
+        })
+    }
+
     /// Forgets a closed connection.
     pub fn close(&self, info: &ConnInfo) {
         self.open.lock().remove(&info.id);

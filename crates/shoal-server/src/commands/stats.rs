@@ -357,8 +357,13 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
     u64s(out, "maxbytes", sh.store.stats().limit_maxbytes);
     u64s(out, "maxconns", s.conn_limit as u64);
     u64s(out, "tcpport", u64::from(s.port));
-    // shoald serves no UDP whatever -U says.
-    u64s(out, "udpport", 0);
+    // 0 when no UDP socket is open (a unix socket turns the network off).
+    let udp = if sh.udp_label.is_some() {
+        s.udp_port
+    } else {
+        0
+    };
+    u64s(out, "udpport", u64::from(udp));
     strs(out, "inter", &s.listen.to_string());
     u64s(
         out,
@@ -590,6 +595,17 @@ fn conns(w: &Worker, out: &mut Vec<u8>) {
         let id = i + 1;
         reply::stat_str(out, &format!("{id}:addr"), label);
         reply::stat_str(out, &format!("{id}:state"), "conn_listening");
+        reply::stat_u64(
+            out,
+            &format!("{id}:secs_since_last_cmd"),
+            u64::from(w.shared.store.clock().uptime()),
+        );
+    }
+    if let Some(label) = &w.shared.udp_label {
+        // memcached lists its UDP socket as an idle connection, with no listen_addr.
+        let id = w.shared.udp_conn_id();
+        reply::stat_str(out, &format!("{id}:addr"), label);
+        reply::stat_str(out, &format!("{id}:state"), "conn_read");
         reply::stat_u64(
             out,
             &format!("{id}:secs_since_last_cmd"),
