@@ -95,11 +95,27 @@ cd "$run"
 if [ $# -eq 0 ]; then
   set -- t/*.t
 fi
-# Each file gets at most two minutes, so a hang cannot hold CI. The files mostly sleep
-# and start their servers on free ports, so eight at once overlap the sleeps safely.
+# A file gets three minutes at most, so a hang cannot hold CI; a known failure gets
+# $SHOAL_T_KNOWN_SECS (default 30): several of them wait for what shoald never does (an
+# eviction per set, a slab page moved) until killed, and their result is known. Four
+# files at once overlap the suite's sleeps; more starve the CPU-bound files (binary.t,
+# getset.t, lru-crawler.t) on two cores.
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-prove -j"${SHOAL_T_JOBS:-8}" --exec 'timeout 120 perl' "$@" 2>&1 | tee "$log" || true
+runner=$(mktemp)
+trap 'rm -f "$log" "$runner"' EXIT
+{
+  echo '#!/usr/bin/env bash'
+  echo 'case "$1" in'
+  if [ "$against" = shoald ]; then
+    for f in "${!KNOWN_FAILURES[@]}"; do
+      echo "  $f) exec timeout ${SHOAL_T_KNOWN_SECS:-30} perl \"\$@\" ;;"
+    done
+  fi
+  echo '  *) exec timeout 180 perl "$@" ;;'
+  echo 'esac'
+} >"$runner"
+chmod +x "$runner"
+prove -j"${SHOAL_T_JOBS:-4}" --exec "$runner" "$@" 2>&1 | tee "$log" || true
 
 failed=$(sed -n 's/^\(t\/[^ ]*\.t\) *(Wstat.*/\1/p' "$log" | sort -u)
 unexpected=()

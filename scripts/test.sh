@@ -134,11 +134,10 @@ log "memccapable -a and -b against shoald on the io_uring data path"
 memccapable_against --io-uring
 
 # memcached 1.6.45's own t/ suite against shoald; the files it lists as known failures
-# test what only memcached's build has (docs/testing.md). The files mostly sleep, so
-# eight run at once; it skips itself without the peers tarball.
+# test what only memcached's build has (docs/testing.md). It skips itself without the
+# peers tarball.
 log "memcached 1.6.45's t/ suite against shoald (scripts/memcached-t-suite.sh)"
-SHOALD_BIN="$target/release/shoald" SHOAL_T_JOBS="${SHOAL_T_JOBS:-8}" \
-  bash scripts/memcached-t-suite.sh
+SHOALD_BIN="$target/release/shoald" bash scripts/memcached-t-suite.sh
 
 # The Debian package from the release binaries built above: lintian, dpkg -i/-r/--purge,
 # systemd-analyze verify, shoald on Debian's stock /etc/memcached.conf (about a minute,
