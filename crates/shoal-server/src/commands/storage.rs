@@ -292,7 +292,12 @@ fn apply(w: &Worker, spec: &StoreSpec<'_>) -> Result<Stored, StoreError> {
         .watchers
         .fetched(key, before.get(), w.current_conn.get());
     if w.shared.watchers.watching(crate::watch::kind::MUTATIONS) {
-        watch_store(w, kind, key, data.len(), opts.exptime, &result);
+        // memcached logs the stored item's size: both parts for append and prepend.
+        let size = match result {
+            Ok(Stored::Stored(_, n)) => n,
+            _ => data.len(),
+        };
+        watch_store(w, kind, key, size, opts.exptime, &result);
     }
     w.shared.prefixes.record(key, crate::detail::PrefixOp::Set);
     if kind == StoreKind::Cas {
