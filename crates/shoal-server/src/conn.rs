@@ -68,6 +68,11 @@ where
         }
         End::Error | End::LineTooLong => info.closing(CloseReason::Error),
         End::Detached => {
+            // A datagram ends with its requests: over UDP, `watch` answers but streams
+            // nothing (the datagram's stream would never end).
+            if shared.udp_label.is_some() && info.id == shared.udp_conn_id() {
+                return;
+            }
             if let Some(handle) = conn.watcher.take() {
                 // From here on the connection only streams events; what it sends is
                 // ignored.

@@ -96,6 +96,11 @@ async fn serve(shared: Arc<Shared>, socket: std::net::UdpSocket) {
     };
     let info = shared.conns.detached(shared.udp_conn_id(), label);
     let mut shutdown = shared.shutdown_signal();
+    // A shutdown begun before the subscription above sends no change to wait for; it set
+    // `stopping` first, so this sees it.
+    if shared.stopping() {
+        return;
+    }
     let mut buf = vec![0u8; MAX_REQUEST];
     loop {
         let (n, peer) = tokio::select! {

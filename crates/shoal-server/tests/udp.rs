@@ -82,6 +82,12 @@ fn udp_answers_text_and_binary_as_tcp_does() {
         request(&sock, 12, b"version\r\n").get(..8),
         Some(&b"VERSION "[..])
     );
+    // A watch answers but cannot stream over datagrams; the socket keeps serving.
+    assert_eq!(request(&sock, 13, b"watch\r\n"), b"OK\r\n");
+    assert_eq!(
+        request(&sock, 14, b"get foo\r\n"),
+        b"VALUE foo 0 3\r\nbar\r\nEND\r\n"
+    );
     // stats conns lists the socket.
     let conns = c.request_until(b"stats conns\r\n", b"END\r\n");
     let conns = String::from_utf8_lossy(&conns);
