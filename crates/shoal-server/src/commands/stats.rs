@@ -55,8 +55,8 @@
 //!   `outofmemory`, which memcached counts for the same refusals) are the per-thread
 //!   counters of those names in `crate::stats`.
 //! * **Hash table.** `hash_bytes` is the key index's memory; `hash_power_level` the power
-//!   of two of a memcached table of that size; `hash_is_expanding` 0 (index shards grow
-//!   one at a time, with no global expansion).
+//!   of two of its buckets in all shards; `hash_is_expanding` 0 (index shards grow one at
+//!   a time, with no global expansion).
 //! * **Connections.** `connection_structures` = `curr_connections` (one state per open
 //!   connection, none pooled). Past `-c`, shoald refuses connections (counted in
 //!   `rejected_connections`) instead of disabling its listener, so
@@ -229,7 +229,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("time_in_listen_disabled_us", 0),
         ("threads", sh.settings.threads as u64),
         ("conn_yields", t.conn_yields),
-        ("hash_power_level", hash_power_level(st.index_bytes)),
+        ("hash_power_level", hash_power_level(st.index_buckets)),
         ("hash_bytes", st.index_bytes),
         ("hash_is_expanding", 0),
         ("malloc_fails", 0),
@@ -323,14 +323,16 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
     }
 }
 
-/// memcached's `hash_power_level` for an index of `index_bytes`: the power of two of the
-/// memcached hash table (8-byte buckets) that size would hold. shoald's index is sharded
-/// and each shard grows on its own, so it has no single power; this keeps the two lines
-/// consistent (`hash_bytes` = 8 << `hash_power_level`, rounded down).
-fn hash_power_level(index_bytes: u64) -> u64 {
-    match index_bytes / 8 {
+/// memcached's `hash_power_level`, the power of two of its hash table's buckets, for an
+/// index of `buckets` buckets in all. shoald's index is sharded and each shard grows on
+/// its own, so the total need not be a power of two; this is its power rounded down. As
+/// in memcached, `-o hashpower=N` starts it at N, and it grows with the items (at one
+/// item per bucket, where memcached grows at 1.5). `hash_bytes` is the index's real size
+/// (4-byte buckets, where memcached's are 8).
+fn hash_power_level(buckets: u64) -> u64 {
+    match buckets {
         0 => 0,
-        buckets => u64::from(buckets.ilog2()),
+        b => u64::from(b.ilog2()),
     }
 }
 
