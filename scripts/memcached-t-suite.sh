@@ -20,6 +20,27 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 # file -> why it cannot pass against shoald (docs/testing.md has the details).
 declare -A KNOWN_FAILURES=(
+  [t/64bit.t]="fakes total_malloced through memcached-debug's T_MEMD_INITIAL_MALLOC hook to make slab page allocation fail"
+  [t/conn-limits.t]="exhausts memcached's per-thread response objects (read_buf_mem_limit / -t 32) with a multiget of misses; shoald's misses allocate nothing"
+  [t/dyn-maxbytes.t]="expects evictions from slab page overhead at -m 3 and total_malloced to follow cache_memlimit page by page"
+  [t/expirations.t]="moves memcached's clock with debugtime, a memcached-debug-only command"
+  [t/issue_14.t]="expects expired items' slab chunks reused before a new page is malloced; shoald fills -m before reclaiming segments"
+  [t/issue_163.t]="reads slab class 31's counters; shoald reports its one segment pool as class 1"
+  [t/issue_183.t]="expects memcached's lazy flush_all (a flushed item reclaimed by the next store from the LRU tail); shoald frees every item at flush"
+  [t/issue_22.t]="reads slab class 31's eviction counters; shoald reports its one segment pool as class 1"
+  [t/issue_29.t]="counts slab chunks per item (1:used_chunks); a shoald chunk is a whole segment"
+  [t/issue_42.t]="expects memcached's 48-byte item headers in mem_requested; shoald's item header is smaller"
+  [t/issue_67.t]="reads ports from MEMCACHED_PORT_FILENAME and uses -p 0 for no TCP, -p -1 for an ephemeral port; shoald's -p 0 is an ephemeral port"
+  [t/lru-crawler.t]="counts slab chunks and per-class crawler reclaims across memcached's slab classes"
+  [t/lru-maintainer.t]="checks items moving between memcached's HOT/WARM/COLD/TEMP LRUs per slab class; shoald has no segmented LRU"
+  [t/restart.t]="expects an empty .meta file to be fatal (shoald starts clean) and hash_power_level kept across a restart (shoald sizes its index for -o hashpower and the items restored)"
+  [t/slabs-cas.t]="moves slab pages between classes (slabs reassign)"
+  [t/slabs-mover.t]="drives memcached's slab page mover and its debugtime clock"
+  [t/slabs-reassign-chunked.t]="moves slab pages of chunked items between classes (slabs reassign)"
+  [t/slabs-reassign2.t]="moves slab pages to the global page pool (slabs reassign)"
+  [t/slabs_reassign.t]="moves slab pages between classes (slabs reassign)"
+  [t/stats.t]="moves the clock with debugtime (memcached-debug only) and counts exactly memcached's stats keys; shoald adds its own eviction counters"
+  [t/watcher.t]="expects the one set after the cache is full to evict one item; shoald evicts a segment when a writer needs one"
 )
 
 against=shoald
@@ -74,11 +95,27 @@ cd "$run"
 if [ $# -eq 0 ]; then
   set -- t/*.t
 fi
-# Each file gets at most two minutes, so a hang cannot hold CI; -j2 overlaps the
-# suite's many sleeps.
+# A file gets three minutes at most, so a hang cannot hold CI; a known failure gets
+# $SHOAL_T_KNOWN_SECS (default 30): several of them wait for what shoald never does (an
+# eviction per set, a slab page moved) until killed, and their result is known. Four
+# files at once overlap the suite's sleeps; more starve the CPU-bound files (binary.t,
+# getset.t, lru-crawler.t) on two cores.
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-prove -j"${SHOAL_T_JOBS:-4}" --exec 'timeout 120 perl' "$@" 2>&1 | tee "$log" || true
+runner=$(mktemp)
+trap 'rm -f "$log" "$runner"' EXIT
+{
+  echo '#!/usr/bin/env bash'
+  echo 'case "$1" in'
+  if [ "$against" = shoald ]; then
+    for f in "${!KNOWN_FAILURES[@]}"; do
+      echo "  $f) exec timeout ${SHOAL_T_KNOWN_SECS:-30} perl \"\$@\" ;;"
+    done
+  fi
+  echo '  *) exec timeout 180 perl "$@" ;;'
+  echo 'esac'
+} >"$runner"
+chmod +x "$runner"
+prove -j"${SHOAL_T_JOBS:-4}" --exec "$runner" "$@" 2>&1 | tee "$log" || true
 
 failed=$(sed -n 's/^\(t\/[^ ]*\.t\) *(Wstat.*/\1/p' "$log" | sort -u)
 unexpected=()

@@ -68,6 +68,11 @@ where
         }
         End::Error | End::LineTooLong => info.closing(CloseReason::Error),
         End::Detached => {
+            // A datagram ends with its requests: over UDP, `watch` answers but streams
+            // nothing (the datagram's stream would never end).
+            if shared.udp_label.is_some() && info.id == shared.udp_conn_id() {
+                return;
+            }
             if let Some(handle) = conn.watcher.take() {
                 // From here on the connection only streams events; what it sends is
                 // ignored.
@@ -275,6 +280,7 @@ impl<'w> TextContext<'_, 'w> {
         let worker = self.worker;
         match parse(input, limits) {
             Parsed::Request { request, consumed } => {
+                self.info.set_reading_value(false);
                 // Counted only when metrics are served (timed per turn, in `serve`), and
                 // once: not again when a suspended multi-get resumes.
                 if let Some(latency) = &worker.latency {
@@ -297,7 +303,12 @@ impl<'w> TextContext<'_, 'w> {
                     },
                 )
             }
-            Parsed::Incomplete { needed } => TextStep::Step(Step::Incomplete { needed }),
+            Parsed::Incomplete { needed } => {
+                // A whole command line with its value still arriving is memcached's
+                // `conn_nread` in `stats conns`.
+                self.info.set_reading_value(input.contains(&b'\n'));
+                TextStep::Step(Step::Incomplete { needed })
+            }
             Parsed::Error {
                 error,
                 consumed,

@@ -3,7 +3,7 @@
 
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// What `stats conns` shows about one connection.
@@ -17,6 +17,9 @@ pub struct ConnInfo {
     pub last_cmd: AtomicU32,
     /// Why the connection ended (a [`CloseReason`] as u8), for `watch connevents`.
     close_reason: AtomicU8,
+    /// Whether a command line was read and its value is still arriving (`stats conns`'
+    /// `conn_nread`).
+    reading_value: AtomicBool,
 }
 
 /// Why a connection ended, in memcached's `conn_close` words.
@@ -34,6 +37,25 @@ pub enum CloseReason {
 }
 
 impl ConnInfo {
+    /// Records whether the connection waits for the rest of a value. Stored only when it
+    /// changes, so the request path does not write a shared line for every command.
+    pub fn set_reading_value(&self, reading: bool) {
+        if self.reading_value.load(Ordering::Relaxed) != reading {
+            self.reading_value.store(reading, Ordering::Relaxed);
+        }
+    }
+
+    /// memcached's name for what the connection is doing, as `stats conns` shows it to
+    /// another connection: reading a value (`conn_nread`) or waiting for a command
+    /// (`conn_read`).
+    pub fn state(&self) -> &'static str {
+        if self.reading_value.load(Ordering::Relaxed) {
+            "conn_nread"
+        } else {
+            "conn_read"
+        }
+    }
+
     /// Records why the connection is ending.
     pub fn closing(&self, reason: CloseReason) {
         self.close_reason.store(reason as u8, Ordering::Relaxed);
@@ -58,6 +80,16 @@ pub struct ConnRegistry {
 }
 
 impl ConnRegistry {
+    /// A registry whose connection ids start after `listeners`: `stats conns` lists the
+    /// listening sockets first under ids `1..=listeners`, as memcached lists its listening
+    /// file descriptors below its connections'.
+    pub fn after_listeners(listeners: usize) -> ConnRegistry {
+        ConnRegistry {
+            next: AtomicU64::new(listeners as u64),
+            ..ConnRegistry::default()
+        }
+    }
+
     /// Records a new connection.
     pub fn open(&self, addr: String) -> Arc<ConnInfo> {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
@@ -66,9 +98,22 @@ impl ConnRegistry {
             addr,
             last_cmd: AtomicU32::new(0),
             close_reason: AtomicU8::new(CloseReason::Normal as u8),
+            reading_value: AtomicBool::new(false),
         });
         self.open.lock().insert(id, info.clone());
         info
+    }
+
+    /// A connection that is not listed (`stats conns` shows it apart) under `id`: the UDP
+    /// socket's, which every datagram shares.
+    pub fn detached(&self, id: u64, addr: String) -> Arc<ConnInfo> {
+        Arc::new(ConnInfo {
+            id,
+            addr,
+            last_cmd: AtomicU32::new(0),
+            close_reason: AtomicU8::new(CloseReason::Normal as u8),
+            reading_value: AtomicBool::new(false),
+        })
     }
 
     /// Forgets a closed connection.

@@ -19,6 +19,7 @@ pub mod restart;
 pub mod server;
 pub mod stats;
 pub mod tls;
+pub mod udp;
 pub mod watch;
 pub mod worker;
 

@@ -171,6 +171,7 @@ fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
     }
     let listener = bind(&settings).map_err(StartupError::Listen)?;
     let extra = bind_extra(&settings).map_err(StartupError::Listen)?;
+    let udp = shoal_server::udp::bind(&settings).map_err(StartupError::Listen)?;
     if args.daemon {
         // After binding, so a port in use is reported to the terminal that started us;
         // before any thread exists, as fork requires.
@@ -195,9 +196,6 @@ fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
         // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
     }
-    if settings.udp_port_warning() {
-        tracing::warn!("UDP is not supported; -U is ignored");
-    }
     if settings.large_pages {
         large_pages_note(opened.store.huge_page_advised());
     }
@@ -214,7 +212,10 @@ fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
     for addr in extra.iter().filter_map(Listener::local_addr) {
         tracing::info!("listening on {addr}");
     }
-    run_all(settings, listener, extra, opened).map_err(StartupError::Run)
+    if let Some(addr) = udp.as_ref().and_then(|u| u.local_addr().ok()) {
+        tracing::info!("listening on udp {addr}");
+    }
+    run_all(settings, listener, extra, udp, opened).map_err(StartupError::Run)
 }
 
 /// The soft and hard values of a resource limit.

@@ -61,14 +61,16 @@ pub fn bind_extra(settings: &Settings) -> io::Result<Vec<Listener>> {
 /// every connection has finished its in-flight replies (and, after SIGUSR1, once a `-e`
 /// memory file's restart metadata is saved).
 pub fn run(settings: Settings, listener: Listener, opened: OpenedStore) -> anyhow::Result<()> {
-    run_all(settings, listener, Vec::new(), opened)
+    run_all(settings, listener, Vec::new(), None, opened)
 }
 
-/// [`run`], also accepting on `extra` (the further `-l` addresses, see [`bind_extra`]).
+/// [`run`], also accepting on `extra` (the further `-l` addresses, see [`bind_extra`])
+/// and answering datagrams on `udp` (`-U`, see [`crate::udp::bind`]).
 pub fn run_all(
     settings: Settings,
     listener: Listener,
     extra: Vec<Listener>,
+    udp: Option<std::net::UdpSocket>,
     opened: OpenedStore,
 ) -> anyhow::Result<()> {
     shoal_net::tune_allocator();
@@ -76,15 +78,20 @@ pub fn run_all(
     if let Some(outcome) = &opened.restart {
         outcome.log();
     }
-    let listen_label = match (&listener, &settings.unix_socket) {
+    let label = |l: &Listener| match (l, &settings.unix_socket) {
         (Listener::Unix(_), Some(p)) => format!("unix:{}", p.display()),
-        _ => format!(
-            "tcp:{}",
-            listener
-                .local_addr()
-                .map_or_else(|| "?".to_string(), |a| a.to_string())
-        ),
+        // memcached's words: `tcp:` for IPv4 and `tcp6:` for IPv6 sockets.
+        _ => match l.local_addr() {
+            Some(a) if a.is_ipv6() => format!("tcp6:{a}"),
+            Some(a) => format!("tcp:{a}"),
+            None => "tcp:?".to_string(),
+        },
     };
+    let listen_label = label(&listener);
+    let listen_labels: Vec<String> = std::iter::once(&listener)
+        .chain(extra.iter())
+        .map(label)
+        .collect();
     let sasl = settings
         .sasl_pwdb
         .as_deref()
@@ -121,12 +128,14 @@ pub fn run_all(
         io_uring,
         store,
         stats: StatsRegistry::default(),
-        conns: ConnRegistry::default(),
+        conns: ConnRegistry::after_listeners(listen_labels.len() + usize::from(udp.is_some())),
         curr_connections: AtomicUsize::new(0),
         total_connections: AtomicU64::new(0),
         rejected_connections: AtomicU64::new(0),
         verbosity: AtomicUsize::new(settings.verbose as usize),
         listen_label,
+        listen_labels,
+        udp_label: udp.as_ref().map(crate::udp::label),
         sasl,
         ascii_auth,
         tls,
@@ -150,6 +159,9 @@ pub fn run_all(
     });
 
     let maintenance = crate::maintenance::start(shared.clone())?;
+    let udp_thread = udp
+        .map(|socket| crate::udp::start(shared.clone(), socket))
+        .transpose()?;
 
     let make = {
         let shared = shared.clone();
@@ -190,6 +202,12 @@ pub fn run_all(
     // Also when accepting failed: workers and the maintenance thread stop on this.
     shared.begin_shutdown();
     pool.join();
+    if let Some(Err(panic)) = udp_thread.map(|t| t.join()) {
+        tracing::error!(
+            "the UDP thread panicked: {}",
+            shoal_net::panic_message(&*panic)
+        );
+    }
     if let Err(panic) = maintenance.join() {
         tracing::error!(
             "the maintenance thread panicked: {}",

@@ -241,13 +241,14 @@ impl Watchers {
         });
     }
 
-    /// A client deleted `key` (memcached's `deleted` line; `cmd` is `delete` or `md`).
+    /// A client deleted `key`, whose value was `size` bytes (memcached's `deleted` line;
+    /// `cmd` is `delete` or `md`).
     #[inline]
-    pub fn deleted(&self, key: &[u8], cmd: &str) {
+    pub fn deleted(&self, key: &[u8], cmd: &str, size: usize) {
         self.emit(kind::DELETIONS, |l| {
             l.extend_from_slice(b"type=deleted key=");
             uri_encode(key, l);
-            let _ = write!(l, " cmd={cmd} clsid=1");
+            let _ = write!(l, " cmd={cmd} clsid=1 size={size}");
         });
     }
 

@@ -38,6 +38,11 @@ pub struct Shared {
     pub verbosity: AtomicUsize,
     /// The address clients connect to, as `stats conns` shows it.
     pub listen_label: String,
+    /// Every listening socket's address (the first is `listen_label`'s), listed by
+    /// `stats conns` under the ids `1..=len` that connections' ids start after.
+    pub listen_labels: Vec<String>,
+    /// The UDP socket's address (`-U`), listed by `stats conns` after the listeners.
+    pub udp_label: Option<String>,
     /// SASL users, when `-S` is on.
     pub sasl: Option<PasswordDb>,
     /// ASCII-auth users, when `-Y` is on.
@@ -67,6 +72,12 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The id `stats conns` and `watch` show for the UDP socket: the one after the
+    /// listeners'.
+    pub fn udp_conn_id(&self) -> u64 {
+        self.listen_labels.len() as u64 + 1
+    }
+
     /// A receiver that changes when shutdown begins.
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown_tx.subscribe()

@@ -249,11 +249,17 @@ fn every_memcached_command_line_starts_and_serves() {
     }
     let ext = format!("ext_path={}:64m,ext_wbuf_size=8,ext_threads=2,ext_item_size=512,ext_item_age=10,ext_low_ttl=5,ext_recache_rate=100,ext_compact_under=2,ext_drop_under=1,ext_max_sleep=100,ext_max_frag=0.5,ext_drop_unread,ext_page_size=8,ext_io_depth=2,slab_automove_freeratio=0.02", dir.path("extstore").display());
     let (user, ..) = service_user();
+    // A UDP port free now (the socket is closed again before shoald binds it).
+    let udp_port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("a free UDP port")
+        .port()
+        .to_string();
     use Check::*;
     let cases: Vec<Case> = vec![
         (vec!["-m", "64", "-c", "1024", "-t", "4"], Text, vec![("num_threads", "4")]),
         (vec!["-U", "0"], Text, vec![("udpport", "0")]),
-        (vec!["-U", "11211"], Text, vec![("udpport", "0")]),
+        (vec!["-U", &udp_port], Text, vec![("udpport", &udp_port)]),
         (vec!["-A"], Text, vec![("shutdown_command", "yes")]),
         (vec!["-r"], Text, vec![]),
         (vec!["-u", user], Text, vec![]),

@@ -191,7 +191,9 @@ fn unix_socket_with_mask() {
             .filter(|(k, _)| k.ends_with(":addr"))
             .map(|(_, v)| v)
             .collect();
-        assert_eq!(addrs.len(), 2, "{conns:?}");
+        // The listening socket, then the two connections.
+        assert_eq!(addrs.len(), 3, "{conns:?}");
+        assert_eq!(conns["1:state"], "conn_listening", "{conns:?}");
         assert!(
             addrs.iter().all(|a| **a == format!("unix:{path_s}")),
             "{conns:?}"

@@ -139,6 +139,11 @@ impl Shard {
         self.len
     }
 
+    /// Buckets (a power of two).
+    pub fn buckets(&self) -> usize {
+        self.heads.len()
+    }
+
     /// Bytes of bucket array.
     pub fn index_bytes(&self) -> usize {
         self.heads.len() * std::mem::size_of::<Ref>()

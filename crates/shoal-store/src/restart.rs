@@ -278,10 +278,13 @@ impl Store {
         inner.set_pending_flush(meta.pending_flush);
         let now = inner.clock.now();
         let seg_size = inner.segs.seg_size();
-        // Sized up front: no shard grows (and rehashes) while a million items go in.
+        // Sized up front: no shard grows (and rehashes) while a million items go in. Never
+        // below the size the store was opened with (`-o hashpower`), as without a restart.
         let per_shard = meta.refs.len().div_ceil(SHARDS);
         for s in inner.shards.iter() {
-            *s.0.lock() = Shard::with_capacity(per_shard + per_shard / 8);
+            let mut shard = s.0.lock();
+            let want = (per_shard + per_shard / 8).max(shard.buckets());
+            *shard = Shard::with_capacity(want);
         }
         // Relinked by several threads over contiguous runs of references: the work is
         // reading item memory (page faults on a fresh mapping, cache misses), which

@@ -59,4 +59,6 @@ pub struct StoreStats {
     pub segments_main: u64,
     /// Memory used by the key index (outside the item limit, like memcached's hash table).
     pub index_bytes: u64,
+    /// Buckets of the key index, over all its shards (each a power of two).
+    pub index_buckets: u64,
 }

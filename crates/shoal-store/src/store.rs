@@ -238,11 +238,13 @@ impl Store {
         let mut c = ShardCounters::default();
         let mut items = 0u64;
         let mut index_bytes = 0u64;
+        let mut index_buckets = 0u64;
         for s in inner.shards.iter() {
             let s = s.0.lock();
             c.add(&s.counters);
             items += s.len() as u64;
             index_bytes += s.index_bytes() as u64;
+            index_buckets += s.buckets() as u64;
         }
         let (allocated, _limit, free, probation, main) = inner.segs.counts();
         let ev = inner.evictor.lock().counters;
@@ -273,6 +275,7 @@ impl Store {
             segments_probation: probation as u64,
             segments_main: main as u64,
             index_bytes,
+            index_buckets,
         }
     }
 }

@@ -137,7 +137,10 @@ pub fn apply_delta(
 ) -> Result<Delta, StoreError> {
     let cas_enabled = w.shared.settings.cas_enabled;
     let mut writer = w.writer.borrow_mut();
-    w.shared.store.update(&mut writer, key, |e| {
+    // memcached's lookup before the change is an `item_get` line for `watch fetchers`.
+    let before = std::cell::Cell::new(None);
+    let result = w.shared.store.update(&mut writer, key, |e| {
+        before.set(e.item().map(|i| i.value().len()));
         let mut buf = [0u8; 20];
         let Some(item) = e.item() else {
             let Some((initial, store_opts)) = opts.vivify else {
@@ -205,7 +208,12 @@ pub fn apply_delta(
             exptime: store_opts.exptime,
             was,
         }))
-    })
+    });
+    drop(writer);
+    w.shared
+        .watchers
+        .fetched(key, before.get(), w.current_conn.get());
+    result
 }
 
 /// Incr or decr for every protocol (text, binary and meta `ma`): [`apply_delta`], then

@@ -60,14 +60,22 @@ fn classes(arg: &[u8], hash_ok: bool) -> Option<Classes> {
 /// How a dump prints each item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DumpFormat {
-    /// `lru_crawler metadump`: `key=... exp=... la=... cas=... fetch=... cls=... size=...`.
+    /// `lru_crawler metadump`: `key=... exp=... la=... cas=... fetch=... cls=... size=...
+    /// flags=... ` (with memcached's trailing space).
     Meta,
     /// `lru_crawler mgdump`: `mg <key>` lines a client can replay, then `EN`.
     Mg,
 }
 
-/// `lru_crawler <args>`.
-pub fn lru_crawler(w: &Worker, args: &[u8], window: &mut ReplyWindow, out: &mut Vec<u8>) -> Flow {
+/// `lru_crawler <args>`. `stacked`: earlier commands' replies are still unsent, which a
+/// dump refuses to follow.
+pub fn lru_crawler(
+    w: &Worker,
+    args: &[u8],
+    stacked: bool,
+    window: &mut ReplyWindow,
+    out: &mut Vec<u8>,
+) -> Flow {
     let mut tokens = args.split(|&b| b == b' ').filter(|t| !t.is_empty());
     let (sub, arg, extra) = (tokens.next(), tokens.next(), tokens.next());
     if extra.is_some() {
@@ -76,8 +84,10 @@ pub fn lru_crawler(w: &Worker, args: &[u8], window: &mut ReplyWindow, out: &mut 
     }
     let crawler = &w.shared.crawler;
     let text: &[u8] = match (sub, arg) {
-        (Some(b"metadump"), Some(arg)) => return dump(w, arg, DumpFormat::Meta, window, out),
-        (Some(b"mgdump"), Some(arg)) => return dump(w, arg, DumpFormat::Mg, window, out),
+        (Some(b"metadump"), Some(arg)) => {
+            return dump(w, arg, DumpFormat::Meta, stacked, window, out)
+        }
+        (Some(b"mgdump"), Some(arg)) => return dump(w, arg, DumpFormat::Mg, stacked, window, out),
         (Some(b"crawl"), Some(arg)) => {
             if !crawler.enabled() {
                 DISABLED
@@ -133,6 +143,7 @@ fn dump(
     w: &Worker,
     arg: &[u8],
     format: DumpFormat,
+    stacked: bool,
     window: &mut ReplyWindow,
     out: &mut Vec<u8>,
 ) -> Flow {
@@ -151,10 +162,19 @@ fn dump(
             });
             return Flow::Continue;
         }
+        if stacked {
+            out.extend_from_slice(match format {
+                DumpFormat::Meta => b"ERROR cannot pipeline other commands before metadump\r\n",
+                DumpFormat::Mg => b"ERROR cannot pipeline other commands before mgdump\r\n",
+            });
+            return Flow::Continue;
+        }
         if classes(arg, true).is_none() {
             out.extend_from_slice(BADCLASS);
             return Flow::Continue;
         }
+        // memcached 1.6.45 starts both dumps with `OK`.
+        out.extend_from_slice(reply::OK);
     }
     if classes(arg, true) == Some(Classes::Items) {
         let clock = store.clock();
@@ -174,9 +194,11 @@ fn dump(
                     // Writing to a Vec cannot fail.
                     let _ = writeln!(
                         out,
-                        " exp={exp} la={la} cas={} fetch={fetch} cls={ITEM_CLASS} size={}",
+                        " exp={exp} la={la} cas={} fetch={fetch} cls={ITEM_CLASS} size={} \
+                         flags={} ",
                         super::visible_cas(w, item.cas()),
-                        item.size()
+                        item.size(),
+                        item.flags()
                     );
                 }
                 DumpFormat::Mg => {

@@ -67,10 +67,14 @@ pub struct DeleteSpec<'a> {
 pub fn delete(w: &Worker, spec: &DeleteSpec<'_>) -> Deleted {
     let cas_enabled = w.shared.settings.cas_enabled;
     let mut writer = w.writer.borrow_mut();
+    // memcached's lookup before the delete is an `item_get` line for `watch fetchers`,
+    // and its `deleted` line carries the value's size.
+    let before = std::cell::Cell::new(None);
     let outcome = w
         .shared
         .store
         .update(&mut writer, spec.key, |e| {
+            before.set(e.item().map(|i| i.value().len()));
             let Some(item) = e.item() else {
                 return Ok(Deleted::NotFound);
             };
@@ -118,6 +122,9 @@ pub fn delete(w: &Worker, spec: &DeleteSpec<'_>) -> Deleted {
         })
         .unwrap_or(Deleted::Failed);
     drop(writer);
+    w.shared
+        .watchers
+        .fetched(spec.key, before.get(), w.current_conn.get());
     if outcome == Deleted::Failed && spec.accounting == Accounting::Meta {
         return outcome;
     }
@@ -130,7 +137,9 @@ pub fn delete(w: &Worker, spec: &DeleteSpec<'_>) -> Deleted {
                 Accounting::Classic => "delete",
                 Accounting::Meta => "md",
             };
-            w.shared.watchers.deleted(spec.key, cmd);
+            w.shared
+                .watchers
+                .deleted(spec.key, cmd, before.get().unwrap_or(0));
             ThreadStats::incr(&w.stats.delete_hits);
         }
         Deleted::Marked => {}

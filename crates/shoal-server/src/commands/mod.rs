@@ -56,6 +56,9 @@ pub fn execute<'w>(
     window: &mut ReplyWindow,
     reply: &mut Out<'w>,
 ) -> Flow {
+    // Replies of earlier commands of this turn still unsent: memcached refuses to start
+    // a dump or a watch behind them (its "cannot pipeline" errors).
+    let stacked = !reply.is_empty();
     let out = reply.bytes();
     if !session.authenticated {
         return ascii_auth(w, session, req, out);
@@ -123,7 +126,7 @@ pub fn execute<'w>(
         Request::Stats(group) => stats::stats(w, group, out),
         Request::LruCrawler(args) => {
             let start = out.len();
-            let flow = crawler::lru_crawler(w, args, window, out);
+            let flow = crawler::lru_crawler(w, args, stacked, window, out);
             if flow == Flow::Continue {
                 silence_noreply(args, out, start);
             }
@@ -142,6 +145,9 @@ pub fn execute<'w>(
         Request::RefreshCerts(args) => tuning::refresh_certs(w, args, out),
         Request::Watch(_) if !w.shared.settings.watch_enabled => {
             out.extend_from_slice(b"CLIENT_ERROR watch commands not allowed\r\n")
+        }
+        Request::Watch(_) if stacked => {
+            out.extend_from_slice(b"ERROR cannot pipeline other commands before watch\r\n")
         }
         Request::Watch(args) => match crate::watch::parse_kinds(args) {
             Ok(kinds) => return Flow::Watch(kinds),

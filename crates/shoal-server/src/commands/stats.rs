@@ -7,7 +7,11 @@
 //!
 //! Every key memcached prints is printed, with shoald's value where it has the concept
 //! and 0 where it does not (a counter of something that never happens), rather than
-//! being left out: tools written for memcached may read any of them.
+//! being left out: tools written for memcached may read any of them. Like memcached
+//! 1.6.45, `stats` leaves out the `slab_reassign_*`/`slabs_moved` lines with
+//! `-o no_slab_reassign`, the `lru_crawler_*` ones while the crawler is disabled and the
+//! LRU maintainer's (`lru_maintainer_juggles`, `evicted_active`, `moves_*`,
+//! `direct_reclaims`, `lru_bumps_dropped`) with `-o no_lru_maintainer`.
 //!
 //! # How memcached's concepts map onto Shoal
 //!
@@ -51,8 +55,8 @@
 //!   `outofmemory`, which memcached counts for the same refusals) are the per-thread
 //!   counters of those names in `crate::stats`.
 //! * **Hash table.** `hash_bytes` is the key index's memory; `hash_power_level` the power
-//!   of two of a memcached table of that size; `hash_is_expanding` 0 (index shards grow
-//!   one at a time, with no global expansion).
+//!   of two of its buckets in all shards; `hash_is_expanding` 0 (index shards grow one at
+//!   a time, with no global expansion).
 //! * **Connections.** `connection_structures` = `curr_connections` (one state per open
 //!   connection, none pooled). Past `-c`, shoald refuses connections (counted in
 //!   `rejected_connections`) instead of disabling its listener, so
@@ -173,7 +177,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
     // Every connection holds one fixed read buffer; growth beyond it (long requests,
     // unsent replies) is charged to the shared budget.
     let read_buf_bytes = conns * READ_CHUNK as u64 + sh.buffers.used() as u64;
-    let numbers: [(&str, u64); 94] = [
+    let numbers = [
         ("max_connections", sh.settings.conn_limit as u64),
         ("curr_connections", conns),
         (
@@ -225,20 +229,9 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("time_in_listen_disabled_us", 0),
         ("threads", sh.settings.threads as u64),
         ("conn_yields", t.conn_yields),
-        ("hash_power_level", hash_power_level(st.index_bytes)),
+        ("hash_power_level", hash_power_level(st.index_buckets)),
         ("hash_bytes", st.index_bytes),
         ("hash_is_expanding", 0),
-        ("slab_reassign_rescues", 0),
-        ("slab_reassign_chunk_rescues", 0),
-        ("slab_reassign_evictions_nomem", 0),
-        ("slab_reassign_inline_reclaim", 0),
-        ("slab_reassign_busy_items", 0),
-        ("slab_reassign_busy_deletes", 0),
-        ("slab_reassign_running", 0),
-        ("slabs_moved", 0),
-        ("lru_crawler_running", 0),
-        ("lru_crawler_starts", 0),
-        ("lru_maintainer_juggles", 0),
         ("malloc_fails", 0),
         ("log_worker_dropped", 0),
         ("log_worker_written", 0),
@@ -253,6 +246,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("slab_global_page_pool", 0),
         ("expired_unfetched", st.expired_unfetched),
         ("evicted_unfetched", st.evicted_unfetched),
+        // memcached lists it only while its LRU maintainer runs.
         ("evicted_active", st.evicted_active),
         ("evictions", st.evictions),
         ("reclaimed", st.reclaimed),
@@ -276,23 +270,69 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("segments_probation", st.segments_probation),
         ("segments_main", st.segments_main),
     ];
+    // memcached 1.6.45 prints some groups only while the feature they count is on
+    // (`-o no_slab_reassign`, `no_lru_crawler`, `no_lru_maintainer` drop them); shoald
+    // accepts those options, so it drops the same lines, keeping the set of keys a
+    // monitor sees the same for the same command line.
+    let tuning = sh.tuning.lock().clone();
+    let crawler = sh.crawler.enabled();
     for (name, value) in numbers {
+        let maintainer_only = matches!(
+            name,
+            "evicted_active"
+                | "moves_to_cold"
+                | "moves_to_warm"
+                | "moves_within_lru"
+                | "direct_reclaims"
+                | "lru_bumps_dropped"
+        );
+        if maintainer_only && !tuning.lru_maintainer {
+            continue;
+        }
         reply::stat_u64(out, name, value);
         // memcached lists idle_kicks (after auth_errors) only with -o idle_timeout.
         if name == "auth_errors" && sh.settings.idle_timeout != 0 {
             reply::stat_u64(out, "idle_kicks", t.idle_kicks);
         }
+        if name == "hash_is_expanding" {
+            if tuning.slab_reassign {
+                // Nothing is reassigned: segments move between size classes through
+                // eviction (see the module comment), so these count nothing.
+                for name in [
+                    "slab_reassign_rescues",
+                    "slab_reassign_chunk_rescues",
+                    "slab_reassign_inline_reclaim",
+                    "slab_reassign_busy_items",
+                    "slab_reassign_busy_deletes",
+                    "slab_reassign_busy_nomem",
+                ] {
+                    reply::stat_u64(out, name, 0);
+                }
+                reply::stat_str(out, "slab_reassign_last_busy_status", "none");
+                reply::stat_u64(out, "slab_reassign_running", 0);
+                reply::stat_u64(out, "slabs_moved", 0);
+            }
+            if crawler {
+                reply::stat_u64(out, "lru_crawler_running", 0);
+                reply::stat_u64(out, "lru_crawler_starts", 0);
+            }
+            if tuning.lru_maintainer {
+                reply::stat_u64(out, "lru_maintainer_juggles", 0);
+            }
+        }
     }
 }
 
-/// memcached's `hash_power_level` for an index of `index_bytes`: the power of two of the
-/// memcached hash table (8-byte buckets) that size would hold. shoald's index is sharded
-/// and each shard grows on its own, so it has no single power; this keeps the two lines
-/// consistent (`hash_bytes` = 8 << `hash_power_level`, rounded down).
-fn hash_power_level(index_bytes: u64) -> u64 {
-    match index_bytes / 8 {
+/// memcached's `hash_power_level`, the power of two of its hash table's buckets, for an
+/// index of `buckets` buckets in all. shoald's index is sharded and each shard grows on
+/// its own, so the total need not be a power of two; this is its power rounded down. As
+/// in memcached, `-o hashpower=N` starts it at N, and it grows with the items (at one
+/// item per bucket, where memcached grows at 1.5). `hash_bytes` is the index's real size
+/// (4-byte buckets, where memcached's are 8).
+fn hash_power_level(buckets: u64) -> u64 {
+    match buckets {
         0 => 0,
-        buckets => u64::from(buckets.ilog2()),
+        b => u64::from(b.ilog2()),
     }
 }
 
@@ -315,11 +355,17 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
         p.as_ref()
             .map_or_else(|| "(null)".to_string(), |p| p.display().to_string())
     };
-    u64s(out, "maxbytes", s.memory_limit as u64);
+    // The limit in force: `cache_memlimit` changes it at run time, as in memcached.
+    u64s(out, "maxbytes", sh.store.stats().limit_maxbytes);
     u64s(out, "maxconns", s.conn_limit as u64);
     u64s(out, "tcpport", u64::from(s.port));
-    // shoald serves no UDP whatever -U says.
-    u64s(out, "udpport", 0);
+    // 0 when no UDP socket is open (a unix socket turns the network off).
+    let udp = if sh.udp_label.is_some() {
+        s.udp_port
+    } else {
+        0
+    };
+    u64s(out, "udpport", u64::from(udp));
     strs(out, "inter", &s.listen.to_string());
     u64s(
         out,
@@ -474,6 +520,7 @@ pub fn items(sh: &Shared, out: &mut Vec<u8>) {
         ("reclaimed", st.reclaimed),
         ("expired_unfetched", st.expired_unfetched),
         ("evicted_unfetched", st.evicted_unfetched),
+        // memcached lists it only while its LRU maintainer runs.
         ("evicted_active", st.evicted_active),
         ("crawler_reclaimed", 0),
         ("crawler_items_checked", 0),
@@ -541,12 +588,42 @@ pub fn slabs(sh: &Shared, out: &mut Vec<u8>) {
     );
 }
 
+/// `stats conns`: memcached lists its listening sockets (state `conn_listening`, idle
+/// since the start) and then every connection, with what it is doing: `conn_parse_cmd`
+/// for the one asking, `conn_nread` for one sending a value, `conn_read` for the rest.
 fn conns(w: &Worker, out: &mut Vec<u8>) {
     let now = w.shared.store.clock().now();
+    for (i, label) in w.shared.listen_labels.iter().enumerate() {
+        let id = i + 1;
+        reply::stat_str(out, &format!("{id}:addr"), label);
+        reply::stat_str(out, &format!("{id}:state"), "conn_listening");
+        reply::stat_u64(
+            out,
+            &format!("{id}:secs_since_last_cmd"),
+            u64::from(w.shared.store.clock().uptime()),
+        );
+    }
+    if let Some(label) = &w.shared.udp_label {
+        // memcached lists its UDP socket as an idle connection, with no listen_addr.
+        let id = w.shared.udp_conn_id();
+        reply::stat_str(out, &format!("{id}:addr"), label);
+        reply::stat_str(out, &format!("{id}:state"), "conn_read");
+        reply::stat_u64(
+            out,
+            &format!("{id}:secs_since_last_cmd"),
+            u64::from(w.shared.store.clock().uptime()),
+        );
+    }
     for c in w.shared.conns.snapshot() {
         let id = c.id;
         reply::stat_str(out, &format!("{id}:addr"), &c.addr);
         reply::stat_str(out, &format!("{id}:listen_addr"), &w.shared.listen_label);
+        let state = if id == w.current_conn.get() {
+            "conn_parse_cmd"
+        } else {
+            c.state()
+        };
+        reply::stat_str(out, &format!("{id}:state"), state);
         let last = c.last_cmd.load(Ordering::Relaxed);
         reply::stat_u64(
             out,

@@ -213,7 +213,12 @@ fn apply(w: &Worker, spec: &StoreSpec<'_>) -> Result<Stored, StoreError> {
     } = *spec;
     let cas_enabled = w.shared.settings.cas_enabled;
     let mut writer = w.writer.borrow_mut();
+    // memcached looks the key up before every store, and that lookup is logged to
+    // `watch fetchers` as an `item_get` line ahead of the `item_store` one: the value size
+    // of what was there, if anything (the last run of the closure is the one that counts).
+    let before = std::cell::Cell::new(None);
     let result = w.shared.store.update(&mut writer, key, |e| {
+        before.set(e.item().map(|i| i.value().len()));
         let current = e.item().map(|i| {
             (
                 // Read only to compare: asking for it marks it as held by a client.
@@ -283,8 +288,16 @@ fn apply(w: &Worker, spec: &StoreSpec<'_>) -> Result<Stored, StoreError> {
         })
     });
     drop(writer);
+    w.shared
+        .watchers
+        .fetched(key, before.get(), w.current_conn.get());
     if w.shared.watchers.watching(crate::watch::kind::MUTATIONS) {
-        watch_store(w, kind, key, data.len(), opts.exptime, &result);
+        // memcached logs the stored item's size: both parts for append and prepend.
+        let size = match result {
+            Ok(Stored::Stored(_, n)) => n,
+            _ => data.len(),
+        };
+        watch_store(w, kind, key, size, opts.exptime, &result);
     }
     w.shared.prefixes.record(key, crate::detail::PrefixOp::Set);
     if kind == StoreKind::Cas {

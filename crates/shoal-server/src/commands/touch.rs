@@ -4,8 +4,9 @@
 //! gat whose reply carries only the flags. Text `touch` stays apart because it behaves
 //! differently where clients and dashboards can see it: a touch that cannot be stored is
 //! answered `SERVER_ERROR out of memory` and counted as neither hit nor miss, and it
-//! reports nothing to `watch fetchers` or `stats detail`. Routing it through `serve_key`
-//! would change all three.
+//! reports nothing to `stats detail`. Routing it through `serve_key` would change all
+//! three. Its lookup is an `item_get` line for `watch fetchers`, as memcached 1.6.45
+//! logs it.
 
 use super::respond;
 use crate::stats::ThreadStats;
@@ -19,7 +20,9 @@ pub fn touch(w: &Worker, key: &[u8], exptime: i64, noreply: bool, out: &mut Vec<
     let expiry = store.clock().expiry(exptime);
     let mut writer = w.writer.borrow_mut();
     // memcached's touch reads the item as a fetch does, so it counts as fetched.
+    let before = std::cell::Cell::new(None);
     let touched = store.update(&mut writer, key, |e| {
+        before.set(e.item().map(|i| i.value().len()));
         if !e.set_exptime(expiry)? {
             return Ok(false);
         }
@@ -28,6 +31,10 @@ pub fn touch(w: &Worker, key: &[u8], exptime: i64, noreply: bool, out: &mut Vec<
         }
         Ok(true)
     });
+    drop(writer);
+    w.shared
+        .watchers
+        .fetched(key, before.get(), w.current_conn.get());
     match touched {
         Ok(true) => {
             ThreadStats::incr(&w.stats.touch_hits);

@@ -29,7 +29,7 @@ pub struct Args {
     /// TCP port to listen on (0: any free port).
     #[arg(short = 'p', long = "port", default_value_t = 11211)]
     pub port: u16,
-    /// UDP port; shoald serves TCP only, so anything but 0 is ignored with a warning.
+    /// UDP port for memcached's UDP protocol, on the -l address (0: none).
     #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
     pub udp_port: u16,
     /// Listen on a unix socket at PATH instead of TCP.

@@ -240,11 +240,6 @@ impl Settings {
         }
     }
 
-    /// Whether a non-zero UDP port was asked for (shoald serves TCP only).
-    pub fn udp_port_warning(&self) -> bool {
-        self.udp_port != 0
-    }
-
     /// One line naming every option given that has no effect, grouped by reason, or
     /// `None` when there are none. The binary logs it once at startup.
     pub fn inert_summary(&self) -> Option<String> {

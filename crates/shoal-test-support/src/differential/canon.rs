@@ -17,7 +17,18 @@
 //! bytes without being read as lines. Binary replies are walked packet by packet and shown
 //! one bracketed line per packet.
 
-use super::case::{escape_part, unescape_one, CasRef};
+use super::escape::{escape_part, unescape_one};
+
+/// Which CAS unique a hole stands for, resolved per server from the CAS uniques that
+/// server showed for the key ([`CasBook`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CasRef {
+    /// The last CAS unique shown for the key.
+    Latest(Vec<u8>),
+    /// The one shown before the last (a stale token).
+    Previous(Vec<u8>),
+}
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -388,7 +399,7 @@ pub fn binary(raw: &[u8], key: Option<&[u8]>, book: &mut CasBook) -> Reply {
         r.push_bytes(head.as_bytes());
         let owner = if pkey.is_empty() { key } else { Some(pkey) };
         r.push(book.see(owner, cas));
-        r.push_bytes(format!(" ext={} key=", super::case::hex(ext)).as_bytes());
+        r.push_bytes(format!(" ext={} key=", super::escape::hex(ext)).as_bytes());
         r.push_bytes(pkey);
         r.push_bytes(b" val=");
         if h[1] == OP_VERSION && h[6] == 0 && h[7] == 0 {

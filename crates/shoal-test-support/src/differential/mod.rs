@@ -16,6 +16,7 @@
 
 pub mod canon;
 pub mod case;
+pub mod escape;
 pub mod gen;
 pub mod peer;
 
