@@ -38,6 +38,9 @@ protocol_errors! {
     /// A retrieval key over 250 bytes. memcached's error path for it copies the reply
     /// line with its `\r\n` and adds another, so the reply ends in two line ends.
     GetKeyTooLong => "CLIENT_ERROR bad command line format\r\n",
+    /// `delete <key> <something>` other than a hold time of `0` and/or `noreply`
+    /// (memcached 1.6.18's reply; 1.6.45 ignores the extra tokens, see `parse_delete`).
+    DeleteUsage => "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]",
     /// `incr`/`decr` delta that is not a u64.
     InvalidDeltaArgument => "CLIENT_ERROR invalid numeric delta argument",
     /// Bad exptime for `touch`, `gat`/`gats`, or bad `flush_all` delay.

@@ -466,12 +466,22 @@ fn parse_delete<'a>(line: &'a [u8], line_len: usize) -> Parsed<'a> {
     if t.n < 2 {
         return bad_format(line_len);
     }
-    // memcached 1.6.45 ignores every token after the key (the old hold time included),
-    // but for a final `noreply`.
     let noreply = t.noreply();
     let key = t.get(1);
     if key.len() > MAX_KEY_LEN {
         return err(ProtocolError::BadCommandLineFormat, line_len, noreply);
+    }
+    // After the key, only a legacy hold time of exactly `0` and/or `noreply`. memcached
+    // 1.6.45 ignores any other tokens there, but 1.6.18 refuses them, and so does
+    // libmemcached's conformance suite (memccapable sends `delete a b c d e` and expects
+    // an error, and fails memcached 1.6.45 on it): a deliberate deviation from 1.6.45 on
+    // malformed input only (docs/protocol-deviations.md).
+    if t.n > 2 {
+        let zero = t.get(2) == b"0";
+        let valid = (t.n == 3 && (zero || noreply)) || (t.n == 4 && zero && noreply);
+        if !valid {
+            return err(ProtocolError::DeleteUsage, line_len, noreply);
+        }
     }
     ok(Request::Delete { key, noreply }, line_len)
 }
