@@ -107,16 +107,29 @@ fn placement_matches_nutcracker_and_twemproxy_vectors() {
         });
     }
     let backends = three_backends();
-    let ports = free_ports(cases.len());
     let mut ours = String::new();
-    let mut theirs = String::new();
     for (i, c) in cases.iter().enumerate() {
         ours.push_str(&pool_yaml(&format!("p{i}"), 0, c, &backends));
-        theirs.push_str(&pool_yaml(&format!("p{i}"), ports[i], c, &backends));
     }
     // nutcracker first: its ports are fixed, shoal-proxy's are picked by the OS after.
-    let Some(_nut) = Nutcracker::start(&theirs, &ports) else {
-        return;
+    // A port can be taken between choosing it and nutcracker binding it (there are many
+    // here): then the ports are chosen again, up to three times.
+    let mut attempt = 0;
+    let (_nut, ports) = loop {
+        let ports = free_ports(cases.len());
+        let mut theirs = String::new();
+        for (i, c) in cases.iter().enumerate() {
+            theirs.push_str(&pool_yaml(&format!("p{i}"), ports[i], c, &backends));
+        }
+        match Nutcracker::try_start(&theirs, &ports) {
+            None => return,
+            Some(Ok(nut)) => break (nut, ports),
+            Some(Err(e)) if attempt < 2 => {
+                eprintln!("retrying with other ports: {e}");
+                attempt += 1;
+            }
+            Some(Err(e)) => panic!("{e}"),
+        }
     };
     let proxy = Proxy::start(&ours, cases.len());
     // Hash-tag cases use keys with tags in them.

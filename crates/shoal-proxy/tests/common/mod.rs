@@ -238,6 +238,14 @@ impl Nutcracker {
     /// Starts nutcracker, or returns `None` (after a visible skip) when it is not
     /// installed and the run does not require peers.
     pub fn start(conf: &str, ports: &[u16]) -> Option<Nutcracker> {
+        Self::try_start(conf, ports).map(|r| r.unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    /// [`Nutcracker::start`], but a nutcracker that does not come up (most often: one of
+    /// its fixed ports was taken between choosing it and nutcracker binding it, by
+    /// another process or a connection's ephemeral port) is an `Err` the caller can
+    /// retry with other ports.
+    pub fn try_start(conf: &str, ports: &[u16]) -> Option<Result<Nutcracker, String>> {
         let bin = nutcracker_bin()?;
         let path = write_conf(conf);
         let mut cmd = Command::new(bin);
@@ -260,12 +268,14 @@ impl Nutcracker {
                 if Instant::now() >= deadline {
                     let st = proc.child.try_wait();
                     let lines: Vec<String> = proc.lines.try_iter().collect();
-                    panic!("nutcracker did not listen on {p}: {st:?} {lines:#?}");
+                    return Some(Err(format!(
+                        "nutcracker did not listen on {p}: {st:?} {lines:#?}"
+                    )));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
-        Some(Nutcracker { proc })
+        Some(Ok(Nutcracker { proc }))
     }
 }
 
