@@ -89,7 +89,7 @@ struct Pool {
     /// Sealed segments per queue, oldest first.
     queues: [VecDeque<SegId>; QUEUES],
     never_allocated: Vec<SegId>,
-    /// Segments with memory allocated (the spare included).
+    /// Segments with memory allocated, the spare not included.
     allocated: usize,
     /// A free segment beyond the limit whose memory is kept for eviction's next copies
     /// ([`Segments::take_spare`]): giving it back to the kernel and faulting it in again
@@ -444,6 +444,7 @@ impl Segments {
         }
         if beyond_limit > 0 {
             if let Some(id) = pool.spare.take() {
+                pool.allocated += 1;
                 return Some(self.open(&mut pool, id, queue));
             }
         }
@@ -612,8 +613,11 @@ impl Segments {
     fn release(&self, pool: &mut Pool, id: SegId) {
         self.meta(id).state.store(FREE, Ordering::Release);
         if pool.allocated > pool.limit {
-            if pool.allocated == pool.limit + 1 && pool.spare.is_none() {
+            // Parked outside the count, so that it never takes the place of a
+            // segment the limit allows.
+            if pool.spare.is_none() {
                 pool.spare = Some(id);
+                pool.allocated -= 1;
                 return;
             }
             let mem = self.ptrs[id as usize].swap(std::ptr::null_mut(), Ordering::AcqRel);
@@ -643,9 +647,13 @@ impl Segments {
             let Some(id) = pool.free.pop() else { break };
             self.release(&mut pool, id);
         }
-        if pool.allocated > pool.limit + 1 {
+        if pool.allocated > pool.limit {
             if let Some(id) = pool.spare.take() {
-                self.release(&mut pool, id);
+                let mem = self.ptrs[id as usize].swap(std::ptr::null_mut(), Ordering::AcqRel);
+                if !mem.is_null() {
+                    self.free_memory(mem);
+                }
+                pool.never_allocated.push(id);
             }
         }
     }
@@ -659,7 +667,7 @@ impl Segments {
     /// caller should evict to shrink.
     pub fn over_limit(&self) -> bool {
         let pool = self.pool.lock();
-        pool.allocated - usize::from(pool.spare.is_some()) > pool.limit
+        pool.allocated > pool.limit
     }
 
     /// Sealed segment ids of every queue, each queue oldest first (a snapshot).
