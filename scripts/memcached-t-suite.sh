@@ -30,7 +30,6 @@ declare -A KNOWN_FAILURES=(
   [t/issue_22.t]="reads slab class 31's eviction counters; shoald reports its one segment pool as class 1"
   [t/issue_29.t]="counts slab chunks per item (1:used_chunks); a shoald chunk is a whole segment"
   [t/issue_42.t]="expects memcached's 48-byte item headers in mem_requested; shoald's item header is smaller"
-  [t/issue_67.t]="reads ports from MEMCACHED_PORT_FILENAME and uses -p 0 for no TCP, -p -1 for an ephemeral port; shoald's -p 0 is an ephemeral port"
   [t/lru-crawler.t]="counts slab chunks and per-class crawler reclaims across memcached's slab classes"
   [t/lru-maintainer.t]="checks items moving between memcached's HOT/WARM/COLD/TEMP LRUs per slab class; shoald has no segmented LRU"
   [t/restart.t]="expects an empty .meta file to be fatal (shoald starts clean) and hash_power_level kept across a restart (shoald sizes its index for -o hashpower and the items restored)"

@@ -46,7 +46,7 @@ trap cleanup EXIT
 # start NAME ARGS...: runs shoald, waits for its "listening on" line, prints the port.
 start() {
   local name=$1; shift
-  "$bin" -p 0 -l 127.0.0.1 -t 2 -v "$@" 2>"$tmp/$name.log" &
+  "$bin" -p -1 -l 127.0.0.1 -t 2 -v "$@" 2>"$tmp/$name.log" &
   pids+=($!)
   local port=""
   for _ in $(seq 1 200); do

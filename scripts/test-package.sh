@@ -169,7 +169,7 @@ echo "$reply" | grep -q '^USER shoal$' || { echo "$reply"; fail "not serving as 
 log "logs in journald's conventions when stderr is the journal's stream"
 : >"$tmp/journal"
 stream=$(stat -c '%d:%i' "$tmp/journal")
-JOURNAL_STREAM=$stream /usr/bin/shoald -p 0 -l 127.0.0.1 -v -o no_lru_maintainer \
+JOURNAL_STREAM=$stream /usr/bin/shoald -p -1 -l 127.0.0.1 -v -o no_lru_maintainer \
   2>"$tmp/journal" &
 pid=$!
 for _ in $(seq 1 100); do grep -q 'listening on' "$tmp/journal" && break; sleep 0.05; done

@@ -114,7 +114,7 @@ SHOALD_TEST_ARGS=--io-uring cargo test --release -p shoal-server \
 memccapable_against() {
   local errlog pid port out
   errlog=$(mktemp)
-  "$target/release/shoald" -p 0 -l 127.0.0.1 -t 2 -v "$@" 2>"$errlog" &
+  "$target/release/shoald" -p -1 -l 127.0.0.1 -t 2 -v "$@" 2>"$errlog" &
   pid=$!
   trap 'kill $pid 2>/dev/null || true; rm -f "$errlog"' EXIT
   port=""

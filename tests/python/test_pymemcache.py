@@ -32,7 +32,7 @@ class Shoald:
 
     def __init__(self, *args):
         self.proc = subprocess.Popen(
-            [SHOALD_BIN, "-p", "0", "-l", "127.0.0.1", "-v", "-t", "2", *args],
+            [SHOALD_BIN, "-p", "-1", "-l", "127.0.0.1", "-v", "-t", "2", *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

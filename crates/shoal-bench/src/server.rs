@@ -175,11 +175,11 @@ impl ServerProcess {
         Ok(proc)
     }
 
-    /// Starts shoald with `args` plus `-p 0 -l 127.0.0.1 -v`, and learns its port from
-    /// the `listening on` line on stderr.
+    /// Starts shoald with `args` plus `-p -1 -l 127.0.0.1 -v` (`-p -1`: any free port),
+    /// and learns its port from the `listening on` line on stderr.
     pub fn start_shoald(bin: &Path, args: &[String]) -> Result<Self, BenchError> {
         let mut cmd = command(bin);
-        cmd.args(args).args(["-p", "0", "-l", "127.0.0.1", "-v"]);
+        cmd.args(args).args(["-p", "-1", "-l", "127.0.0.1", "-v"]);
         Self::start_announcing("shoald", cmd)
     }
 

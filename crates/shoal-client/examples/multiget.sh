@@ -18,7 +18,7 @@ start_nodes() {
   for _ in 0 1 2 3; do
     if [ "$1" = shoald ]; then
       log=$(mktemp)
-      "$bin/shoald" -p 0 -l 127.0.0.1 -t 1 -m 128 -v 2>"$log" &
+      "$bin/shoald" -p -1 -l 127.0.0.1 -t 1 -m 128 -v 2>"$log" &
       pids+=($!)
       p=""
       for _ in $(seq 100); do

@@ -28,7 +28,7 @@ struct Shoald {
 impl Shoald {
     fn start() -> Shoald {
         let mut child = Command::new(shoald_bin())
-            .args(["-p", "0", "-l", "127.0.0.1", "-v", "-t", "1"])
+            .args(["-p", "-1", "-l", "127.0.0.1", "-v", "-t", "1"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -21,6 +21,8 @@ pub enum Event {
 enum AsyncListener {
     Tcp(tokio::net::TcpListener),
     Unix(tokio::net::UnixListener),
+    /// No listening socket: only the reasons to stop arrive.
+    None,
 }
 
 /// Accepts connections and watches for the reasons to stop. Must be created and used
@@ -41,6 +43,17 @@ impl Acceptor {
         };
         Ok(Acceptor {
             listener,
+            sigterm: signal(SignalKind::terminate())?,
+            sigint: signal(SignalKind::interrupt())?,
+            shutdown,
+        })
+    }
+
+    /// An acceptor without a listening socket (memcached's `-p 0`, which serves UDP or
+    /// nothing): [`next`](Self::next) reports only the reasons to stop.
+    pub fn without_listener(shutdown: watch::Receiver<bool>) -> io::Result<Acceptor> {
+        Ok(Acceptor {
+            listener: AsyncListener::None,
             sigterm: signal(SignalKind::terminate())?,
             sigint: signal(SignalKind::interrupt())?,
             shutdown,
@@ -86,5 +99,6 @@ async fn accept(listener: &AsyncListener) -> io::Result<Incoming> {
             let (s, _) = l.accept().await?;
             Ok(Incoming::Unix(s.into_std()?))
         }
+        AsyncListener::None => std::future::pending().await,
     }
 }

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// A bound, non-blocking listener, so callers can learn the port (`-p 0`) before serving.
+/// A bound, non-blocking listener, so callers can learn the port (of port 0) before serving.
 pub enum Listener {
     /// TCP.
     Tcp(std::net::TcpListener),

@@ -29,7 +29,7 @@ port_of() {
 }
 ports=()
 for i in 0 1 2 3; do
-  "$bin/shoald" -p 0 -l 127.0.0.1 -t 1 -m 256 -v 2>"$tmp/shoald$i.log" &
+  "$bin/shoald" -p -1 -l 127.0.0.1 -t 1 -m 256 -v 2>"$tmp/shoald$i.log" &
   pids+=($!)
 done
 for i in 0 1 2 3; do ports+=("$(port_of "$tmp/shoald$i.log")"); done

@@ -17,7 +17,7 @@ trap cleanup EXIT
 ports=()
 for i in 0 1 2; do
   log=$(mktemp)
-  "$bin/shoald" -p 0 -l 127.0.0.1 -t 1 -m 256 -v 2>"$log" &
+  "$bin/shoald" -p -1 -l 127.0.0.1 -t 1 -m 256 -v 2>"$log" &
   pids+=($!)
   for _ in $(seq 100); do
     p=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -n1)

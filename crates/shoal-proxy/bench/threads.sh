@@ -28,7 +28,7 @@ trap cleanup EXIT
 ports=()
 for i in 0 1 2; do
   log=$(mktemp)
-  "$bin/shoald" -p 0 -l 127.0.0.1 -t 1 -m 256 -v 2>"$log" &
+  "$bin/shoald" -p -1 -l 127.0.0.1 -t 1 -m 256 -v 2>"$log" &
   pids+=($!)
   p=
   for _ in $(seq 100); do

@@ -112,7 +112,7 @@ fn tls_shoald(pki: &Pki, cert: &str, key: &str) -> (Proc, SocketAddr) {
     let mut cmd = Command::new(shoald_bin());
     cmd.args([
         "-p",
-        "0",
+        "-1",
         "-l",
         "127.0.0.1",
         "-t",

@@ -85,7 +85,7 @@ fn start(o: &Options, extra: &[String]) -> Shoald {
     let mut child = Command::new(&o.shoald)
         .args([
             "-p",
-            "0",
+            "-1",
             "-l",
             "127.0.0.1",
             "-v",

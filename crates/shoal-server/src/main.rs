@@ -172,6 +172,18 @@ fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
     let listener = bind(&settings).map_err(StartupError::Listen)?;
     let extra = bind_extra(&settings).map_err(StartupError::Listen)?;
     let udp = shoal_server::udp::bind(&settings).map_err(StartupError::Listen)?;
+    if settings.unix_socket.is_none() {
+        if let Some(path) = std::env::var_os(PORT_FILE_ENV) {
+            let tcp = listener.iter().chain(extra.iter());
+            let addrs = tcp.filter_map(Listener::local_addr).map(|a| ("TCP", a));
+            let udp_addr = udp.as_ref().and_then(|u| u.local_addr().ok());
+            let addrs: Vec<_> = addrs.chain(udp_addr.map(|a| ("UDP", a))).collect();
+            if let Err(e) = write_port_file(Path::new(&path), &addrs) {
+                // memcached, too, says so and serves on.
+                tracing::warn!("{PORT_FILE_ENV} {}: {e}", Path::new(&path).display());
+            }
+        }
+    }
     if args.daemon {
         // After binding, so a port in use is reported to the terminal that started us;
         // before any thread exists, as fork requires.
@@ -204,7 +216,10 @@ fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
     }
     // Logged once ready to serve: after the identity switch, so whoever waits for this line
     // sees the final process.
-    match (listener.local_addr(), &settings.unix_socket) {
+    match (
+        listener.as_ref().and_then(Listener::local_addr),
+        &settings.unix_socket,
+    ) {
         (Some(addr), _) => tracing::info!("listening on {addr}"),
         (None, Some(path)) => tracing::info!("listening on unix:{}", path.display()),
         _ => {}
@@ -301,6 +316,25 @@ fn write_pidfile(path: &Path) -> Result<(), StartupError> {
     tmp.push(".tmp");
     std::fs::write(&tmp, format!("{}\n", std::process::id())).map_err(err)?;
     std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// memcached's environment variable naming a file to receive the bound ports.
+const PORT_FILE_ENV: &str = "MEMCACHED_PORT_FILENAME";
+
+/// Writes memcached's port file: one `TCP INET: <port>` (or `UDP`, `INET6`) line per
+/// bound socket, into `<path>.lck` renamed into place, so a reader that waits for the
+/// file sees it whole. With no socket bound (`-p 0 -U 0`) the file is empty.
+fn write_port_file(path: &Path, addrs: &[(&str, std::net::SocketAddr)]) -> io::Result<()> {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    for (transport, addr) in addrs {
+        let family = if addr.is_ipv6() { "INET6" } else { "INET" };
+        let _ = writeln!(text, "{transport} {family}: {}", addr.port());
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".lck");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Whether this process holds CAP_IPC_LOCK (it may then lock beyond RLIMIT_MEMLOCK).

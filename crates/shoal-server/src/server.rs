@@ -34,20 +34,21 @@ pub use shoal_net::Listener;
 /// How long shutdown waits for connections to finish the replies they are writing.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Binds what `settings` asks for (a unix socket replaces TCP, as in memcached).
-pub fn bind(settings: &Settings) -> io::Result<Listener> {
-    match &settings.unix_socket {
-        Some(path) => Listener::bind_unix(path, settings.unix_mask),
-        None => Listener::bind_tcp(
-            SocketAddr::new(settings.listen, settings.port),
-            settings.backlog,
-        ),
+/// Binds what `settings` asks for (a unix socket replaces TCP, as in memcached), or
+/// nothing for `-p 0` (no TCP listener; the server may still answer on UDP).
+pub fn bind(settings: &Settings) -> io::Result<Option<Listener>> {
+    match (&settings.unix_socket, settings.port) {
+        (Some(path), _) => Listener::bind_unix(path, settings.unix_mask).map(Some),
+        (None, Some(port)) => {
+            Listener::bind_tcp(SocketAddr::new(settings.listen, port), settings.backlog).map(Some)
+        }
+        (None, None) => Ok(None),
     }
 }
 
 /// Binds the further `-l` addresses (none with a unix socket, which replaces TCP).
 pub fn bind_extra(settings: &Settings) -> io::Result<Vec<Listener>> {
-    if settings.unix_socket.is_some() {
+    if settings.unix_socket.is_some() || settings.port.is_none() {
         return Ok(Vec::new());
     }
     settings
@@ -61,14 +62,15 @@ pub fn bind_extra(settings: &Settings) -> io::Result<Vec<Listener>> {
 /// every connection has finished its in-flight replies (and, after SIGUSR1, once a `-e`
 /// memory file's restart metadata is saved).
 pub fn run(settings: Settings, listener: Listener, opened: OpenedStore) -> anyhow::Result<()> {
-    run_all(settings, listener, Vec::new(), None, opened)
+    run_all(settings, Some(listener), Vec::new(), None, opened)
 }
 
 /// [`run`], also accepting on `extra` (the further `-l` addresses, see [`bind_extra`])
-/// and answering datagrams on `udp` (`-U`, see [`crate::udp::bind`]).
+/// and answering datagrams on `udp` (`-U`, see [`crate::udp::bind`]). Without a
+/// `listener` (`-p 0`) it serves UDP only, if that, and waits for the signal to stop.
 pub fn run_all(
     settings: Settings,
-    listener: Listener,
+    listener: Option<Listener>,
     extra: Vec<Listener>,
     udp: Option<std::net::UdpSocket>,
     opened: OpenedStore,
@@ -87,11 +89,8 @@ pub fn run_all(
             None => "tcp:?".to_string(),
         },
     };
-    let listen_label = label(&listener);
-    let listen_labels: Vec<String> = std::iter::once(&listener)
-        .chain(extra.iter())
-        .map(label)
-        .collect();
+    let listen_labels: Vec<String> = listener.iter().chain(extra.iter()).map(label).collect();
+    let listen_label = listen_labels.first().cloned().unwrap_or_default();
     let sasl = settings
         .sasl_pwdb
         .as_deref()
@@ -238,11 +237,14 @@ enum Stop {
 /// Accepts until a signal or the `shutdown` command.
 async fn accept_loop(
     shared: &Shared,
-    listener: Listener,
+    listener: Option<Listener>,
     extra: Vec<Listener>,
     pool: &mut WorkerPool,
 ) -> io::Result<Stop> {
-    let mut acceptor = Acceptor::new(listener, shared.shutdown_signal())?;
+    let mut acceptor = match listener {
+        Some(l) => Acceptor::new(l, shared.shutdown_signal())?,
+        None => Acceptor::without_listener(shared.shutdown_signal())?,
+    };
     // Further listeners hand their connections to this loop, so the connection limit and
     // dispatch stay in one place; signals and shutdown are the first acceptor's to see.
     let (extra_tx, mut extra_rx) = tokio::sync::mpsc::channel::<Incoming>(64);

@@ -30,13 +30,13 @@ const DATA_PER_DATAGRAM: usize = MAX_DATAGRAM - HEADER;
 /// The largest datagram read (UDP's own limit).
 const MAX_REQUEST: usize = 65_536;
 
-/// Binds the UDP socket `-U` asks for on the `-l` address, or none (`-U 0`, or a unix
-/// socket, which turns the network off as in memcached).
+/// Binds the UDP socket `-U` asks for on the `-l` address (`-U -1`: any free port), or
+/// none (`-U 0`, or a unix socket, which turns the network off as in memcached).
 pub fn bind(settings: &crate::Settings) -> std::io::Result<Option<std::net::UdpSocket>> {
-    if settings.udp_port == 0 || settings.unix_socket.is_some() {
+    let Some(port) = settings.udp_port.filter(|_| settings.unix_socket.is_none()) else {
         return Ok(None);
-    }
-    let socket = std::net::UdpSocket::bind(SocketAddr::new(settings.listen, settings.udp_port))?;
+    };
+    let socket = std::net::UdpSocket::bind(SocketAddr::new(settings.listen, port))?;
     socket.set_nonblocking(true)?;
     Ok(Some(socket))
 }

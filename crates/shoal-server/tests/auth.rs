@@ -211,7 +211,7 @@ fn sasl_pwdb_from_environment() {
     );
     bp::set(&mut c, b"k", b"v", 0);
     // And -S without any password database refuses to start.
-    let (code, err) = common::run_to_exit(&["-S", "-p", "0", "-l", "127.0.0.1"]);
+    let (code, err) = common::run_to_exit(&["-S", "-p", "-1", "-l", "127.0.0.1"]);
     assert_ne!(code, Some(0), "{err}");
     assert!(code.is_some(), "shoald -S without a pwdb kept running");
 }

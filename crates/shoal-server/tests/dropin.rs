@@ -177,7 +177,7 @@ fn debian_memcached_conf_serves_and_drops_privileges() {
     );
     // Only the port (ephemeral), pid file (a temp path) and, without a memcache user,
     // the user differ from what Debian runs.
-    replace_value(&mut args, "-p", "0");
+    replace_value(&mut args, "-p", "-1");
     replace_value(&mut args, "-P", pidfile.to_str().expect("utf-8 path"));
     replace_value(&mut args, "-u", user);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -305,7 +305,7 @@ fn every_memcached_command_line_starts_and_serves() {
         (vec!["-o", "drop_privileges,no_drop_privileges,sock_cookie_id=5,resp_obj_mem_limit=5,inline_ascii_resp,no_inline_ascii_resp"], Text, vec![]),
         (
             vec![
-                "--port=0", "--listen=127.0.0.1", "--memory-limit=32", "--conn-limit=100",
+                "--port=-1", "--listen=127.0.0.1", "--memory-limit=32", "--conn-limit=100",
                 "--threads=2", "--protocol=auto", "--enable-largepages", "--enable-coredumps",
                 "--disable-dumping", "--disable-watch", "--slab-growth-factor=1.25",
                 "--slab-min-size=48", "--extended=modern", "--max-reqs-per-event=20",
@@ -503,7 +503,7 @@ fn stop(mut child: Child) {
 fn inert_options_are_logged_once_with_why() {
     let (lines, child) = startup_log(&[
         "-p",
-        "0",
+        "-1",
         "-l",
         "127.0.0.1",
         "-v",
@@ -545,7 +545,7 @@ fn inert_options_are_logged_once_with_why() {
     );
 
     // Nothing inert, no line.
-    let (lines, child) = startup_log(&["-p", "0", "-l", "127.0.0.1", "-v", "-t", "2"]);
+    let (lines, child) = startup_log(&["-p", "-1", "-l", "127.0.0.1", "-v", "-t", "2"]);
     stop(child);
     assert!(
         lines.iter().any(|l| l.contains("listening on")),
@@ -562,7 +562,7 @@ fn root_without_u_is_a_warning_not_a_refusal() {
     if !is_root() {
         return;
     }
-    let (lines, child) = startup_log(&["-p", "0", "-l", "127.0.0.1", "-t", "2", "-v"]);
+    let (lines, child) = startup_log(&["-p", "-1", "-l", "127.0.0.1", "-t", "2", "-v"]);
     stop(child);
     assert!(
         lines
@@ -667,7 +667,7 @@ fn daemon_mode_with_pidfile_and_user() {
 
 #[test]
 fn refusals_use_memcacheds_wording_and_status() {
-    let base = ["-p", "0", "-l", "127.0.0.1"];
+    let base = ["-p", "-1", "-l", "127.0.0.1"];
     let mut cases: Vec<(Vec<&str>, i32, &str)> = vec![
         (vec!["-o", "foo"], 1, "Illegal suboption \"foo\""),
         (
@@ -770,7 +770,7 @@ fn files_loaded_after_the_switch_must_be_readable_by_the_user() {
     let auth_s = auth.to_str().expect("utf-8");
     // Root-only: refused before serving, naming the file, the user and the fix.
     std::fs::set_permissions(&auth, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let (code, err) = run_to_exit(&["-p", "0", "-l", "127.0.0.1", "-Y", auth_s, "-u", user]);
+    let (code, err) = run_to_exit(&["-p", "-1", "-l", "127.0.0.1", "-Y", auth_s, "-u", user]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains(&format!("cannot read {auth_s} as user {user}")),

@@ -182,7 +182,7 @@ fn log_format_json_writes_one_object_per_line() {
     let mut child = Command::new(common::shoald_bin())
         .args([
             "-p",
-            "0",
+            "-1",
             "-l",
             "127.0.0.1",
             "-v",

@@ -246,7 +246,7 @@ fn usage_errors_exit_as_memcached() {
         (&["--no-such-option"][..], 1),
         (&["-Z"], 64),
         (&["-p", "notaport"], 1),
-        (&["-p", "70000"], 1),
+        (&["-p", "70000"], 64),
         (&["-m", "0"], 64),
         (&["-I", "1x"], 1),
         (&["-I", "100m", "-m", "64"], 64),
@@ -294,7 +294,7 @@ fn logged_addr(s: &Server, ip: &str) -> std::net::SocketAddr {
 #[test]
 fn several_listen_addresses_are_each_served() {
     // Repeated -l (the harness passes -l 127.0.0.1) and a comma-separated list, as
-    // memcached takes them; -p 0 gives each its own ephemeral port.
+    // memcached takes them; -p -1 gives each its own ephemeral port.
     for args in [&["-l", "127.0.0.2"][..], &["-l", "127.0.0.1,127.0.0.2"][..]] {
         let s = Server::with_args(args);
         let first = s.addr.expect("first address");
@@ -325,4 +325,81 @@ fn large_pages_preallocate_the_memory_limit() {
     assert!(lazy_mb < 64, "-m 128 without -L: RSS {lazy_mb} MB");
     let mut c = eager.conn();
     c.rt(b"get k\r\n", b"VALUE k 0 1\r\nv\r\nEND\r\n");
+}
+
+/// Reads memcached's port file once it is in place: `(transport, port)` per line.
+fn read_port_file(path: &std::path::Path) -> Vec<(String, u16)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "no port file at {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::read_to_string(path)
+        .expect("port file")
+        .lines()
+        .map(|l| {
+            let (kind, port) = l.split_once(": ").expect("memcached's `KIND: PORT` line");
+            (kind.to_string(), port.parse().expect("port"))
+        })
+        .collect()
+}
+
+#[test]
+fn port_file_lists_the_ports_bound_as_memcached_writes_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ports");
+    let path_s = path.to_str().expect("utf-8 path");
+    // -p -1 and -U -1: a free port each, named in the file (TCP first, then UDP).
+    let s = Server::with_env(&["-U", "-1"], &[("MEMCACHED_PORT_FILENAME", path_s)]);
+    let ports = read_port_file(&path);
+    assert_eq!(ports.len(), 2, "{ports:?}");
+    assert_eq!(ports[0], ("TCP INET".to_string(), s.port()));
+    assert_eq!(ports[1].0, "UDP INET");
+    assert_ne!(ports[1].1, 0);
+    s.conn().rt(
+        b"version\r\n",
+        format!("VERSION {}\r\n", shoal_server::VERSION).as_bytes(),
+    );
+    assert!(!dir.path().join("ports.lck").exists());
+}
+
+#[test]
+fn port_zero_turns_tcp_off() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ports");
+    // memcached's -p 0: no TCP listener at all, the -l address's included; UDP still
+    // answers.
+    let mut child = std::process::Command::new(common::shoald_bin())
+        .args(["-p", "0", "-U", "-1", "-l", "127.0.0.1", "-t", "1"])
+        .env("MEMCACHED_PORT_FILENAME", &path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn shoald");
+    let ports = read_port_file(&path);
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    udp.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let answer = match ports.as_slice() {
+        [(kind, port)] if kind == "UDP INET" => {
+            // memcached's UDP frame: request id, sequence, count, reserved.
+            udp.send_to(
+                b"\x00\x01\x00\x00\x00\x01\x00\x00version\r\n",
+                ("127.0.0.1", *port),
+            )
+            .expect("send");
+            let mut buf = [0u8; 256];
+            udp.recv(&mut buf).map(|n| buf[8..n].to_vec())
+        }
+        other => Err(std::io::Error::other(format!("ports {other:?}"))),
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let answer = answer.expect("a UDP answer and only a UDP port");
+    assert!(answer.starts_with(b"VERSION "), "{}", common::show(&answer));
 }

@@ -231,7 +231,7 @@ fn bad_tls_configuration_refuses_to_start() {
     let cert = pki.file("server.pem");
     let wrong_key = pki.file("self.key");
     let missing = pki.file("missing.pem");
-    let base = ["-p", "0", "-l", "127.0.0.1", "-Z"];
+    let base = ["-p", "-1", "-l", "127.0.0.1", "-Z"];
     for extra in [
         vec![],
         vec!["--tls-cert", cert.as_str()],

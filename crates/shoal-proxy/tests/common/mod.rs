@@ -101,7 +101,7 @@ pub struct Shoald {
 impl Shoald {
     pub fn start() -> Shoald {
         let mut cmd = Command::new(shoald_bin());
-        cmd.args(["-p", "0", "-l", "127.0.0.1", "-v", "-t", "1", "-m", "64"]);
+        cmd.args(["-p", "-1", "-l", "127.0.0.1", "-v", "-t", "1", "-m", "64"]);
         let proc = Proc::spawn(cmd);
         let addr = proc.wait_for("listening on ").parse().expect("addr");
         Shoald { proc, addr }

@@ -358,14 +358,16 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
     // The limit in force: `cache_memlimit` changes it at run time, as in memcached.
     u64s(out, "maxbytes", sh.store.stats().limit_maxbytes);
     u64s(out, "maxconns", s.conn_limit as u64);
-    u64s(out, "tcpport", u64::from(s.port));
-    // 0 when no UDP socket is open (a unix socket turns the network off).
-    let udp = if sh.udp_label.is_some() {
-        s.udp_port
-    } else {
-        0
+    // memcached prints the -p and -U values: 0 for off, -1 for any free port.
+    let port_stat = |p: Option<u16>| match p {
+        None => "0".to_string(),
+        Some(0) => "-1".to_string(),
+        Some(p) => p.to_string(),
     };
-    u64s(out, "udpport", u64::from(udp));
+    strs(out, "tcpport", &port_stat(s.port));
+    // 0 when no UDP socket is open (a unix socket turns the network off).
+    let udp = s.udp_port.filter(|_| sh.udp_label.is_some());
+    strs(out, "udpport", &port_stat(udp));
     strs(out, "inter", &s.listen.to_string());
     u64s(
         out,

@@ -26,12 +26,19 @@ pub struct Args {
     /// `-o` keys add up.
     #[arg(long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// TCP port to listen on (0: any free port).
-    #[arg(short = 'p', long = "port", default_value_t = 11211)]
-    pub port: u16,
-    /// UDP port for memcached's UDP protocol, on the -l address (0: none).
-    #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
-    pub udp_port: u16,
+    /// TCP port to listen on (0: no TCP listener; -1: any free port), as in memcached
+    /// [default: 11211, or the -U port when only -U is given].
+    #[arg(short = 'p', long = "port", allow_negative_numbers = true)]
+    pub port: Option<i32>,
+    /// UDP port for memcached's UDP protocol, on the -l address (0: none; -1: any free
+    /// port). Given without -p, TCP listens on the same port, as in memcached.
+    #[arg(
+        short = 'U',
+        long = "udp-port",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub udp_port: i32,
     /// Listen on a unix socket at PATH instead of TCP.
     #[arg(short = 's', long = "unix-socket")]
     pub unix_socket: Option<PathBuf>,
@@ -189,7 +196,7 @@ mod tests {
     #[test]
     fn defaults_are_memcacheds_except_listen() {
         let s = settings(&[]).unwrap();
-        assert_eq!(s.port, 11211);
+        assert_eq!(s.port, Some(11211));
         assert_eq!(s.listen, IpAddr::from([127, 0, 0, 1]));
         assert_eq!(s.memory_limit, 64 << 20);
         assert_eq!(s.conn_limit, 1024);
@@ -205,6 +212,25 @@ mod tests {
     }
 
     #[test]
+    fn ports_follow_memcacheds_rules() {
+        let ports = |args: &[&str]| settings(args).map(|s| (s.port, s.udp_port));
+        // 0 turns a transport off, -1 asks for any free port.
+        assert_eq!(ports(&["-p", "0"]), Ok((None, None)));
+        assert_eq!(ports(&["-p", "-1"]), Ok((Some(0), None)));
+        assert_eq!(ports(&["-U", "-1"]), Ok((Some(0), Some(0))));
+        // -U alone moves TCP to the UDP port; with -p each keeps its own.
+        assert_eq!(ports(&["-U", "11222"]), Ok((Some(11222), Some(11222))));
+        assert_eq!(ports(&["-p", "-1", "-U", "9"]), Ok((Some(0), Some(9))));
+        assert_eq!(ports(&["-p", "5", "-U", "0"]), Ok((Some(5), None)));
+        assert_eq!(ports(&["-U", "0"]), Ok((Some(11211), None)));
+        // -p 0 turns off the ports -l names too.
+        let s = settings(&["-p", "0", "-l", "127.0.0.1:7,127.0.0.2:8"]).unwrap();
+        assert_eq!((s.port, s.extra_listen.len()), (None, 0));
+        assert!(settings(&["-p", "70000"]).is_err());
+        assert!(settings(&["-p", "-2"]).is_err());
+    }
+
+    #[test]
     fn memcached_style_flags() {
         let s = settings(&[
             "-p", "1234", "-m", "128", "-c", "10", "-t", "2", "-I", "2m", "-C", "-M", "-F", "-A",
@@ -213,7 +239,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             (s.port, s.memory_limit, s.conn_limit, s.threads),
-            (1234, 128 << 20, 10, 2)
+            (Some(1234), 128 << 20, 10, 2)
         );
         assert_eq!(s.max_item_size, 2 << 20);
         assert!(!s.cas_enabled && !s.evictions && !s.flush_enabled && s.shutdown_enabled);
@@ -309,7 +335,7 @@ mod tests {
             "--verbose",
         ])
         .unwrap();
-        assert_eq!((s.port, s.conn_limit, s.threads), (1, 9, 2));
+        assert_eq!((s.port, s.conn_limit, s.threads), (Some(1), 9, 2));
         assert_eq!(s.protocol, Protocol::Binary);
         assert_eq!((s.reqs_per_event, s.backlog, s.napi_ids), (7, 8, Some(2)));
         assert_eq!((s.max_item_size, s.unix_mask), (512 << 10, 0o755));

@@ -126,7 +126,7 @@ logfile /var/log/memcached.log
         let a = args(&f, &[]).unwrap();
         // -d is the wrapper's to drop: systemd keeps the daemon in the foreground.
         assert!(!a.daemon);
-        assert_eq!((a.memory_limit, a.port, a.verbose), (64, 11211, 0));
+        assert_eq!((a.memory_limit, a.port, a.verbose), (64, Some(11211), 0));
         assert_eq!(a.user.as_deref(), Some("memcache"));
         assert_eq!(a.listen, ["127.0.0.1"]);
         assert_eq!(
@@ -145,7 +145,7 @@ logfile /var/log/memcached.log
             &["-m", "128", "-v", "-l", "::1", "-o", "no_lru_crawler"],
         )
         .unwrap();
-        assert_eq!((a.memory_limit, a.port, a.verbose), (128, 11211, 1));
+        assert_eq!((a.memory_limit, a.port, a.verbose), (128, Some(11211), 1));
         assert_eq!(a.listen, ["::1"]);
         let s = a.settings().unwrap();
         assert_eq!((s.conn_limit, s.idle_timeout), (10, 5));

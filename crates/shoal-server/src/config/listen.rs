@@ -104,7 +104,9 @@ mod tests {
 
     #[test]
     fn listen_syntax() {
-        let l = |args: &[&str]| settings(args).map(|s| (s.listen.to_string(), s.port));
+        let l = |args: &[&str]| {
+            settings(args).map(|s| (s.listen.to_string(), s.port.unwrap_or_default()))
+        };
         assert_eq!(l(&["-l", "127.0.0.1"]), Ok(("127.0.0.1".into(), 11211)));
         assert_eq!(l(&["-l", "localhost"]), Ok(("127.0.0.1".into(), 11211)));
         assert_eq!(l(&["-l", "*"]), Ok(("0.0.0.0".into(), 11211)));

@@ -131,8 +131,9 @@ pub struct TlsSettings {
 pub struct Settings {
     /// Address to bind.
     pub listen: IpAddr,
-    /// TCP port.
-    pub port: u16,
+    /// TCP port (`Some(0)`: any free port, memcached's `-p -1`; `None`: no TCP listener,
+    /// memcached's `-p 0`).
+    pub port: Option<u16>,
     /// Further `-l` addresses after the first (`-l a,b` or repeated `-l`), each listened on
     /// as well, as memcached listens on every one.
     pub extra_listen: Vec<std::net::SocketAddr>,
@@ -172,8 +173,8 @@ pub struct Settings {
     pub lru_crawler: bool,
     /// Initial index size hint, log2 of items (memcached's hashpower).
     pub hashpower: Option<u8>,
-    /// The -U port given (only 0 is served).
-    pub udp_port: u16,
+    /// UDP port (`Some(0)`: any free port, `-U -1`; `None`: no UDP, `-U 0`).
+    pub udp_port: Option<u16>,
     /// SASL password database, when SASL is required.
     pub sasl_pwdb: Option<PathBuf>,
     /// ASCII authentication file, when required.

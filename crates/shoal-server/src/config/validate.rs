@@ -87,9 +87,16 @@ impl Args {
             .ok()
             .and_then(|m| m.checked_mul(1 << 20))
             .ok_or_else(|| usage("memory limit too large"))?;
+        // memcached: -U alone moves TCP to the UDP port too; -p 0 and -U 0 turn a
+        // transport off, and -1 asks for any free port.
+        let port = match (self.port, self.udp_port) {
+            (Some(p), _) => p,
+            (None, u) if u != 0 => u,
+            (None, _) => DEFAULT_PORT,
+        };
         let mut s = Settings {
             listen: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            port: self.port,
+            port: port_setting(port)?,
             extra_listen: Vec::new(),
             unix_socket: self.unix_socket.clone(),
             unix_mask: self.unix_mask,
@@ -108,7 +115,7 @@ impl Args {
             read_buf_mem_limit: 0,
             lru_crawler: true,
             hashpower: None,
-            udp_port: self.udp_port,
+            udp_port: port_setting(self.udp_port)?,
             sasl_pwdb: None,
             auth_file: self.auth_file.clone(),
             tls: None,
@@ -151,13 +158,19 @@ impl Args {
             // memcached: ASCII auth tokens are a text-protocol feature.
             s.protocol = Protocol::Ascii;
         }
-        let mut listen = parse_listen(&self.listen, self.tls, s.port)?.into_iter();
-        (s.listen, s.port) = listen
+        let tcp_port = s.port.unwrap_or(0);
+        let mut listen = parse_listen(&self.listen, self.tls, tcp_port)?.into_iter();
+        let (addr, first_port) = listen
             .next()
-            .unwrap_or((IpAddr::V4(Ipv4Addr::LOCALHOST), s.port));
-        s.extra_listen = listen
-            .map(|(ip, port)| std::net::SocketAddr::new(ip, port))
-            .collect();
+            .unwrap_or((IpAddr::V4(Ipv4Addr::LOCALHOST), tcp_port));
+        s.listen = addr;
+        // -p 0 turns TCP off, ports named in -l included, as in memcached.
+        if s.port.is_some() {
+            s.port = Some(first_port);
+            s.extra_listen = listen
+                .map(|(ip, port)| std::net::SocketAddr::new(ip, port))
+                .collect();
+        }
         if self.sasl {
             let pwdb = self
                 .sasl_pwdb
@@ -183,6 +196,21 @@ impl Args {
             });
         }
         Ok(s)
+    }
+}
+
+/// memcached's default TCP port.
+const DEFAULT_PORT: i32 = 11211;
+
+/// A `-p` or `-U` value as memcached reads it: 0 turns the transport off (`None`), -1
+/// asks the kernel for any free port (`Some(0)`), anything else is the port.
+fn port_setting(port: i32) -> Result<Option<u16>, ConfigError> {
+    match port {
+        0 => Ok(None),
+        -1 => Ok(Some(0)),
+        p => u16::try_from(p)
+            .map(Some)
+            .map_err(|_| usage(format!("ERROR: Invalid port number {p}."))),
     }
 }
 
@@ -263,7 +291,7 @@ fn check_combinations(s: &Settings, protocol_given: bool, sasl: bool) -> Result<
                 "ERROR: You cannot allow the ASCII protocol while using SASL.",
             ));
         }
-        if s.udp_port != 0 {
+        if s.udp_port.is_some() {
             return Err(usage(
                 "ERROR: Cannot enable UDP while using binary SASL authentication.",
             ));
@@ -275,7 +303,7 @@ fn check_combinations(s: &Settings, protocol_given: bool, sasl: bool) -> Result<
                 "ERROR: You cannot allow the BINARY protocol while using ascii authentication tokens.",
             ));
         }
-        if s.udp_port != 0 {
+        if s.udp_port.is_some() {
             return Err(usage(
                 "Cannot use UDP with ascii authentication enabled (-U 0 to disable)",
             ));

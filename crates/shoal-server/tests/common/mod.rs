@@ -42,7 +42,7 @@ impl Server {
         Server::with_args(&[])
     }
 
-    /// shoald with `-p 0 -l 127.0.0.1 -v -t 2` plus `args` (later options win).
+    /// shoald with `-p -1 -l 127.0.0.1 -v -t 2` plus `args` (later options win).
     pub fn with_args(args: &[&str]) -> Server {
         Server::with_env(args, &[])
     }
@@ -53,7 +53,7 @@ impl Server {
     pub fn with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(shoald_bin());
         let extra = std::env::var("SHOALD_TEST_ARGS").unwrap_or_default();
-        cmd.args(["-p", "0", "-l", "127.0.0.1", "-v", "-t", "2"])
+        cmd.args(["-p", "-1", "-l", "127.0.0.1", "-v", "-t", "2"])
             .args(extra.split_whitespace())
             .args(args)
             .envs(env.iter().copied())
