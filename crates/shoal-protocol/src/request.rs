@@ -207,6 +207,11 @@ pub enum Request<'a> {
     /// `refresh_certs [noreply]`: reload the TLS certificate and key. Everything after
     /// the command (memcached ignores it but for a final `noreply`).
     RefreshCerts(&'a [u8]),
+    /// `debugtime <seconds|p|r>`: memcached-debug's command that moves the server clock
+    /// forward, pauses it (`p`) or lets it run again (`r`): everything after `debugtime`.
+    /// A server answers it only when its operator turned it on (shoald's
+    /// `-o debug_time`); otherwise it is an unknown command, as in release memcached.
+    DebugTime(&'a [u8]),
     /// `watch [<type> ...]`: everything after `watch` (`fetchers mutations`...), empty
     /// for a bare `watch`.
     Watch(&'a [u8]),

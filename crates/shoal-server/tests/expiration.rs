@@ -120,3 +120,46 @@ fn touch_extends_life() {
         b"VALUE a 0 1\r\na\r\nVALUE b 0 1\r\nb\r\nEND\r\n",
     );
 }
+
+#[test]
+fn debugtime_moves_the_clock_only_when_turned_on() {
+    // memcached-debug's `debugtime`: off unless the operator asks for it, and then an
+    // unknown command, as in release memcached.
+    let s = Server::start();
+    let mut c = s.conn();
+    c.rt(b"debugtime 100\r\n", b"ERROR\r\n");
+    c.rt(b"set k 0 100 1\r\nx\r\n", b"STORED\r\n");
+    c.rt(b"get k\r\n", b"VALUE k 0 1\r\nx\r\nEND\r\n");
+
+    // Given before other -o options, as the t/ suite's wrapper gives it.
+    let s = Server::with_args(&["-o", "debug_time", "-o", "no_lru_crawler"]);
+    let mut c = s.conn();
+    c.rt(b"set k 0 100 1\r\nx\r\n", b"STORED\r\n");
+    let time = c.stat("time");
+    c.rt(b"debugtime 99\r\n", b"OK\r\n");
+    c.rt(b"get k\r\n", b"VALUE k 0 1\r\nx\r\nEND\r\n");
+    c.rt(b"debugtime 1\r\n", b"OK\r\n");
+    c.rt(b"get k\r\n", b"END\r\n");
+    // The shift lasts: the server's time runs 100 s ahead from now on.
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(
+        c.stat("time") >= time + 100,
+        "time {time} -> {}",
+        c.stat("time")
+    );
+    // Paused, the clock stays; resumed, it follows the wall clock again.
+    c.rt(b"debugtime p\r\n", b"OK\r\n");
+    let paused = c.stat("time");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(c.stat("time"), paused);
+    c.rt(b"debugtime r\r\n", b"OK\r\n");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(c.stat("time") > paused);
+    for bad in [
+        &b"debugtime\r\n"[..],
+        b"debugtime x\r\n",
+        b"debugtime -5\r\n",
+    ] {
+        c.rt(bad, b"ERROR\r\n");
+    }
+}

@@ -5,7 +5,7 @@
 //! request. We do the same: [`Clock::tick`] is called by a maintenance thread and every
 //! request reads one atomic.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Relative times below this are never reached by the clock, so rel time 1 always means
@@ -25,6 +25,11 @@ pub struct Clock {
     /// Unix time at which rel time 0 would have been.
     epoch_unix: i64,
     now: AtomicU32,
+    /// Seconds [`shift`](Self::shift) moved the clock forward (memcached-debug's
+    /// `debugtime`).
+    shifted: AtomicU32,
+    /// Whether [`tick`](Self::tick) leaves the clock where it is (`debugtime p`).
+    paused: AtomicBool,
 }
 
 impl Default for Clock {
@@ -41,6 +46,8 @@ impl Clock {
             base: START,
             epoch_unix: unix_time() - i64::from(START),
             now: AtomicU32::new(START),
+            shifted: AtomicU32::new(0),
+            paused: AtomicBool::new(false),
         }
     }
 
@@ -57,6 +64,8 @@ impl Clock {
             base,
             epoch_unix,
             now: AtomicU32::new(base),
+            shifted: AtomicU32::new(0),
+            paused: AtomicBool::new(false),
         }
     }
 
@@ -73,11 +82,32 @@ impl Clock {
 
     /// Re-reads the monotonic clock; call at least a few times a second.
     pub fn tick(&self) {
+        if self.paused.load(Ordering::Relaxed) {
+            return;
+        }
         let secs = self.started.elapsed().as_secs();
         let rel = u32::try_from(secs)
             .unwrap_or(u32::MAX)
-            .saturating_add(self.base);
+            .saturating_add(self.base)
+            .saturating_add(self.shifted.load(Ordering::Relaxed));
         self.now.store(rel, Ordering::Relaxed);
+    }
+
+    /// Moves the clock `secs` forward for good, as memcached-debug's `debugtime <secs>`
+    /// does: items expire and delayed flushes fall due as if the time had passed, and the
+    /// `time` stat runs ahead of the wall clock by as much.
+    pub fn shift(&self, secs: u32) {
+        self.shifted.fetch_add(secs, Ordering::Relaxed);
+        self.now.fetch_add(secs, Ordering::Relaxed);
+    }
+
+    /// Stops the clock (`true`, memcached-debug's `debugtime p`) or lets it follow the
+    /// monotonic clock again (`false`, `debugtime r`; it then jumps to where it would be).
+    pub fn pause(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Relaxed);
+        if !paused {
+            self.tick();
+        }
     }
 
     /// Moves the clock forward by `secs` (tests only: lets expiry be tested without sleeping).
@@ -168,6 +198,25 @@ mod tests {
         // A wall clock behind the saved time does not move rel time back.
         let behind = Clock::resume(c.epoch_unix(), 5_000);
         assert_eq!(behind.now(), 5_000);
+    }
+
+    #[test]
+    fn shift_and_pause_move_time_as_memcached_debug() {
+        let c = Clock::new();
+        let e = c.expiry(5);
+        c.shift(5);
+        assert!(is_expired(e, c.now()));
+        // A shift lasts past the next tick.
+        c.tick();
+        assert!(c.now() >= START + 5, "{}", c.now());
+        c.pause(true);
+        let stopped = c.now();
+        c.tick();
+        assert_eq!(c.now(), stopped);
+        c.shift(10);
+        assert_eq!(c.now(), stopped + 10);
+        c.pause(false);
+        assert!(c.now() >= START + 15, "{}", c.now());
     }
 
     #[test]

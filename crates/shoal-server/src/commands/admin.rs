@@ -1,4 +1,4 @@
-//! `flush_all`, `version`, `verbosity`, `shutdown`, `cache_memlimit`, and binary
+//! `flush_all`, `version`, `verbosity`, `shutdown`, `cache_memlimit`, `debugtime`, and binary
 //! `FLUSH` and `VERSION` through the same functions.
 
 use super::{respond, Flow};
@@ -41,6 +41,38 @@ pub fn flush(w: &Worker, delay: i64, count_refused: bool) -> Result<(), FlushDis
     };
     store.flush_all(secs);
     Ok(())
+}
+
+/// `debugtime <seconds|p|r>`, memcached-debug's clock control, when the operator turned
+/// it on with `-o debug_time`: moves the clock `seconds` forward, pauses it (`p`) or
+/// lets it run again (`r`), answering `OK`. Without `-o debug_time`, or with no argument
+/// or one that is none of these (a negative number included), `ERROR`, which is also
+/// what release memcached answers to a command it does not have.
+pub fn debug_time(w: &Worker, args: &[u8], out: &mut Vec<u8>) {
+    let clock = w.shared.store.clock();
+    let sub = args.split(|&b| b == b' ').next().unwrap_or_default();
+    let done = w.shared.settings.debug_time
+        && match sub {
+            b"p" => {
+                clock.pause(true);
+                true
+            }
+            b"r" => {
+                clock.pause(false);
+                true
+            }
+            _ => match std::str::from_utf8(sub)
+                .ok()
+                .and_then(|n| n.parse::<u32>().ok())
+            {
+                Some(secs) => {
+                    clock.shift(secs);
+                    true
+                }
+                None => false,
+            },
+        };
+    out.extend_from_slice(if done { reply::OK } else { reply::ERROR });
 }
 
 /// `flush_all [delay]`: [`flush`], answered in text. Like every memcached reply, the

@@ -143,6 +143,11 @@ pub fn execute<'w>(
             silence_noreply(args, out, start);
         }
         Request::RefreshCerts(args) => tuning::refresh_certs(w, args, out),
+        Request::DebugTime(args) => {
+            let start = out.len();
+            admin::debug_time(w, args, out);
+            silence_noreply(args, out, start);
+        }
         Request::Watch(_) if !w.shared.settings.watch_enabled => {
             out.extend_from_slice(b"CLIENT_ERROR watch commands not allowed\r\n")
         }

@@ -92,6 +92,9 @@ pub(super) fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigEr
         // shoald's own: segment memory advised for transparent huge pages (implied by -L).
         "hugepages" => s.huge_pages = true,
         "no_hugepages" => s.huge_pages = false,
+        // shoald's own: the `debugtime` command, which moves the server clock (what
+        // memcached's debug build has; for tests, never for a cache in service).
+        "debug_time" => s.debug_time = true,
         "hashpower" => {
             let hp: i64 = o.number("Missing numeric argument for hashpower")?;
             if hp < 12 {

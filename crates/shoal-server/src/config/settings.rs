@@ -134,6 +134,9 @@ pub struct Settings {
     /// TCP port (`Some(0)`: any free port, memcached's `-p -1`; `None`: no TCP listener,
     /// memcached's `-p 0`).
     pub port: Option<u16>,
+    /// `-o debug_time`: the `debugtime` command moves the server clock, as in memcached's
+    /// debug build (`memcached-debug`). Off by default: it lets any client expire items.
+    pub debug_time: bool,
     /// Further `-l` addresses after the first (`-l a,b` or repeated `-l`), each listened on
     /// as well, as memcached listens on every one.
     pub extra_listen: Vec<std::net::SocketAddr>,

@@ -145,6 +145,7 @@ impl Args {
             zero_copy_min: shoal_net::MIN_REFERENCED_VALUE,
             // memcached uses large pages only with -L; so does shoald unless told.
             huge_pages: self.large_pages,
+            debug_time: false,
         };
         for opt in &self.extended {
             apply_extended(&mut s, opt)?;
