@@ -193,9 +193,9 @@ impl<'a> MetaFlags<'a> {
 /// command has no use for are ignored). A numeric flag needs a token after its letter,
 /// read with the tokenizer's strict rules. `M` takes the byte after it as the mode,
 /// whatever follows; the command checks the mode.
-pub(crate) fn preparse<'a>(
+pub(crate) fn preparse<'a, 't>(
     key: &[u8],
-    tokens: &[&'a [u8]],
+    tokens: impl IntoIterator<Item = &'t [u8]>,
     raw: &'a [u8],
 ) -> Result<MetaFlags<'a>, ProtocolError> {
     let mut seen = [false; 128];
@@ -268,9 +268,9 @@ pub(crate) fn preparse<'a>(
 pub const MAX_OPAQUE_TOKEN_LEN: usize = 32;
 
 /// True if an `O` token is longer than memcached allows.
-pub(crate) fn opaque_too_long(tokens: &[&[u8]]) -> bool {
+pub(crate) fn opaque_too_long<'t>(tokens: impl IntoIterator<Item = &'t [u8]>) -> bool {
     tokens
-        .iter()
+        .into_iter()
         .any(|t| t.first() == Some(&b'O') && t.len() > MAX_OPAQUE_TOKEN_LEN)
 }
 
@@ -403,7 +403,7 @@ mod tests {
             .split(|&b| b == b' ')
             .filter(|t| !t.is_empty())
             .collect();
-        preparse(b"key", &toks, raw).unwrap()
+        preparse(b"key", toks.iter().copied(), raw).unwrap()
     }
 
     #[test]
@@ -457,7 +457,7 @@ mod tests {
     fn preparse_errors() {
         let check = |raw: &[u8]| {
             let toks: Vec<&[u8]> = raw.split(|&b| b == b' ').collect();
-            preparse(b"key", &toks, raw).err()
+            preparse(b"key", toks.iter().copied(), raw).err()
         };
         assert_eq!(check(b"v v"), Some(ProtocolError::DuplicateFlag));
         assert_eq!(check(b"\xff"), Some(ProtocolError::DuplicateFlag));
@@ -492,10 +492,10 @@ mod tests {
         assert_eq!(check(b"C-0"), Some(ProtocolError::BadTokenFormat));
         let toks: [&[u8]; 1] = [b"b"];
         assert_eq!(
-            preparse(b"a", &toks, b"b").err(),
+            preparse(b"a", toks.iter().copied(), b"b").err(),
             Some(ProtocolError::KeyDecode)
         );
-        assert!(preparse(b"Zm9v", &toks, b"b").is_ok());
+        assert!(preparse(b"Zm9v", toks.iter().copied(), b"b").is_ok());
     }
 
     #[test]
