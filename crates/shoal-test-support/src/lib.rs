@@ -20,10 +20,14 @@
 //! - **memcached as a peer**, started on an ephemeral port and killed on drop
 //!   ([`memcached::Memcached`]); memcached 1.6.45, the reference for shoald's replies,
 //!   built from the peers tarball ([`memcached::reference`]).
+//! - **Network faults** between a client and one backend (latency, bandwidth, 1-byte
+//!   writes, blackhole, half-open, reset mid-reply), switchable while traffic flows
+//!   ([`faults::FaultProxy`]).
 //! - **A differential fuzzer** that sends the same random commands to memcached and
 //!   shoald and shrinks a difference to a regression case ([`differential`]).
 
 pub mod differential;
+pub mod faults;
 pub mod logs;
 pub mod memcached;
 pub mod tls;
