@@ -8,35 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use shoal_ring::{Distribution, Ring, RingConfig, Server};
-
-fn conf(servers: &[String], extra: &str) -> String {
-    let mut s = format!(
-        "alpha:\n  listen: 127.0.0.1:0\n  hash: md5\n  distribution: ketama\n{extra}  servers:\n"
-    );
-    for sv in servers {
-        s.push_str(&format!("   - {sv}:1\n"));
-    }
-    s
-}
-
-/// The index (into `addrs`) twemproxy's ketama picks for `key`, given ejected servers.
-fn expected(addrs: &[String], ejected: &[usize], key: &str) -> usize {
-    let servers: Vec<Server> = addrs
-        .iter()
-        .map(|a| {
-            let (h, p) = a.rsplit_once(':').expect("host:port");
-            Server::new(h, p.parse().expect("port"))
-        })
-        .collect();
-    let config =
-        RingConfig::new(Distribution::TwemproxyKetama).with_hash(shoal_ring::HashAlgorithm::Md5);
-    let mut ring = Ring::new(config, servers).expect("ring");
-    for &e in ejected {
-        ring = ring.with_ejected(e).expect("eject");
-    }
-    ring.locate(key.as_bytes()).expect("locate")
-}
+use shoal_ring::Server;
 
 #[test]
 fn killed_backend_is_ejected_and_its_keys_move() {
@@ -129,24 +101,6 @@ fn killed_backend_is_ejected_and_its_keys_move() {
 
     let stats = stats_json(&proxy);
     assert_eq!(stats["alpha"]["server_ejects"], 1, "{stats}");
-}
-
-fn stats_json(proxy: &Proxy) -> serde_json::Value {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(proxy.stats).expect("stats");
-    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    let mut body = String::new();
-    s.read_to_string(&mut body).expect("stats body");
-    serde_json::from_str(&body).expect("stats json")
-}
-
-/// Keys (of `k:0..`) whose home among `addrs` is `index`.
-fn keys_on(addrs: &[String], index: usize, n: usize) -> Vec<String> {
-    (0..10_000)
-        .map(|i| format!("k:{i}"))
-        .filter(|k| expected(addrs, &[], k) == index)
-        .take(n)
-        .collect()
 }
 
 fn bad_backend_is_ejected(reply: Option<&'static [u8]>) {

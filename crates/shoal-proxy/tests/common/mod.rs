@@ -490,3 +490,67 @@ pub fn stalling_backend(first: Vec<u8>) -> SocketAddr {
     });
     addr
 }
+
+/// A one-pool (`alpha`) twemproxy config over `servers` (weight 1 each), md5 ketama, with
+/// `extra` pool directives (each line indented two spaces).
+pub fn conf(servers: &[String], extra: &str) -> String {
+    let mut s = format!(
+        "alpha:\n  listen: 127.0.0.1:0\n  hash: md5\n  distribution: ketama\n{extra}  servers:\n"
+    );
+    for sv in servers {
+        s.push_str(&format!("   - {sv}:1\n"));
+    }
+    s
+}
+
+/// The index (into `addrs`) twemproxy's ketama (md5) picks for `key`, given ejected servers.
+pub fn expected(addrs: &[String], ejected: &[usize], key: &str) -> usize {
+    use shoal_ring::{Distribution, Ring, RingConfig, Server};
+    let servers: Vec<Server> = addrs
+        .iter()
+        .map(|a| {
+            let (h, p) = a.rsplit_once(':').expect("host:port");
+            Server::new(h, p.parse().expect("port"))
+        })
+        .collect();
+    let config =
+        RingConfig::new(Distribution::TwemproxyKetama).with_hash(shoal_ring::HashAlgorithm::Md5);
+    let mut ring = Ring::new(config, servers).expect("ring");
+    for &e in ejected {
+        ring = ring.with_ejected(e).expect("eject");
+    }
+    ring.locate(key.as_bytes()).expect("locate")
+}
+
+pub fn stats_json(proxy: &Proxy) -> serde_json::Value {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(proxy.stats).expect("stats");
+    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("stats body");
+    serde_json::from_str(&body).expect("stats json")
+}
+
+/// Keys (of `k:0..`) whose home among `addrs` is `index`.
+pub fn keys_on(addrs: &[String], index: usize, n: usize) -> Vec<String> {
+    (0..10_000)
+        .map(|i| format!("k:{i}"))
+        .filter(|k| expected(addrs, &[], k) == index)
+        .take(n)
+        .collect()
+}
+
+/// `addrs` in twemproxy's server order (sorted by name), which ring indexes refer to.
+pub fn sorted_addrs(addrs: &[String]) -> Vec<String> {
+    let servers: Vec<shoal_ring::Server> = addrs
+        .iter()
+        .map(|a| {
+            let (h, p) = a.rsplit_once(':').expect("host:port");
+            shoal_ring::Server::new(h, p.parse().expect("port"))
+        })
+        .collect();
+    shoal_ring::twemproxy::sorted_servers(&servers)
+        .iter()
+        .map(|s| s.host_port())
+        .collect()
+}
