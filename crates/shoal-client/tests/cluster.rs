@@ -457,3 +457,173 @@ async fn dead_server_is_ejected_and_its_keys_move() {
     })
     .await;
 }
+
+/// Gets of `keys` in a loop until `stop`, each timed; returns the latencies and errors.
+async fn timed_gets(
+    c: std::sync::Arc<Client>,
+    keys: Vec<String>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (Vec<Duration>, Vec<String>) {
+    let (mut lat, mut errors) = (Vec::new(), Vec::new());
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        for k in &keys {
+            let t = std::time::Instant::now();
+            match c.get(k.as_bytes()).await {
+                Ok(Some(_)) => lat.push(t.elapsed()),
+                other => errors.push(format!("{k}: {other:?}")),
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+    }
+    (lat, errors)
+}
+
+fn p99(mut lat: Vec<Duration>) -> Duration {
+    assert!(!lat.is_empty(), "no samples");
+    lat.sort_unstable();
+    lat[(lat.len() * 99 / 100).min(lat.len() - 1)]
+}
+
+/// Network faults on one of three servers (issue 28; see shoal-proxy's tests/faults.rs
+/// for the proxy's side): a blackholed, half-open or resetting server fails its
+/// requests within the client's timeout and is ejected after the failure limit, while
+/// the other servers' keys keep their latency; once the fault clears it is re-admitted
+/// after the retry timeout. A slow server (200 ms, under the timeout) keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_faults_on_one_server() {
+    use shoal_test_support::faults::{Fault, FaultProxy};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    const TIMEOUT: Duration = Duration::from_millis(400);
+    const RETRY: Duration = Duration::from_millis(1500);
+    shoald_bin();
+    let (nodes, _) = cluster();
+    let fault = FaultProxy::start(nodes[1].addr);
+    let servers = vec![
+        nodes[0].server(),
+        Server::new("127.0.0.1", fault.addr().port()),
+        nodes[2].server(),
+    ];
+    let c = Arc::new(
+        Client::builder(servers.clone())
+            .ring(RingConfig::new(Distribution::TwemproxyKetama))
+            .timeout(Some(TIMEOUT))
+            .eject_policy(EjectPolicy {
+                auto_eject: true,
+                failure_limit: 2,
+                retry_timeout: RETRY,
+            })
+            .build()
+            .expect("client"),
+    );
+    let keys: Vec<String> = (0..300).map(|i| format!("f:{i}")).collect();
+    for k in &keys {
+        c.set(k.as_bytes(), b"v", 0, 0).await.expect("set");
+    }
+    // Server indexes are in configured order: the fault proxy is server 1.
+    let faulty = 1;
+    let home = |k: &String| c.server_for(k.as_bytes()).expect("server");
+    let healthy: Vec<String> = keys.iter().filter(|k| home(k) != faulty).cloned().collect();
+    let on_faulty: Vec<String> = keys.iter().filter(|k| home(k) == faulty).cloned().collect();
+    let direct_home = direct(&nodes[1].server());
+    assert!(
+        direct_home
+            .get(on_faulty[0].as_bytes())
+            .await
+            .expect("direct")
+            .is_some(),
+        "server 1's keys are stored behind the fault proxy"
+    );
+
+    let measure =
+        |stop: Arc<AtomicBool>| tokio::spawn(timed_gets(Arc::clone(&c), healthy.clone(), stop));
+    let stop = Arc::new(AtomicBool::new(false));
+    let base_task = measure(Arc::clone(&stop));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (lat, errors) = base_task.await.expect("baseline");
+    assert!(errors.is_empty(), "{errors:?}");
+    let base = p99(lat);
+
+    for (f, name) in [
+        (Fault::Blackhole, "blackhole"),
+        (Fault::HalfOpen, "half-open"),
+        (Fault::ResetMidReply, "reset mid-reply"),
+    ] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = measure(Arc::clone(&stop));
+        fault.set(f);
+        let mut failures = 0;
+        for k in on_faulty.iter().cycle() {
+            if c.is_ejected(faulty) {
+                break;
+            }
+            let t = std::time::Instant::now();
+            let r = tokio::time::timeout(Duration::from_secs(5), c.set(k.as_bytes(), b"x", 0, 0))
+                .await
+                .unwrap_or_else(|_| panic!("{name}: a request hung"));
+            assert!(r.is_err(), "{name}: {r:?}");
+            assert!(
+                t.elapsed() <= TIMEOUT + Duration::from_secs(1),
+                "{name}: {:?}",
+                t.elapsed()
+            );
+            failures += 1;
+            assert!(
+                failures <= 2,
+                "{name}: not ejected after {failures} failures"
+            );
+        }
+        // Its keys are served by the next server meanwhile.
+        c.set(on_faulty[0].as_bytes(), b"elsewhere", 0, 0)
+            .await
+            .expect("set after ejection");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stop.store(true, Ordering::Relaxed);
+        let (lat, errors) = task.await.expect("load");
+        assert!(errors.is_empty(), "{name}: healthy keys failed: {errors:?}");
+        let under = p99(lat);
+        eprintln!("client, {name}: healthy p99 {under:?} (no fault {base:?})");
+        assert!(
+            under <= base * 2 + Duration::from_millis(5),
+            "{name}: {base:?} -> {under:?}"
+        );
+
+        // Cleared: re-admitted after the retry timeout, its keys home again.
+        fault.set(Fault::None);
+        let cleared = std::time::Instant::now();
+        loop {
+            let stored = c.set(on_faulty[0].as_bytes(), b"home", 0, 0).await.is_ok();
+            let there = direct_home
+                .get(on_faulty[0].as_bytes())
+                .await
+                .ok()
+                .flatten();
+            if stored && there.is_some_and(|v| &v.data[..] == b"home") {
+                break;
+            }
+            assert!(
+                cleared.elapsed() < RETRY + Duration::from_secs(10),
+                "{name}: not re-admitted"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        eprintln!(
+            "client, {name}: re-admitted {:?} after the fault cleared",
+            cleared.elapsed()
+        );
+    }
+
+    // Slow, under the timeout: served, not ejected.
+    fault.set(Fault::Latency {
+        delay: Duration::from_millis(200),
+        jitter: Duration::ZERO,
+    });
+    for k in on_faulty.iter().take(5) {
+        let t = std::time::Instant::now();
+        c.get(k.as_bytes()).await.expect("slow get");
+        assert!(t.elapsed() >= Duration::from_millis(200));
+    }
+    assert!(!c.is_ejected(faulty));
+    fault.set(Fault::None);
+}
