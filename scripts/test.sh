@@ -25,6 +25,9 @@ command -v redis-server >/dev/null || need_pkgs+=(redis-server)
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
 # openssl s_client: a TLS client that is not rustls, in crates/shoal-proxy/tests/tls.rs.
 command -v openssl >/dev/null || need_pkgs+=(openssl)
+# libfiu's fiu-run / fiu-ctrl inject IO errors (fsync EIO) under shoal-queued:
+# crates/shoal-queued/tests/io_errors.rs.
+{ command -v fiu-run >/dev/null && command -v fiu-ctrl >/dev/null; } || need_pkgs+=(fiu-utils)
 # Ruby Dalli (binary protocol) through shoal-proxy: crates/shoal-proxy/tests/dalli.rs.
 command -v ruby >/dev/null || need_pkgs+=(ruby)
 { command -v ruby >/dev/null && ruby -e 'require "dalli"' 2>/dev/null; } || need_pkgs+=(ruby-dalli)

@@ -37,6 +37,8 @@ const BAD_NAME: &[u8] = b"CLIENT_ERROR bad queue name\r\n";
 const READ_ALREADY_OPEN: &[u8] = b"CLIENT_ERROR read already open on this queue\r\n";
 const DISK_FULL: &[u8] = b"SERVER_ERROR out of disk space storing message\r\n";
 const WRITE_FAILED: &[u8] = b"SERVER_ERROR write error storing message\r\n";
+const SYNC_FAILED: &[u8] =
+    b"SERVER_ERROR fsync failed; queue is read-only until the server restarts\r\n";
 const READ_FAILED: &[u8] = b"SERVER_ERROR read error fetching message\r\n";
 const UNAVAILABLE: &[u8] = b"SERVER_ERROR queue unavailable (its data could not be recovered)\r\n";
 const FLUSH_FAILED: &[u8] = b"SERVER_ERROR write error flushing queue\r\n";
@@ -59,7 +61,7 @@ struct Conn {
     /// Queues with consumption to write before replying.
     to_commit: Vec<Arc<Queue>>,
     /// Highest log position per queue to wait on before replying.
-    to_sync: Vec<(Arc<Queue>, u64)>,
+    to_sync: Vec<PendingSync>,
     /// This connection's open reads, by queue name.
     open: HashMap<String, (Arc<Queue>, u64)>,
     shutdown: watch::Receiver<bool>,
@@ -200,6 +202,15 @@ impl Handler for Conn {
     }
 }
 
+/// A queue's position this connection's pending replies wait for.
+struct PendingSync {
+    queue: Arc<Queue>,
+    lsn: u64,
+    /// Some of those replies acknowledge messages stored (not only consumed): they may
+    /// only be sent once the messages are durable.
+    stores: bool,
+}
+
 fn push_unique(v: &mut Vec<Arc<Queue>>, q: &Arc<Queue>) {
     if !v.iter().any(|x| Arc::ptr_eq(x, q)) {
         v.push(q.clone());
@@ -219,16 +230,25 @@ impl Conn {
         }
         for q in std::mem::take(&mut self.to_commit) {
             match q.commit() {
-                Ok(lsn) => self.note_sync(&q, lsn),
+                Ok(lsn) => self.note_sync(&q, lsn, false),
                 // The message was delivered; its ack stays pending and is retried with
                 // the next write, so a crash meanwhile redelivers rather than loses it.
                 Err(e) => tracing::warn!(queue = q.name(), "writing acks: {e}"),
             }
         }
-        for (q, lsn) in std::mem::take(&mut self.to_sync) {
-            if let Err(e) = self.shared.engine.durable(&q, lsn).await {
-                tracing::error!(queue = q.name(), "not acknowledging: {e}");
-                return Err(());
+        for p in std::mem::take(&mut self.to_sync) {
+            if let Err(e) = self.shared.engine.durable(&p.queue, p.lsn).await {
+                bump(&self.shared.counters.sync_errors);
+                let q = p.queue.name();
+                if p.stores {
+                    tracing::error!(queue = q, "not acknowledging: {e}");
+                    return Err(());
+                }
+                // Only consumption is unconfirmed: the messages are delivered anyway,
+                // since withholding them would lose them (their removal is written, and
+                // a restart would find it). At worst a crash before the removal reaches
+                // the disk delivers them again: at least once, never lost.
+                tracing::error!(queue = q, "delivering with removal not durable: {e}");
             }
         }
         Ok(())
@@ -248,10 +268,17 @@ impl Conn {
         out.flush().await.map(drop).map_err(drop)
     }
 
-    fn note_sync(&mut self, q: &Arc<Queue>, lsn: u64) {
-        match self.to_sync.iter_mut().find(|(x, _)| Arc::ptr_eq(x, q)) {
-            Some((_, l)) => *l = (*l).max(lsn),
-            None => self.to_sync.push((q.clone(), lsn)),
+    fn note_sync(&mut self, q: &Arc<Queue>, lsn: u64, stores: bool) {
+        match self.to_sync.iter_mut().find(|p| Arc::ptr_eq(&p.queue, q)) {
+            Some(p) => {
+                p.lsn = p.lsn.max(lsn);
+                p.stores |= stores;
+            }
+            None => self.to_sync.push(PendingSync {
+                queue: q.clone(),
+                lsn,
+                stores,
+            }),
         }
     }
 
@@ -366,9 +393,13 @@ impl Conn {
         let now = unix_now();
         let r: &[u8] = match std::str::from_utf8(key) {
             Ok(name) if validate_name(key) => match self.shared.engine.queue_or_create(name) {
+                Ok(q) if q.sync_failed() => {
+                    bump(&self.shared.counters.write_errors);
+                    SYNC_FAILED
+                }
                 Ok(q) => match q.enqueue(flags, expiry_from_exptime(exptime, now), data, now) {
                     Ok(lsn) => {
-                        self.note_sync(&q, lsn);
+                        self.note_sync(&q, lsn, true);
                         reply::STORED
                     }
                     Err(QueueError::Full) => reply::NOT_STORED,

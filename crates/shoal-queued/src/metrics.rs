@@ -60,6 +60,12 @@ pub fn render(shared: &Shared) -> String {
         get(&c.write_errors),
     );
     p.counter(
+        "shoal_queued_sync_errors_total",
+        "Writes whose fsync failed, left unacknowledged (stats sync_errors).",
+        &[],
+        get(&c.sync_errors),
+    );
+    p.counter(
         "shoal_queued_idle_kicks_total",
         "Connections closed by --idle-timeout (stats idle_kicks).",
         &[],

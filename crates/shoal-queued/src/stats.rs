@@ -27,6 +27,9 @@ pub struct Counters {
     pub get_misses: AtomicU64,
     /// Enqueues refused with a write error (e.g. a full disk).
     pub write_errors: AtomicU64,
+    /// Writes whose fsync failed: their messages were not acknowledged (the connection
+    /// that sent them is closed instead).
+    pub sync_errors: AtomicU64,
     /// Connections closed by `--idle-timeout` (memcached's `idle_kicks`).
     pub idle_kicks: AtomicU64,
 }
@@ -42,6 +45,7 @@ impl Default for Counters {
             get_hits: AtomicU64::new(0),
             get_misses: AtomicU64::new(0),
             write_errors: AtomicU64::new(0),
+            sync_errors: AtomicU64::new(0),
             idle_kicks: AtomicU64::new(0),
         }
     }
@@ -79,6 +83,7 @@ pub fn general(
     reply::stat_u64(out, "get_hits", get(&c.get_hits));
     reply::stat_u64(out, "get_misses", get(&c.get_misses));
     reply::stat_u64(out, "write_errors", get(&c.write_errors));
+    reply::stat_u64(out, "sync_errors", get(&c.sync_errors));
     reply::stat_u64(out, "idle_kicks", get(&c.idle_kicks));
     reply::stat_u64(out, "read_buf_bytes", read_budget.used() as u64);
     reply::stat_u64(out, "read_buf_oom", read_budget.refused() as u64);

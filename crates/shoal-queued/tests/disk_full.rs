@@ -142,7 +142,9 @@ fn full_disk_then_kill9_loses_nothing_acknowledged() {
     let server = Server::start(&data, &[]);
     let mut c = server.client();
     for &want in &acked[consumed..] {
-        let (flags, body) = c.get("q").expect("acknowledged message kept across kill -9");
+        let (flags, body) = c
+            .get("q")
+            .expect("acknowledged message kept across kill -9");
         assert_eq!(flags, want);
         assert_eq!(body, numbered(want), "message {want} intact");
     }

@@ -138,6 +138,14 @@ impl Queue {
         &self.name
     }
 
+    /// Whether an fsync of this queue's files has failed. From then on nothing written
+    /// to the queue can be confirmed durable (the kernel may have dropped the dirty
+    /// pages, and a later fsync that succeeds says nothing about them), so writes must be
+    /// refused until a restart recovers the queue from what its files hold.
+    pub fn sync_failed(&self) -> bool {
+        self.synced.borrow().failed
+    }
+
     /// Notified (all waiters) whenever a message becomes available or the queue is
     /// deleted; blocking reads wait on it instead of polling.
     pub fn arrivals(&self) -> &Notify {

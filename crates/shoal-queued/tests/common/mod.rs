@@ -36,7 +36,22 @@ pub struct Server {
 impl Server {
     /// `shoal-queued -p 0 -l 127.0.0.1 -v -t 2 -d <dir>` plus `args`.
     pub fn start(dir: &Path, args: &[&str]) -> Server {
-        let mut child = Command::new(bin())
+        Server::start_under(&[], dir, args)
+    }
+
+    /// [`Server::start`] through a wrapper command (`wrapper` then the binary and its
+    /// arguments), such as `fiu-run -x` for injected IO errors. The wrapper must exec the
+    /// binary, so that the child's pid is the server's.
+    pub fn start_under(wrapper: &[&str], dir: &Path, args: &[&str]) -> Server {
+        let mut cmd = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(bin());
+                c
+            }
+            None => Command::new(bin()),
+        };
+        let mut child = cmd
             .args(["-p", "0", "-l", "127.0.0.1", "-v", "-t", "2", "-d"])
             .arg(dir)
             .args(args)
