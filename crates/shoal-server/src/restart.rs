@@ -120,7 +120,9 @@ pub fn save(store: &Store) -> anyhow::Result<()> {
         return Ok(());
     };
     let started = std::time::Instant::now();
-    let saved = store.save_restart()?;
+    let saved = store
+        .save_restart()
+        .map_err(|e| anyhow::anyhow!("[restart] not saved, the next start will be cold: {e}"))?;
     tracing::info!(
         "[restart] saved {} items ({} bytes of metadata) for {} in {:.3} s",
         saved.items,

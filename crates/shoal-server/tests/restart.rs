@@ -324,3 +324,76 @@ fn sigusr1_during_startup_is_a_graceful_stop_not_a_kill() {
         graceful_stop(s, &path);
     }
 }
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop; `None` (the test
+/// then says it skipped) where mounting is not permitted.
+struct SmallTmpfs(tempfile::TempDir);
+
+impl SmallTmpfs {
+    fn mount(size: &str) -> Option<SmallTmpfs> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(SmallTmpfs(dir))
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+/// The memory file's filesystem fills (issue 28): an 8 MiB tmpfs under `-m 64`. Writing
+/// to a sparse mapped file past a full filesystem is a SIGBUS; shoald reserves each
+/// segment's blocks first, so it keeps serving, evicting within what the file could
+/// hold. SIGUSR1 on the full filesystem cannot write the metadata: shoald says so and
+/// exits non-zero, leaves no partial metadata, and the next start is clean.
+#[test]
+fn memory_file_on_a_full_filesystem_evicts_and_restarts_clean() {
+    let Some(fs) = SmallTmpfs::mount("8m") else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here");
+        return;
+    };
+    let path = fs.0.path().join("shoal.mem");
+    let mut s = start(&path, &["-m", "64"]);
+    let mut c = s.conn();
+    let value = vec![b'v'; 1000];
+    for i in 0..30_000 {
+        c.set(&format!("k{i}"), &value);
+    }
+    assert_eq!(c.get("k29999").as_deref(), Some(&value[..]));
+    assert!(
+        c.stat("memory_file_full") > 0,
+        "the filesystem never filled"
+    );
+    assert!(c.stat("evictions") > 0);
+    let kept = c.stat("curr_items");
+    assert!(kept > 1_000 && kept < 8_000, "{kept} items in 8 MiB");
+
+    s.signal(libc::SIGUSR1);
+    let st = s.wait_exit(WAIT).expect("shoald exits after SIGUSR1");
+    assert!(!st.success(), "metadata cannot have been written: {st:?}");
+    assert!(
+        s.wait_log("not saved, the next start will be cold", WAIT)
+            .is_some(),
+        "the reason is logged"
+    );
+    let meta = shoal_store::metadata_path(&path);
+    assert!(!meta.exists(), "no metadata");
+    let mut tmp = meta.into_os_string();
+    tmp.push(".tmp");
+    assert!(!Path::new(&tmp).exists(), "no partial metadata");
+
+    let s = start(&path, &["-m", "64"]);
+    let mut c = s.conn();
+    assert_eq!(c.get("k29999"), None, "a clean start");
+    c.set("after", b"ok");
+    assert_eq!(c.get("after").as_deref(), Some(&b"ok"[..]));
+}

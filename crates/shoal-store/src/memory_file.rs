@@ -9,6 +9,8 @@ use std::path::PathBuf;
 pub struct MemoryMap {
     pub(crate) base: *mut u8,
     pub(crate) len: usize,
+    /// The file, to reserve its blocks segment by segment ([`reserve`](Self::reserve)).
+    file: File,
 }
 
 impl MemoryMap {
@@ -33,7 +35,33 @@ impl MemoryMap {
         Ok(MemoryMap {
             base: base.cast(),
             len,
+            file: file.try_clone()?,
         })
+    }
+
+    /// Allocates the file's blocks for `len` bytes at `offset` before they are first
+    /// written. The file is sparse, and a write through the mapping to a hole the
+    /// filesystem has no room for is not an error but a `SIGBUS` that kills the process
+    /// (it did, on a full tmpfs): reserving each segment before use turns that into an
+    /// error the store handles as memory it cannot have. A filesystem without
+    /// `fallocate` is written as before.
+    pub fn reserve(&self, offset: usize, len: usize) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let (Ok(off), Ok(n)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return Err(std::io::ErrorKind::InvalidInput.into());
+        };
+        loop {
+            // SAFETY: fallocate on a descriptor we own, with in-range arguments.
+            if unsafe { libc::fallocate(self.file.as_raw_fd(), 0, off, n) } == 0 {
+                return Ok(());
+            }
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EOPNOTSUPP) => return Ok(()),
+                _ => return Err(e),
+            }
+        }
     }
 
     /// Writes dirty pages back to the file (a no-op cost on tmpfs, where memory files

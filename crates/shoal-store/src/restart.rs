@@ -261,7 +261,12 @@ impl Store {
             }
             Ok(())
         };
-        write().map_err(io_err(&meta_path))?;
+        if let Err(e) = write() {
+            // Nothing half-written stays behind: the next start finds no metadata and
+            // starts clean (the rename is what publishes a complete file).
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io_err(&meta_path)(e));
+        }
         Ok(Saved {
             items: meta.refs.len() as u64,
             metadata_bytes: bytes.len() as u64,

@@ -138,6 +138,8 @@ pub struct Segments {
     seg_size: usize,
     /// Where segment memory comes from for a warm restart (`-e`).
     mapped: Option<MemoryMap>,
+    /// Segments the memory file's filesystem had no room for (see [`MemoryMap::reserve`]).
+    file_full: AtomicU64,
     /// Where it comes from otherwise, when the address space could be reserved.
     anon: Option<AnonRegion>,
     ptrs: Box<[AtomicPtr<u8>]>,
@@ -184,6 +186,7 @@ impl Segments {
         Segments {
             seg_size,
             mapped: None,
+            file_full: AtomicU64::new(0),
             anon,
             ptrs,
             meta,
@@ -226,6 +229,12 @@ impl Segments {
         self.anon.is_some()
     }
 
+    /// Times a segment could not be taken into use because the memory file's filesystem
+    /// had no room for it.
+    pub fn memory_file_full(&self) -> u64 {
+        self.file_full.load(Ordering::Relaxed)
+    }
+
     /// The mapping segment memory lives in, if any.
     pub fn mapping(&self) -> Option<&MemoryMap> {
         self.mapped.as_ref()
@@ -235,8 +244,15 @@ impl Segments {
     /// anonymous reservation, or a zeroed heap allocation.
     fn memory_for(&self, id: SegId) -> *mut u8 {
         if let Some(m) = &self.mapped {
+            let offset = id as usize * self.seg_size;
+            if m.reserve(offset, self.seg_size).is_err() {
+                // No room on the file's filesystem: as if memory were full, so the store
+                // evicts instead of growing (a write to the hole would be a SIGBUS).
+                self.file_full.fetch_add(1, Ordering::Relaxed);
+                return std::ptr::null_mut();
+            }
             // SAFETY: `use_mapping` checked that every id's segment lies in the mapping.
-            return unsafe { m.base.add(id as usize * self.seg_size) };
+            return unsafe { m.base.add(offset) };
         }
         if let Some(a) = &self.anon {
             // SAFETY: the reservation covers every segment id (`new`).

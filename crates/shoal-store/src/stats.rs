@@ -61,4 +61,7 @@ pub struct StoreStats {
     pub index_bytes: u64,
     /// Buckets of the key index, over all its shards (each a power of two).
     pub index_buckets: u64,
+    /// Times a segment could not be taken into use because the memory file's (`-e`)
+    /// filesystem was full: the cache then evicts within the segments it has.
+    pub memory_file_full: u64,
 }

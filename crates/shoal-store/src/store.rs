@@ -276,6 +276,7 @@ impl Store {
             segments_main: main as u64,
             index_bytes,
             index_buckets,
+            memory_file_full: inner.segs.memory_file_full(),
         }
     }
 }

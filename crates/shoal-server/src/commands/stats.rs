@@ -321,6 +321,11 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
             }
         }
     }
+    // Only with a memory file (`-e`), as memcached prints its extstore keys only with
+    // extstore: segments its filesystem had no room for (the cache evicts instead).
+    if sh.settings.memory_file.is_some() {
+        reply::stat_u64(out, "memory_file_full", st.memory_file_full);
+    }
 }
 
 /// memcached's `hash_power_level`, the power of two of its hash table's buckets, for an
