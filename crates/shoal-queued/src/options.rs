@@ -1,4 +1,8 @@
 //! Kestrel's read options, carried in the key of a `get`: `name/t=500/close/open`.
+//!
+//! A key carrying options is a Kestrel client's: the server answers it in Kestrel's reply
+//! mode (see `conn`), in which, as Kestrel does, an option it does not know is ignored
+//! ([`Parse::Kestrel`]). Elsewhere (unit tests, tools) [`Parse::Strict`] refuses it.
 
 use std::time::Duration;
 
@@ -36,9 +40,24 @@ pub enum OptionError {
     Conflict,
 }
 
+/// How [`parse_key`] treats an option it does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parse {
+    /// Refuse it ([`OptionError::Unknown`]).
+    Strict,
+    /// Ignore it, as Kestrel 2.4 does.
+    Kestrel,
+}
+
+/// Whether a `get` key carries any option at all (a `/`, which no queue name holds): the
+/// request of a Kestrel client.
+pub fn carries_options(key: &[u8]) -> bool {
+    key.contains(&b'/')
+}
+
 /// Splits a key into queue name and options. Guarantees the returned options are a
 /// combination the server can act on.
-pub fn parse_key(key: &[u8]) -> Result<ReadOptions<'_>, OptionError> {
+pub fn parse_key(key: &[u8], mode: Parse) -> Result<ReadOptions<'_>, OptionError> {
     let mut parts = key.split(|&b| b == b'/');
     let mut o = ReadOptions {
         queue: parts.next().unwrap_or_default(),
@@ -51,7 +70,12 @@ pub fn parse_key(key: &[u8]) -> Result<ReadOptions<'_>, OptionError> {
             b"abort" => o.abort = true,
             b"peek" => o.peek = true,
             _ => {
-                let ms = p.strip_prefix(b"t=").ok_or(OptionError::Unknown)?;
+                let Some(ms) = p.strip_prefix(b"t=") else {
+                    if mode == Parse::Kestrel {
+                        continue;
+                    }
+                    return Err(OptionError::Unknown);
+                };
                 let ms: u64 = std::str::from_utf8(ms)
                     .ok()
                     .and_then(|s| s.parse().ok())
@@ -69,6 +93,23 @@ pub fn parse_key(key: &[u8]) -> Result<ReadOptions<'_>, OptionError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_key(key: &[u8]) -> Result<ReadOptions<'_>, OptionError> {
+        super::parse_key(key, Parse::Strict)
+    }
+
+    #[test]
+    fn kestrel_ignores_unknown_options() {
+        let o = super::parse_key(b"q/bogus/open", Parse::Kestrel).expect("ignored");
+        assert_eq!(o.queue, b"q");
+        assert!(o.open);
+        assert_eq!(
+            super::parse_key(b"q/t=x", Parse::Kestrel),
+            Err(OptionError::BadTimeout)
+        );
+        assert!(carries_options(b"q/open"));
+        assert!(!carries_options(b"q"));
+    }
 
     #[test]
     fn kestrel_keys() {

@@ -22,7 +22,7 @@ mod sync_requests;
 
 pub use consume::{Delivery, Take};
 pub use durability::{SyncMetrics, Synced};
-pub use expiry::expiry_from_exptime;
+pub use expiry::{expiry_from_exptime, expiry_from_kestrel_exptime};
 pub use recovery::RecoveryReport;
 pub(crate) use sync_requests::SyncRequests;
 

@@ -1,0 +1,124 @@
+//! Kestrel clients against the real binary: Kestrel 2.4's exact replies for requests that
+//! carry read options (and for every request under `--kestrel`), as Grabby Hands and
+//! kestrel-client parse them.
+
+mod common;
+
+use common::Server;
+use std::time::{Duration, Instant};
+
+/// Peeks until `want` is at the head of `q`: a disconnected client's open read goes back
+/// a moment after its socket closes.
+fn wait_for_head(c: &mut common::Client, q: &str, want: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while c.get_str(&format!("{q}/peek")).as_deref() != Some(want) {
+        assert!(Instant::now() < deadline, "{want} never came back to {q}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// Grabby Hands' exchange, byte for byte: it parses exactly `"VALUE " + queue + " 0 "`.
+#[test]
+fn grabby_hands_exchange() {
+    let d = dir();
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    c.send(b"set q 5 0 5\r\nhello\r\n");
+    assert_eq!(c.bytes(8), b"STORED\r\n");
+    let want = b"VALUE q 0 5\r\nhello\r\nEND\r\n";
+    c.send(b"get q/t=10/close/open\r\n");
+    assert_eq!(c.bytes(want.len()), want);
+    c.send(b"get q/abort\r\n");
+    assert_eq!(c.bytes(5), b"END\r\n");
+    // Aborted: back at the head, and read again the same way.
+    c.send(b"get q/t=10/close/open\r\n");
+    assert_eq!(c.bytes(want.len()), want);
+    // Closing the last read with nothing behind it.
+    c.send(b"get q/t=10/close/open\r\n");
+    assert_eq!(c.bytes(5), b"END\r\n");
+    c.send(b"get q/close\r\n");
+    assert_eq!(c.bytes(5), b"END\r\n");
+    // `/peek` and `/t=` alone are Kestrel requests too; a plain get keeps MemcacheQ's reply
+    // (the key and the flags given at set).
+    c.send(b"set q 5 0 2\r\nhi\r\nget q/peek\r\nget q\r\n");
+    let want = b"STORED\r\nVALUE q 0 2\r\nhi\r\nEND\r\nVALUE q 5 2\r\nhi\r\nEND\r\n";
+    assert_eq!(c.bytes(want.len()), want);
+}
+
+/// Kestrel refuses a second open read on a queue, and a plain read of a queue the
+/// connection holds an open read on, with `ERROR` and a disconnect; the open read then
+/// goes back to the head.
+#[test]
+fn kestrel_transaction_errors() {
+    let d = dir();
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    for m in ["a", "b"] {
+        assert_eq!(c.set("k", m.as_bytes()), "STORED");
+    }
+    assert_eq!(c.get_str("k/open").as_deref(), Some("a"));
+    // Peeking with a read open is allowed.
+    assert_eq!(c.get_str("k/peek").as_deref(), Some("b"));
+    assert_eq!(c.cmd("get k/open"), "ERROR");
+    assert!(c.closed());
+    let mut c = s.client();
+    wait_for_head(&mut c, "k", "a");
+    assert_eq!(
+        c.get_str("k/open").as_deref(),
+        Some("a"),
+        "returned on disconnect"
+    );
+    assert_eq!(c.cmd("get k/t=10"), "ERROR");
+    assert!(c.closed());
+    let mut c = s.client();
+    wait_for_head(&mut c, "k", "a");
+    assert_eq!(c.get_str("k/open").as_deref(), Some("a"));
+    // A plain MemcacheQ get is not a Kestrel request: it reads past the open read.
+    assert_eq!(c.get_str("k").as_deref(), Some("b"));
+    assert_eq!(c.get("k/close"), None);
+    assert_eq!(c.get("k"), None);
+}
+
+/// `--kestrel`: every request is answered as Kestrel does.
+#[test]
+fn kestrel_flag_for_every_request() {
+    let d = dir();
+    let s = Server::start(d.path(), &["--kestrel"]);
+    let mut c = s.client();
+    assert_eq!(c.try_set("q", 5, 0, b"one").expect("set"), "STORED");
+    c.send(b"get q\r\n");
+    let want = b"VALUE q 0 3\r\none\r\nEND\r\n";
+    assert_eq!(c.bytes(want.len()), want);
+    // Kestrel's exptime rule: from 1,000,000 s on it is a unix time, so 20 days is one
+    // in 1970, already past (memcached's rule would read 20 days from now).
+    assert_eq!(
+        c.try_set("q", 0, 20 * 86_400, b"gone").expect("set"),
+        "STORED"
+    );
+    assert_eq!(c.try_set("q", 0, 999_999, b"later").expect("set"), "STORED");
+    assert_eq!(c.get_str("q").as_deref(), Some("later"));
+    assert_eq!(c.set("q", b"x"), "STORED");
+    assert_eq!(c.cmd("flush_all"), "Flushed all queues.");
+    assert_eq!(c.get("q"), None);
+    assert_eq!(c.cmd("delete q"), "END");
+    assert_eq!(c.cmd("delete nosuch"), "END");
+    // A plain get with a read open on the queue: Kestrel's ERROR and a disconnect.
+    assert_eq!(c.set("q", b"y"), "STORED");
+    assert_eq!(c.get_str("q/open").as_deref(), Some("y"));
+    assert_eq!(c.cmd("get q"), "ERROR");
+    assert!(c.closed());
+    let mut c = s.client();
+    assert_eq!(c.cmd("bogus"), "CLIENT_ERROR");
+    assert!(c.closed());
+    let mut c = s.client();
+    wait_for_head(&mut c, "q", "y");
+    assert_eq!(
+        c.get_str("q").as_deref(),
+        Some("y"),
+        "the open read came back"
+    );
+}
