@@ -110,7 +110,7 @@ pub fn general(
 
 /// One queue's counters, named as `stats` (prefixed `queue_<name>_`) and `dump_stats`
 /// report them.
-fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 11] {
+fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 12] {
     [
         ("items", s.items),
         ("bytes", s.bytes),
@@ -123,6 +123,7 @@ fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 11] {
         ("disk_bytes", s.disk_bytes),
         ("segments", s.segments),
         ("mem_bytes", s.mem_bytes),
+        ("carried", s.carried),
     ]
 }
 

@@ -33,6 +33,10 @@ pub(super) struct Segment {
     pub(super) len: u64,
     /// Messages in this segment not yet consumed (open reads included).
     pub(super) live: u64,
+    /// The log position that must be durable before this segment may be deleted, once
+    /// its open reads were carried forward (0: none). Until their copies are durable the
+    /// originals here are the ones a power loss would leave.
+    pub(super) hold_until: u64,
 }
 
 /// What the next fsync pass must make durable besides the active segment. A roll or a new
@@ -50,11 +54,14 @@ pub(super) struct Unsynced {
     pub(super) dir: bool,
     /// The queue's directory was created in the queues directory.
     pub(super) parent: bool,
+    /// Open reads were carried forward into the active segment: its fsync releases the
+    /// segments they came from (see `Segment::hold_until`).
+    pub(super) carried: bool,
 }
 
 impl Unsynced {
     pub(super) fn is_empty(&self) -> bool {
-        self.sealed.is_empty() && !self.dir && !self.parent
+        self.sealed.is_empty() && !self.dir && !self.parent && !self.carried
     }
 }
 
@@ -64,6 +71,8 @@ pub(super) struct Counters {
     pub(super) dequeued: u64,
     pub(super) expired: u64,
     pub(super) discarded: u64,
+    /// Open reads rewritten into the active segment so an old segment could go.
+    pub(super) carried: u64,
 }
 
 #[derive(Debug, Default)]

@@ -7,10 +7,12 @@
 //! reply goes out. A segment whose messages have all been consumed is deleted at once.
 //!
 //! The parts, one concept each: `index` (what is in memory), `produce` (enqueue),
-//! `consume` (dequeue, open reads, acks), `log` (segment files), `durability`
+//! `consume` (dequeue, open reads, acks), `log` (segment files), `carry` (moving open
+//! reads off an old segment so it can be deleted), `durability`
 //! (fsync and what waiters see), `recovery` (rebuilding from disk), and `expiry`
 //! (memcached's exptime rule).
 
+mod carry;
 mod consume;
 mod durability;
 mod expiry;
@@ -90,6 +92,9 @@ pub struct QueueStats {
     pub segments: u64,
     /// Payload bytes held in memory.
     pub mem_bytes: u64,
+    /// Open reads rewritten at the end of the log so that an old segment, kept only by
+    /// them, could be deleted.
+    pub carried: u64,
 }
 
 /// One durable FIFO queue. All methods are safe to call from many threads.
@@ -168,6 +173,7 @@ impl Queue {
             disk_bytes: st.disk,
             segments: st.segments.len() as u64,
             mem_bytes: st.mem,
+            carried: st.counters.carried,
         }
     }
 
