@@ -29,5 +29,5 @@ pub use error::{EngineError, QueueError};
 pub use name::{validate_name, MAX_NAME_LEN};
 pub use queue::{
     expiry_from_exptime, expiry_from_kestrel_exptime, Delivery, Queue, QueueStats, RecoveryReport,
-    SyncMetrics, Take,
+    SyncMetrics, Take, Waiting,
 };

@@ -526,6 +526,7 @@ impl Conn {
             if self.flush_out(out).await.is_err() {
                 return KeyStep::Close;
             }
+            let _waiting = q.waiting();
             tokio::select! {
                 _ = &mut notified => {}
                 _ = tokio::time::sleep_until(dl) => {}

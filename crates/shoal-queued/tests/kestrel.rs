@@ -122,3 +122,87 @@ fn kestrel_flag_for_every_request() {
         "the open read came back"
     );
 }
+
+/// `stats` and `dump_stats` with Kestrel's names and meanings: per queue `items bytes
+/// total_items logsize expired_items mem_items mem_bytes age` (milliseconds the last
+/// message read had waited) `discarded waiters open_transactions`; server `curr_items`
+/// and `total_items` (ever added).
+#[test]
+fn kestrel_stats() {
+    let d = dir();
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    let num = |c: &mut common::Client, k: &str| -> u64 {
+        c.stat(k)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("stat {k}"))
+    };
+    for m in ["aaaa", "bb", "c"] {
+        assert_eq!(c.set("k", m.as_bytes()), "STORED");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.get_str("k").as_deref(), Some("aaaa"));
+    assert_eq!(c.get_str("k/open").as_deref(), Some("bb"));
+    let mut waiter = s.client();
+    waiter.send(b"get idle/t=5000\r\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // The queue appears when the read arrives.
+    while c.stat("queue_idle_waiters").as_deref() != Some("1") {
+        assert!(Instant::now() < deadline, "waiter not counted");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(num(&mut c, "queue_k_items"), 1, "open reads are not items");
+    assert_eq!(num(&mut c, "queue_k_bytes"), 1, "nor their bytes");
+    assert_eq!(num(&mut c, "queue_k_total_items"), 3, "ever added");
+    assert_eq!(num(&mut c, "queue_k_mem_items"), 1);
+    assert_eq!(num(&mut c, "queue_k_mem_bytes"), 1);
+    assert_eq!(num(&mut c, "queue_k_open_transactions"), 1);
+    assert_eq!(num(&mut c, "queue_k_expired_items"), 0);
+    assert_eq!(num(&mut c, "queue_k_discarded"), 0);
+    assert_eq!(num(&mut c, "queue_k_waiters"), 0);
+    assert!(num(&mut c, "queue_k_logsize") > 0);
+    let age = num(&mut c, "queue_k_age");
+    assert!((300..60_000).contains(&age), "age in milliseconds: {age}");
+    assert_eq!(num(&mut c, "curr_items"), 1);
+    assert_eq!(num(&mut c, "total_items"), 3);
+    // dump_stats: the same, Kestrel's fields first.
+    c.send(b"dump_stats\r\n");
+    let mut lines = Vec::new();
+    loop {
+        let l = c.line();
+        if l == "END" {
+            break;
+        }
+        lines.push(l);
+    }
+    let k = lines
+        .iter()
+        .position(|l| l == "queue 'k' {")
+        .expect("queue k");
+    let fields: Vec<&str> = lines[k + 1..k + 12]
+        .iter()
+        .map(|l| l.trim_start().split('=').next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "items",
+            "bytes",
+            "total_items",
+            "logsize",
+            "expired_items",
+            "mem_items",
+            "mem_bytes",
+            "age",
+            "discarded",
+            "waiters",
+            "open_transactions"
+        ]
+    );
+    // Emptied, the age is 0 as in Kestrel.
+    assert_eq!(c.get("k/close"), None);
+    assert_eq!(c.get_str("k").as_deref(), Some("c"));
+    assert_eq!(num(&mut c, "queue_k_age"), 0);
+    assert_eq!(c.set("idle", b"x"), "STORED");
+    assert_eq!(waiter.line(), "VALUE idle 0 1");
+}

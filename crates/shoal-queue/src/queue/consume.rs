@@ -1,7 +1,7 @@
 //! Consumption: dequeue (remove, open, peek), closing and aborting open reads, recording
 //! consumption as ack ranges and writing them, flushing and expiring.
 
-use super::index::{Entry, State};
+use super::index::{now_ms, Entry, State};
 use super::Queue;
 use crate::error::QueueError;
 use bytes::Bytes;
@@ -61,6 +61,10 @@ impl Queue {
             flags: front.flags,
             data,
         };
+        let waited_ms = now_ms().saturating_sub(front.enqueued_ms());
+        if how != Take::Peek {
+            st.last_read_age_ms = waited_ms;
+        }
         match how {
             Take::Peek => {}
             Take::Remove => {
@@ -157,6 +161,7 @@ impl Queue {
         st.bytes -= u64::from(e.len);
         if e.data.is_some() {
             st.mem -= u64::from(e.len);
+            st.mem_items -= 1;
         }
     }
 

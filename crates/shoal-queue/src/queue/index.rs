@@ -16,6 +16,9 @@ pub(super) struct Entry {
     pub(super) len: u32,
     pub(super) flags: u32,
     pub(super) enq: u32,
+    /// Milliseconds past `enq` when it was enqueued (0 after a restart: the log keeps
+    /// seconds); only for Kestrel's `age`, in milliseconds.
+    pub(super) enq_ms: u16,
     pub(super) exp: u32,
     /// The payload, when within the queue's memory budget; otherwise read from disk.
     pub(super) data: Option<Bytes>,
@@ -25,6 +28,18 @@ impl Entry {
     pub(super) fn expired(&self, now: u32) -> bool {
         self.exp != 0 && self.exp <= now
     }
+
+    /// When it was enqueued, in unix milliseconds.
+    pub(super) fn enqueued_ms(&self) -> u64 {
+        u64::from(self.enq) * 1000 + u64::from(self.enq_ms)
+    }
+}
+
+/// The wall clock in unix milliseconds (for the ages `stats` reports).
+pub(super) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[derive(Debug)]
@@ -73,6 +88,8 @@ pub(super) struct Counters {
     pub(super) discarded: u64,
     /// Open reads rewritten into the active segment so an old segment could go.
     pub(super) carried: u64,
+    /// Messages found in the log at startup.
+    pub(super) recovered: u64,
 }
 
 #[derive(Debug, Default)]
@@ -87,6 +104,10 @@ pub(super) struct State {
     pub(super) acks: Vec<(u64, u64)>,
     pub(super) bytes: u64,
     pub(super) mem: u64,
+    /// Messages (waiting and open) whose payload is in memory.
+    pub(super) mem_items: u64,
+    /// Milliseconds the last message taken (removed or opened) had waited: Kestrel's `age`.
+    pub(super) last_read_age_ms: u64,
     pub(super) disk: u64,
     /// Bytes ever written to this queue's log by this process: the log sequence number
     /// durability waits are expressed in.

@@ -118,6 +118,7 @@ impl Queue {
                                 len: h.len,
                                 flags: h.flags,
                                 enq,
+                                enq_ms: 0,
                                 exp,
                                 data,
                             },
@@ -171,7 +172,9 @@ impl Queue {
             st.ready.push_back(e);
         }
         st.mem = mem;
+        st.mem_items = st.ready.iter().filter(|e| e.data.is_some()).count() as u64;
         report.messages = st.ready.len() as u64;
+        st.counters.recovered = report.messages;
         let q = Queue::new(name, dir, ctx, limits);
         {
             let mut guard = q.state.lock();
