@@ -597,13 +597,12 @@ impl Conn {
 
     fn flush(&mut self, name: &[u8], noreply: bool, out: &mut Vec<u8>) {
         let r: &[u8] = match self.named_queue(name) {
-            Ok(Some(q)) => {
-                self.open.remove(q.name());
-                match q.flush() {
-                    Ok(_) => reply::END,
-                    Err(_) => FLUSH_FAILED,
-                }
-            }
+            // Open reads, this connection's included, stay with their holders (Kestrel's
+            // flush takes only what is waiting).
+            Ok(Some(q)) => match q.flush() {
+                Ok(_) => reply::END,
+                Err(_) => FLUSH_FAILED,
+            },
             Ok(None) => reply::END,
             Err(()) => BAD_NAME,
         };

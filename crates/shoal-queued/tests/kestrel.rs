@@ -206,3 +206,37 @@ fn kestrel_stats() {
     assert_eq!(c.set("idle", b"x"), "STORED");
     assert_eq!(waiter.line(), "VALUE idle 0 1");
 }
+
+/// `flush <q>` (and `flush_all`) takes only what is waiting, as Kestrel's: open reads,
+/// other connections' and the flusher's own, stay with their holders, to be closed
+/// (consumed) or aborted (back at the head), across a restart too.
+#[test]
+fn flush_leaves_open_reads() {
+    let d = dir();
+    let s = Server::start(d.path(), &[]);
+    let mut a = s.client();
+    let mut b = s.client();
+    for m in ["one", "two", "three", "four"] {
+        assert_eq!(b.set("q", m.as_bytes()), "STORED");
+    }
+    assert_eq!(a.get_str("q/open").as_deref(), Some("one"));
+    assert_eq!(b.get_str("q/open").as_deref(), Some("two"));
+    assert_eq!(b.cmd("flush q"), "END");
+    assert_eq!(b.stat("queue_q_items").as_deref(), Some("0"));
+    assert_eq!(b.stat("queue_q_open_transactions").as_deref(), Some("2"));
+    // b's own read is still open: closing it consumes it.
+    assert_eq!(b.get("q/close"), None);
+    assert_eq!(b.cmd("flush_all"), "OK");
+    assert_eq!(b.stat("queue_q_open_transactions").as_deref(), Some("1"));
+    // a's read, aborted, is back at the head.
+    assert_eq!(a.get("q/abort"), None);
+    assert_eq!(b.get_str("q/peek").as_deref(), Some("one"));
+    assert_eq!(a.get_str("q/open").as_deref(), Some("one"));
+    assert_eq!(b.cmd("flush q"), "END");
+    drop(s);
+    // Still open at the crash (drop kills): delivered again after the restart, alone.
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    assert_eq!(c.get_str("q").as_deref(), Some("one"));
+    assert_eq!(c.get("q"), None);
+}

@@ -120,12 +120,13 @@ impl Queue {
         Ok(st.written)
     }
 
-    /// Drops every message, waiting and open, and returns how many were dropped.
+    /// Drops every waiting message and returns how many were dropped. Open reads are
+    /// left to their holders, as Kestrel leaves them: `close` consumes one, `abort` (or
+    /// its client disconnecting) puts it back at the head.
     pub fn flush(&self) -> Result<u64, QueueError> {
         let mut st = self.state.lock();
         let mut n = 0u64;
         let mut all: Vec<Entry> = st.ready.drain(..).collect();
-        all.extend(st.open.drain().map(|(_, e)| e));
         all.sort_by_key(|e| e.seq);
         for e in all {
             Self::consume(&mut st, e);
