@@ -19,7 +19,7 @@
 //!   at most the budget; a line is refused with `SERVER_ERROR out of memory reading
 //!   request` and the connection closed, as memcached does.
 
-use crate::options::{carries_options, parse_key, Parse, ReadOptions};
+use crate::options::{carries_options, parse_key, ReadOptions};
 use crate::shared::Shared;
 use crate::stats::bump;
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
@@ -429,25 +429,13 @@ impl Conn {
     ) -> KeyStep {
         bump(&self.shared.counters.cmd_get);
         let kestrel = self.shared.settings.kestrel || carries_options(key);
-        let parsed = parse_key(
-            key,
-            if kestrel {
-                Parse::Kestrel
-            } else {
-                Parse::Strict
-            },
-        );
-        let o: ReadOptions<'_> = match parsed {
-            Ok(o) if !(kestrel && o.queue.is_empty()) => o,
-            _ if kestrel => {
+        let o: ReadOptions<'_> = match parse_key(key) {
+            Ok(o) if !o.queue.is_empty() => o,
+            // Only a key with options can fail, or be empty (`/open`): a Kestrel client's,
+            // answered as Kestrel does.
+            _ => {
                 out.buf().extend_from_slice(KESTREL_CLIENT_ERROR);
                 return KeyStep::Close;
-            }
-            Ok(o) => o,
-            Err(e) => {
-                out.buf()
-                    .extend_from_slice(format!("CLIENT_ERROR {e}\r\n").as_bytes());
-                return KeyStep::Stop;
             }
         };
         let name = match std::str::from_utf8(o.queue) {

@@ -1,8 +1,7 @@
 //! Kestrel's read options, carried in the key of a `get`: `name/t=500/close/open`.
 //!
 //! A key carrying options is a Kestrel client's: the server answers it in Kestrel's reply
-//! mode (see `conn`), in which, as Kestrel does, an option it does not know is ignored
-//! ([`Parse::Kestrel`]). Elsewhere (unit tests, tools) [`Parse::Strict`] refuses it.
+//! mode (see `conn`). As in Kestrel 2.4, an option it does not know is ignored.
 
 use std::time::Duration;
 
@@ -29,9 +28,6 @@ pub struct ReadOptions<'a> {
 /// Why a key's options were refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum OptionError {
-    /// An option that is not one of `t=`, `open`, `close`, `abort`, `peek`.
-    #[error("unknown option")]
-    Unknown,
     /// `t=` with something other than milliseconds.
     #[error("bad timeout")]
     BadTimeout,
@@ -40,24 +36,15 @@ pub enum OptionError {
     Conflict,
 }
 
-/// How [`parse_key`] treats an option it does not know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parse {
-    /// Refuse it ([`OptionError::Unknown`]).
-    Strict,
-    /// Ignore it, as Kestrel 2.4 does.
-    Kestrel,
-}
-
 /// Whether a `get` key carries any option at all (a `/`, which no queue name holds): the
 /// request of a Kestrel client.
 pub fn carries_options(key: &[u8]) -> bool {
     key.contains(&b'/')
 }
 
-/// Splits a key into queue name and options. Guarantees the returned options are a
-/// combination the server can act on.
-pub fn parse_key(key: &[u8], mode: Parse) -> Result<ReadOptions<'_>, OptionError> {
+/// Splits a key into queue name and options, ignoring options Kestrel does not know (as
+/// it does). Guarantees the returned options are a combination the server can act on.
+pub fn parse_key(key: &[u8]) -> Result<ReadOptions<'_>, OptionError> {
     let mut parts = key.split(|&b| b == b'/');
     let mut o = ReadOptions {
         queue: parts.next().unwrap_or_default(),
@@ -71,10 +58,7 @@ pub fn parse_key(key: &[u8], mode: Parse) -> Result<ReadOptions<'_>, OptionError
             b"peek" => o.peek = true,
             _ => {
                 let Some(ms) = p.strip_prefix(b"t=") else {
-                    if mode == Parse::Kestrel {
-                        continue;
-                    }
-                    return Err(OptionError::Unknown);
+                    continue;
                 };
                 let ms: u64 = std::str::from_utf8(ms)
                     .ok()
@@ -94,23 +78,6 @@ pub fn parse_key(key: &[u8], mode: Parse) -> Result<ReadOptions<'_>, OptionError
 mod tests {
     use super::*;
 
-    fn parse_key(key: &[u8]) -> Result<ReadOptions<'_>, OptionError> {
-        super::parse_key(key, Parse::Strict)
-    }
-
-    #[test]
-    fn kestrel_ignores_unknown_options() {
-        let o = super::parse_key(b"q/bogus/open", Parse::Kestrel).expect("ignored");
-        assert_eq!(o.queue, b"q");
-        assert!(o.open);
-        assert_eq!(
-            super::parse_key(b"q/t=x", Parse::Kestrel),
-            Err(OptionError::BadTimeout)
-        );
-        assert!(carries_options(b"q/open"));
-        assert!(!carries_options(b"q"));
-    }
-
     #[test]
     fn kestrel_keys() {
         let o = parse_key(b"q/t=100/close/open").expect("valid");
@@ -123,15 +90,16 @@ mod tests {
             parse_key(b"q/t=99999999").expect("capped").timeout,
             Some(MAX_WAIT)
         );
-        assert_eq!(parse_key(b"q/bogus"), Err(OptionError::Unknown));
+        // Unknown options are ignored, as Kestrel does.
+        let o = parse_key(b"q/bogus/open").expect("ignored");
+        assert!(o.queue == b"q" && o.open);
         assert_eq!(parse_key(b"q/t=x"), Err(OptionError::BadTimeout));
         assert_eq!(parse_key(b"q/peek/open"), Err(OptionError::Conflict));
         assert_eq!(parse_key(b"q/abort/close"), Err(OptionError::Conflict));
-        // Empty or dotted names parse here; the name check refuses them later.
+        // Empty or dotted names parse here; the caller refuses them.
         assert_eq!(parse_key(b"/open").expect("parses").queue, b"");
-        assert_eq!(
-            parse_key(b"../x").expect_err("x is not an option"),
-            OptionError::Unknown
-        );
+        assert_eq!(parse_key(b"../x").expect("parses").queue, b"..");
+        assert!(carries_options(b"q/open"));
+        assert!(!carries_options(b"q"));
     }
 }
