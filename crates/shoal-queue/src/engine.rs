@@ -210,7 +210,8 @@ impl Engine {
         v
     }
 
-    /// Empties every queue.
+    /// Empties every queue of its waiting messages (open reads stay, as [`Queue::flush`]
+    /// says).
     pub fn flush_all(&self) -> Result<(), QueueError> {
         for q in self.queues() {
             q.flush()?;

@@ -28,5 +28,6 @@ pub use engine::{unix_now, Engine};
 pub use error::{EngineError, QueueError};
 pub use name::{validate_name, MAX_NAME_LEN};
 pub use queue::{
-    expiry_from_exptime, Delivery, Queue, QueueStats, RecoveryReport, SyncMetrics, Take,
+    expiry_from_exptime, expiry_from_kestrel_exptime, Delivery, Queue, QueueStats, RecoveryReport,
+    SyncMetrics, Take, Waiting,
 };

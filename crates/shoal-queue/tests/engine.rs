@@ -405,3 +405,22 @@ fn unreadable_queue_is_fenced_off_others_serve() {
     ));
     assert_eq!(take(&e, "ok"), Some("fine".into()));
 }
+
+#[test]
+fn flush_leaves_open_reads_to_their_holders() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(cfg(t.path())).expect("open");
+    for i in 0..5 {
+        put(&e, "q", &format!("{i}"));
+    }
+    let q = e.queue("q").expect("q");
+    let open = q
+        .dequeue(Take::Open, unix_now())
+        .expect("dequeue")
+        .expect("a message");
+    assert_eq!(q.flush().expect("flush"), 4);
+    assert_eq!(q.stats(unix_now()).open_reads, 1);
+    assert!(q.abort(open.seq));
+    assert_eq!(take(&e, "q"), Some("0".into()));
+    assert_eq!(take(&e, "q"), None);
+}

@@ -100,6 +100,13 @@ pub struct Args {
     /// connection closed this way goes back to its queue.
     #[arg(long = "idle-timeout", value_name = "SECS", default_value_t = 0)]
     pub idle_timeout: u64,
+    /// Answer every request as Kestrel 2.4 does, not only those carrying Kestrel read
+    /// options: `VALUE <queue> 0 <n>` for plain gets too, `END` to `delete`, `Flushed all
+    /// queues.` to `flush_all`, `CLIENT_ERROR` and a disconnect for an unknown command,
+    /// `ERROR` and a disconnect for a plain get with a read open on the queue, and
+    /// Kestrel's exptime rule (under 1,000,000 seconds relative, else a unix time).
+    #[arg(long = "kestrel")]
+    pub kestrel: bool,
     /// Serve Prometheus metrics (`GET /metrics`, HTTP/1.1) on ADDR:PORT (off by default).
     #[arg(long = "metrics-listen", value_name = "ADDR:PORT")]
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -132,6 +139,8 @@ pub struct Settings {
     pub engine: EngineConfig,
     /// `--idle-timeout`: close connections that send nothing this long (`None`: never).
     pub idle_timeout: Option<std::time::Duration>,
+    /// `--kestrel`: Kestrel's replies for every request, not only those with read options.
+    pub kestrel: bool,
     /// `--metrics-listen`: where to serve Prometheus metrics.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `--log-format`.
@@ -293,6 +302,7 @@ impl Args {
             engine,
             idle_timeout: (self.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(self.idle_timeout)),
+            kestrel: self.kestrel,
             metrics_listen: self.metrics_listen,
             log_format: self.log_format,
         })

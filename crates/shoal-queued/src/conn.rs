@@ -19,14 +19,17 @@
 //!   at most the budget; a line is refused with `SERVER_ERROR out of memory reading
 //!   request` and the connection closed, as memcached does.
 
-use crate::options::{parse_key, ReadOptions};
+use crate::options::{carries_options, parse_key, ReadOptions};
 use crate::shared::Shared;
 use crate::stats::bump;
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_net::{NoValue, OUTPUT_HIGH_WATER};
 use shoal_protocol::reply;
 use shoal_protocol::{parse, Limits, Parsed, ProtocolError, Request, StatsGroup, StoreKind};
-use shoal_queue::{expiry_from_exptime, unix_now, validate_name, Queue, QueueError, Take};
+use shoal_queue::{
+    expiry_from_exptime, expiry_from_kestrel_exptime, unix_now, validate_name, Queue, QueueError,
+    Take,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -34,7 +37,6 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 const BAD_NAME: &[u8] = b"CLIENT_ERROR bad queue name\r\n";
-const READ_ALREADY_OPEN: &[u8] = b"CLIENT_ERROR read already open on this queue\r\n";
 const DISK_FULL: &[u8] = b"SERVER_ERROR out of disk space storing message\r\n";
 const WRITE_FAILED: &[u8] = b"SERVER_ERROR write error storing message\r\n";
 const SYNC_FAILED: &[u8] =
@@ -42,6 +44,11 @@ const SYNC_FAILED: &[u8] =
 const READ_FAILED: &[u8] = b"SERVER_ERROR read error fetching message\r\n";
 const UNAVAILABLE: &[u8] = b"SERVER_ERROR queue unavailable (its data could not be recovered)\r\n";
 const FLUSH_FAILED: &[u8] = b"SERVER_ERROR write error flushing queue\r\n";
+/// Kestrel's answer to a request it cannot parse (a bad `get` key, an unknown command under
+/// `--kestrel`), sent before it disconnects.
+const KESTREL_CLIENT_ERROR: &[u8] = b"CLIENT_ERROR\r\n";
+/// Kestrel's answer to `flush_all`.
+const KESTREL_FLUSHED_ALL: &[u8] = b"Flushed all queues.\r\n";
 /// memcached's answer to `shutdown` without `-A`.
 const SHUTDOWN_DISABLED: &[u8] = b"ERROR: shutdown not enabled\r\n";
 /// Parses a storage command whose value the budget refused: every value counts as too
@@ -154,6 +161,11 @@ impl Handler for Conn {
                         consumed,
                         swallow: 0,
                     };
+                }
+                if error == ProtocolError::UnknownCommand && self.shared.settings.kestrel {
+                    // Kestrel answers any command it does not know so, and disconnects.
+                    out.buf().extend_from_slice(KESTREL_CLIENT_ERROR);
+                    return Step::Close;
                 }
                 if !silent {
                     out.buf().extend_from_slice(error.reply());
@@ -313,13 +325,15 @@ impl Conn {
                 ..
             } => self.set(key, flags, exptime, data, noreply, out.buf()),
             Request::Delete { key, noreply } => {
+                let kestrel = self.shared.settings.kestrel;
                 let r = match std::str::from_utf8(key) {
                     Ok(name) if validate_name(key) => {
                         self.open.remove(name);
-                        if self.shared.engine.delete(name) {
-                            reply::DELETED
-                        } else {
-                            reply::NOT_FOUND
+                        // Kestrel answers `END` whether or not the queue existed.
+                        match (self.shared.engine.delete(name), kestrel) {
+                            (_, true) => reply::END,
+                            (true, false) => reply::DELETED,
+                            (false, false) => reply::NOT_FOUND,
                         }
                     }
                     _ => BAD_NAME,
@@ -330,6 +344,7 @@ impl Conn {
             }
             Request::FlushAll { noreply, .. } => {
                 let r = match self.shared.engine.flush_all() {
+                    Ok(()) if self.shared.settings.kestrel => KESTREL_FLUSHED_ALL,
                     Ok(()) => reply::OK,
                     Err(_) => FLUSH_FAILED,
                 };
@@ -391,13 +406,18 @@ impl Conn {
     ) {
         bump(&self.shared.counters.cmd_set);
         let now = unix_now();
+        let exp = if self.shared.settings.kestrel {
+            expiry_from_kestrel_exptime(exptime, now)
+        } else {
+            expiry_from_exptime(exptime, now)
+        };
         let r: &[u8] = match std::str::from_utf8(key) {
             Ok(name) if validate_name(key) => match self.shared.engine.queue_or_create(name) {
                 Ok(q) if q.sync_failed() => {
                     bump(&self.shared.counters.write_errors);
                     SYNC_FAILED
                 }
-                Ok(q) => match q.enqueue(flags, expiry_from_exptime(exptime, now), data, now) {
+                Ok(q) => match q.enqueue(flags, exp, data, now) {
                     Ok(lsn) => {
                         self.note_sync(&q, lsn, true);
                         reply::STORED
@@ -426,18 +446,27 @@ impl Conn {
     }
 
     /// One key of a `get`: dequeue (or open, peek, close, abort) per its options.
+    ///
+    /// A key carrying read options (or any key under `--kestrel`) is answered as Kestrel
+    /// 2.4 does: `VALUE <queue> 0 <n>` (the bare queue name, flags 0: Grabby Hands parses
+    /// exactly that), unknown options ignored, `CLIENT_ERROR` and a disconnect for options
+    /// it cannot act on, `ERROR` and a disconnect for a second open read on a queue or a
+    /// plain read of a queue this connection holds an open read on. A plain key keeps
+    /// MemcacheQ's reply: the key and the flags given at `set`.
     async fn get_one<W: AsyncWrite + Unpin>(
         &mut self,
         key: &[u8],
         out: &mut Output<'_, W, NoValue>,
     ) -> KeyStep {
         bump(&self.shared.counters.cmd_get);
+        let kestrel = self.shared.settings.kestrel || carries_options(key);
         let o: ReadOptions<'_> = match parse_key(key) {
-            Ok(o) => o,
-            Err(e) => {
-                out.buf()
-                    .extend_from_slice(format!("CLIENT_ERROR {e}\r\n").as_bytes());
-                return KeyStep::Stop;
+            Ok(o) if !o.queue.is_empty() => o,
+            // Only a key with options can fail, or be empty (`/open`): a Kestrel client's,
+            // answered as Kestrel does.
+            _ => {
+                out.buf().extend_from_slice(KESTREL_CLIENT_ERROR);
+                return KeyStep::Close;
             }
         };
         let name = match std::str::from_utf8(o.queue) {
@@ -461,9 +490,17 @@ impl Conn {
                 return KeyStep::Next;
             }
         }
+        if kestrel && !o.open && !o.peek && self.open.contains_key(name) {
+            // A non-transactional fetch with a read open on the queue: Kestrel refuses it
+            // and disconnects (which returns the open read to the queue).
+            out.buf().extend_from_slice(reply::ERROR);
+            return KeyStep::Close;
+        }
         if o.open && self.open.contains_key(name) {
-            out.buf().extend_from_slice(READ_ALREADY_OPEN);
-            return KeyStep::Stop;
+            // Kestrel's TooManyOpenTransactions (max_open_transactions is 1 here). A key
+            // with `/open` is always in Kestrel reply mode.
+            out.buf().extend_from_slice(reply::ERROR);
+            return KeyStep::Close;
         }
         let take = if o.peek {
             Take::Peek
@@ -508,6 +545,7 @@ impl Conn {
             if self.flush_out(out).await.is_err() {
                 return KeyStep::Close;
             }
+            let _waiting = q.waiting();
             tokio::select! {
                 _ = &mut notified => {}
                 _ = tokio::time::sleep_until(dl) => {}
@@ -517,7 +555,11 @@ impl Conn {
         match got {
             Some((q, d)) => {
                 bump(&self.shared.counters.get_hits);
-                reply::value(out.buf(), key, d.flags, &d.data, None);
+                if kestrel {
+                    reply::value(out.buf(), o.queue, 0, &d.data, None);
+                } else {
+                    reply::value(out.buf(), key, d.flags, &d.data, None);
+                }
                 match take {
                     Take::Remove => push_unique(&mut self.to_commit, &q),
                     Take::Open => {
@@ -574,13 +616,12 @@ impl Conn {
 
     fn flush(&mut self, name: &[u8], noreply: bool, out: &mut Vec<u8>) {
         let r: &[u8] = match self.named_queue(name) {
-            Ok(Some(q)) => {
-                self.open.remove(q.name());
-                match q.flush() {
-                    Ok(_) => reply::END,
-                    Err(_) => FLUSH_FAILED,
-                }
-            }
+            // Open reads, this connection's included, stay with their holders (Kestrel's
+            // flush takes only what is waiting).
+            Ok(Some(q)) => match q.flush() {
+                Ok(_) => reply::END,
+                Err(_) => FLUSH_FAILED,
+            },
             Ok(None) => reply::END,
             Err(()) => BAD_NAME,
         };

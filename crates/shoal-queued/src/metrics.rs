@@ -118,12 +118,12 @@ pub fn render(shared: &Shared) -> String {
         (
             "shoal_queue_bytes",
             Kind::Gauge,
-            "Payload bytes of waiting and open messages (Kestrel bytes).",
+            "Payload bytes of waiting and open messages (Kestrel's bytes counts waiting ones only).",
         ),
         (
             "shoal_queue_oldest_item_age_seconds",
             Kind::Gauge,
-            "Age of the message at the head, 0 when empty (Kestrel age).",
+            "Age of the message at the head, 0 when empty (stats oldest_age; Kestrel's age is how long the last message read had waited).",
         ),
         (
             "shoal_queue_enqueued_total",
@@ -153,7 +153,7 @@ pub fn render(shared: &Shared) -> String {
         (
             "shoal_queue_disk_bytes",
             Kind::Gauge,
-            "Bytes of the queue's segment files (Kestrel journal_size).",
+            "Bytes of the queue's segment files (Kestrel logsize).",
         ),
         (
             "shoal_queue_segments",
@@ -163,7 +163,7 @@ pub fn render(shared: &Shared) -> String {
         (
             "shoal_queue_memory_bytes",
             Kind::Gauge,
-            "Payload bytes held in memory (Kestrel mem_bytes).",
+            "Payload bytes held in memory, open reads included (Kestrel's mem_bytes counts waiting ones only).",
         ),
     ];
     for (name, kind, help) in QUEUE {

@@ -1,4 +1,7 @@
 //! Kestrel's read options, carried in the key of a `get`: `name/t=500/close/open`.
+//!
+//! A key carrying options is a Kestrel client's: the server answers it in Kestrel's reply
+//! mode (see `conn`). As in Kestrel 2.4, an option it does not know is ignored.
 
 use std::time::Duration;
 
@@ -25,9 +28,6 @@ pub struct ReadOptions<'a> {
 /// Why a key's options were refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum OptionError {
-    /// An option that is not one of `t=`, `open`, `close`, `abort`, `peek`.
-    #[error("unknown option")]
-    Unknown,
     /// `t=` with something other than milliseconds.
     #[error("bad timeout")]
     BadTimeout,
@@ -36,8 +36,14 @@ pub enum OptionError {
     Conflict,
 }
 
-/// Splits a key into queue name and options. Guarantees the returned options are a
-/// combination the server can act on.
+/// Whether a `get` key carries any option at all (a `/`, which no queue name holds): the
+/// request of a Kestrel client.
+pub fn carries_options(key: &[u8]) -> bool {
+    key.contains(&b'/')
+}
+
+/// Splits a key into queue name and options, ignoring options Kestrel does not know (as
+/// it does). Guarantees the returned options are a combination the server can act on.
 pub fn parse_key(key: &[u8]) -> Result<ReadOptions<'_>, OptionError> {
     let mut parts = key.split(|&b| b == b'/');
     let mut o = ReadOptions {
@@ -51,7 +57,9 @@ pub fn parse_key(key: &[u8]) -> Result<ReadOptions<'_>, OptionError> {
             b"abort" => o.abort = true,
             b"peek" => o.peek = true,
             _ => {
-                let ms = p.strip_prefix(b"t=").ok_or(OptionError::Unknown)?;
+                let Some(ms) = p.strip_prefix(b"t=") else {
+                    continue;
+                };
                 let ms: u64 = std::str::from_utf8(ms)
                     .ok()
                     .and_then(|s| s.parse().ok())
@@ -82,15 +90,16 @@ mod tests {
             parse_key(b"q/t=99999999").expect("capped").timeout,
             Some(MAX_WAIT)
         );
-        assert_eq!(parse_key(b"q/bogus"), Err(OptionError::Unknown));
+        // Unknown options are ignored, as Kestrel does.
+        let o = parse_key(b"q/bogus/open").expect("ignored");
+        assert!(o.queue == b"q" && o.open);
         assert_eq!(parse_key(b"q/t=x"), Err(OptionError::BadTimeout));
         assert_eq!(parse_key(b"q/peek/open"), Err(OptionError::Conflict));
         assert_eq!(parse_key(b"q/abort/close"), Err(OptionError::Conflict));
-        // Empty or dotted names parse here; the name check refuses them later.
+        // Empty or dotted names parse here; the caller refuses them.
         assert_eq!(parse_key(b"/open").expect("parses").queue, b"");
-        assert_eq!(
-            parse_key(b"../x").expect_err("x is not an option"),
-            OptionError::Unknown
-        );
+        assert_eq!(parse_key(b"../x").expect("parses").queue, b"..");
+        assert!(carries_options(b"q/open"));
+        assert!(!carries_options(b"q"));
     }
 }

@@ -60,7 +60,8 @@ fn get(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
 }
 
-/// Plain `stats`: server counters, then per queue `queue_<name>_<stat>` lines.
+/// Plain `stats`: server counters (Kestrel's and memcached's `curr_items`, `total_items`
+/// ever added, `bytes`), then per queue `queue_<name>_<stat>` lines.
 /// `read_budget` gives memcached's `read_buf_bytes` (held beyond what buffers hold for free) and
 /// `read_buf_oom` (values and lines refused for want of it).
 pub fn general(
@@ -75,6 +76,15 @@ pub fn general(
     reply::stat_u64(out, "uptime", c.started.elapsed().as_secs());
     reply::stat_u64(out, "time", u64::from(now));
     reply::stat_str(out, "version", VERSION);
+    let queues: Vec<_> = engine
+        .queues()
+        .into_iter()
+        .map(|q| (q.stats(now), q))
+        .collect();
+    let sum = |f: fn(&QueueStats) -> u64| queues.iter().map(|(s, _)| f(s)).sum::<u64>();
+    reply::stat_u64(out, "curr_items", sum(|s| s.items));
+    reply::stat_u64(out, "total_items", sum(|s| s.total_items));
+    reply::stat_u64(out, "bytes", sum(|s| s.waiting_bytes));
     reply::stat_u64(out, "pointer_size", 64);
     reply::stat_u64(out, "curr_connections", get(&c.curr_connections));
     reply::stat_u64(out, "total_connections", get(&c.total_connections));
@@ -95,39 +105,41 @@ pub fn general(
         engine.quarantined().len() as u64,
     );
     reply::stat_u64(out, "unavailable_queues", engine.unavailable().len() as u64);
-    let queues = engine.queues();
     reply::stat_u64(out, "queues", queues.len() as u64);
-    let mut total_items = 0;
-    let mut disk = 0;
-    for q in &queues {
-        let s = q.stats(now);
-        total_items += s.items;
-        disk += s.disk_bytes;
+    for (s, q) in &queues {
         let name = q.name();
-        for (k, v) in queue_fields(&s) {
+        for (k, v) in queue_fields(s) {
             reply::stat_u64(out, &format!("queue_{name}_{k}"), v);
         }
     }
-    reply::stat_u64(out, "total_items", total_items);
-    reply::stat_u64(out, "disk_bytes", disk);
+    reply::stat_u64(out, "disk_bytes", sum(|s| s.disk_bytes));
     reply::end(out);
 }
 
 /// One queue's counters, named as `stats` (prefixed `queue_<name>_`) and `dump_stats`
-/// report them.
-fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 11] {
+/// report them: Kestrel 2.4's, with its names and meanings and in its order, then
+/// shoal-queued's own.
+fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 17] {
     [
+        // Kestrel's.
         ("items", s.items),
-        ("bytes", s.bytes),
-        ("age", s.oldest_age_secs),
+        ("bytes", s.waiting_bytes),
+        ("total_items", s.total_items),
+        ("logsize", s.disk_bytes),
+        ("expired_items", s.expired),
+        ("mem_items", s.mem_items),
+        ("mem_bytes", s.waiting_mem_bytes),
+        ("age", s.last_read_age_ms),
+        ("discarded", s.discarded),
+        ("waiters", s.waiters),
+        ("open_transactions", s.open_reads),
+        // shoal-queued's.
         ("enqueued", s.enqueued),
         ("dequeued", s.dequeued),
-        ("expired", s.expired),
-        ("discarded", s.discarded),
-        ("open_reads", s.open_reads),
+        ("oldest_age", s.oldest_age_ms),
         ("disk_bytes", s.disk_bytes),
         ("segments", s.segments),
-        ("mem_bytes", s.mem_bytes),
+        ("carried", s.carried),
     ]
 }
 

@@ -1,7 +1,7 @@
 //! Consumption: dequeue (remove, open, peek), closing and aborting open reads, recording
 //! consumption as ack ranges and writing them, flushing and expiring.
 
-use super::index::{Entry, State};
+use super::index::{now_ms, Entry, State};
 use super::Queue;
 use crate::error::QueueError;
 use bytes::Bytes;
@@ -61,6 +61,10 @@ impl Queue {
             flags: front.flags,
             data,
         };
+        let waited_ms = now_ms().saturating_sub(front.enqueued_ms());
+        if how != Take::Peek {
+            st.last_read_age_ms = waited_ms;
+        }
         match how {
             Take::Peek => {}
             Take::Remove => {
@@ -116,12 +120,13 @@ impl Queue {
         Ok(st.written)
     }
 
-    /// Drops every message, waiting and open, and returns how many were dropped.
+    /// Drops every waiting message and returns how many were dropped. Open reads are
+    /// left to their holders, as Kestrel leaves them: `close` consumes one, `abort` (or
+    /// its client disconnecting) puts it back at the head.
     pub fn flush(&self) -> Result<u64, QueueError> {
         let mut st = self.state.lock();
         let mut n = 0u64;
         let mut all: Vec<Entry> = st.ready.drain(..).collect();
-        all.extend(st.open.drain().map(|(_, e)| e));
         all.sort_by_key(|e| e.seq);
         for e in all {
             Self::consume(&mut st, e);
@@ -157,6 +162,7 @@ impl Queue {
         st.bytes -= u64::from(e.len);
         if e.data.is_some() {
             st.mem -= u64::from(e.len);
+            st.mem_items -= 1;
         }
     }
 

@@ -58,6 +58,14 @@ impl Queue {
                     s.lsn = s.lsn.max(lsn);
                     adv
                 });
+                if unsynced.carried {
+                    // The copies of carried open reads are durable now: their old
+                    // segments may go without waiting for the queue's next dequeue.
+                    let mut st = self.state.lock();
+                    if !st.deleted {
+                        self.gc(&mut st);
+                    }
+                }
             }
             // A queue deleted meanwhile took its files, and its waiters were released.
             Err(_) if self.state.lock().deleted => {}

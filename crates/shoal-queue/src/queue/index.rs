@@ -16,6 +16,9 @@ pub(super) struct Entry {
     pub(super) len: u32,
     pub(super) flags: u32,
     pub(super) enq: u32,
+    /// Milliseconds past `enq` when it was enqueued (0 after a restart: the log keeps
+    /// seconds); only for Kestrel's `age`, in milliseconds.
+    pub(super) enq_ms: u16,
     pub(super) exp: u32,
     /// The payload, when within the queue's memory budget; otherwise read from disk.
     pub(super) data: Option<Bytes>,
@@ -25,6 +28,18 @@ impl Entry {
     pub(super) fn expired(&self, now: u32) -> bool {
         self.exp != 0 && self.exp <= now
     }
+
+    /// When it was enqueued, in unix milliseconds.
+    pub(super) fn enqueued_ms(&self) -> u64 {
+        u64::from(self.enq) * 1000 + u64::from(self.enq_ms)
+    }
+}
+
+/// The wall clock in unix milliseconds (for the ages `stats` reports).
+pub(super) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[derive(Debug)]
@@ -33,6 +48,10 @@ pub(super) struct Segment {
     pub(super) len: u64,
     /// Messages in this segment not yet consumed (open reads included).
     pub(super) live: u64,
+    /// The log position that must be durable before this segment may be deleted, once
+    /// its open reads were carried forward (0: none). Until their copies are durable the
+    /// originals here are the ones a power loss would leave.
+    pub(super) hold_until: u64,
 }
 
 /// What the next fsync pass must make durable besides the active segment. A roll or a new
@@ -50,11 +69,14 @@ pub(super) struct Unsynced {
     pub(super) dir: bool,
     /// The queue's directory was created in the queues directory.
     pub(super) parent: bool,
+    /// Open reads were carried forward into the active segment: its fsync releases the
+    /// segments they came from (see `Segment::hold_until`).
+    pub(super) carried: bool,
 }
 
 impl Unsynced {
     pub(super) fn is_empty(&self) -> bool {
-        self.sealed.is_empty() && !self.dir && !self.parent
+        self.sealed.is_empty() && !self.dir && !self.parent && !self.carried
     }
 }
 
@@ -64,6 +86,10 @@ pub(super) struct Counters {
     pub(super) dequeued: u64,
     pub(super) expired: u64,
     pub(super) discarded: u64,
+    /// Open reads rewritten into the active segment so an old segment could go.
+    pub(super) carried: u64,
+    /// Messages found in the log at startup.
+    pub(super) recovered: u64,
 }
 
 #[derive(Debug, Default)]
@@ -78,6 +104,10 @@ pub(super) struct State {
     pub(super) acks: Vec<(u64, u64)>,
     pub(super) bytes: u64,
     pub(super) mem: u64,
+    /// Messages (waiting and open) whose payload is in memory.
+    pub(super) mem_items: u64,
+    /// Milliseconds the last message taken (removed or opened) had waited: Kestrel's `age`.
+    pub(super) last_read_age_ms: u64,
     pub(super) disk: u64,
     /// Bytes ever written to this queue's log by this process: the log sequence number
     /// durability waits are expressed in.

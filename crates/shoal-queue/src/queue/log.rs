@@ -35,7 +35,7 @@ impl Queue {
         Ok((seg, start + msg_at))
     }
 
-    fn append(&self, st: &mut State, buf: &[u8]) -> io::Result<(u64, u64)> {
+    pub(super) fn append(&self, st: &mut State, buf: &[u8]) -> io::Result<(u64, u64)> {
         if let Some(f) = &self.ctx.fault {
             f.check()?;
         }
@@ -103,6 +103,7 @@ impl Queue {
                 file: Arc::new(file),
                 len: HEADER_LEN as u64,
                 live: 0,
+                hold_until: 0,
             },
         );
         st.disk += HEADER_LEN as u64;
@@ -120,20 +121,13 @@ impl Queue {
     /// replaces a large active segment with a fresh one, so a drained queue holds one
     /// small segment. Only a prefix is deleted: a later segment may hold acks for
     /// messages in an earlier one, so deleting out of order could resurrect them.
+    ///
+    /// A segment kept only by open reads has them carried forward first (see
+    /// `carry_open_reads`), so a read held open does not pin the log behind it.
     pub(super) fn gc(&self, st: &mut State) {
-        while st.segments.len() > 1 {
-            let Some((&id, seg)) = st.segments.iter().next() else {
-                break;
-            };
-            if seg.live > 0 {
-                break;
-            }
-            st.disk -= seg.len;
-            st.segments.remove(&id);
-            // A crash before the unlink only brings back a segment whose messages
-            // are all acked, which recovery deletes again.
-            self.ctx
-                .remove_segment(segment::segment_path(&self.dir, id));
+        self.delete_consumed_prefix(st);
+        if self.carry_open_reads(st) {
+            self.delete_consumed_prefix(st);
         }
         let drained_roll = (self.ctx.segment_size / 2).min(1 << 20);
         if st.ready.is_empty()
@@ -147,6 +141,29 @@ impl Queue {
             && self.roll(st).is_ok()
         {
             self.gc(st);
+        }
+    }
+
+    /// Deletes the oldest segments while all their messages are consumed (and, for one
+    /// whose open reads were carried forward, once the copies are durable).
+    fn delete_consumed_prefix(&self, st: &mut State) {
+        let durable = match self.ctx.fsync {
+            FsyncPolicy::Never => u64::MAX,
+            _ => self.synced.borrow().lsn,
+        };
+        while st.segments.len() > 1 {
+            let Some((&id, seg)) = st.segments.iter().next() else {
+                break;
+            };
+            if seg.live > 0 || seg.hold_until > durable {
+                break;
+            }
+            st.disk -= seg.len;
+            st.segments.remove(&id);
+            // A crash before the unlink only brings back a segment whose messages
+            // are all acked, which recovery deletes again.
+            self.ctx
+                .remove_segment(segment::segment_path(&self.dir, id));
         }
     }
 }

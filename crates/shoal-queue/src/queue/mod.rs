@@ -7,10 +7,12 @@
 //! reply goes out. A segment whose messages have all been consumed is deleted at once.
 //!
 //! The parts, one concept each: `index` (what is in memory), `produce` (enqueue),
-//! `consume` (dequeue, open reads, acks), `log` (segment files), `durability`
+//! `consume` (dequeue, open reads, acks), `log` (segment files), `carry` (moving open
+//! reads off an old segment so it can be deleted), `durability`
 //! (fsync and what waiters see), `recovery` (rebuilding from disk), and `expiry`
 //! (memcached's exptime rule).
 
+mod carry;
 mod consume;
 mod durability;
 mod expiry;
@@ -22,7 +24,7 @@ mod sync_requests;
 
 pub use consume::{Delivery, Take};
 pub use durability::{SyncMetrics, Synced};
-pub use expiry::expiry_from_exptime;
+pub use expiry::{expiry_from_exptime, expiry_from_kestrel_exptime};
 pub use recovery::RecoveryReport;
 pub(crate) use sync_requests::SyncRequests;
 
@@ -31,7 +33,7 @@ use index::State;
 use parking_lot::Mutex;
 use std::fs;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::{watch, Notify};
 
@@ -72,10 +74,20 @@ pub struct QueueStats {
     pub items: u64,
     /// Payload bytes of waiting and open messages.
     pub bytes: u64,
+    /// Payload bytes of waiting messages only (Kestrel's `bytes`).
+    pub waiting_bytes: u64,
     /// Age in seconds of the message at the head, 0 when empty.
     pub oldest_age_secs: u64,
+    /// Age in milliseconds of the message at the head, 0 when empty.
+    pub oldest_age_ms: u64,
+    /// Kestrel's `age`: how long, in milliseconds, the last message taken (removed or
+    /// opened) had waited in the queue; 0 when no message is waiting.
+    pub last_read_age_ms: u64,
     /// Messages accepted since start.
     pub enqueued: u64,
+    /// Kestrel's `total_items`: messages added since start, counting those recovered
+    /// from the log at startup (Kestrel counts those its journal replay adds).
+    pub total_items: u64,
     /// Messages consumed since start.
     pub dequeued: u64,
     /// Messages dropped because they expired.
@@ -90,6 +102,15 @@ pub struct QueueStats {
     pub segments: u64,
     /// Payload bytes held in memory.
     pub mem_bytes: u64,
+    /// Waiting messages whose payload is in memory (Kestrel's `mem_items`).
+    pub mem_items: u64,
+    /// Payload bytes of waiting messages held in memory (Kestrel's `mem_bytes`).
+    pub waiting_mem_bytes: u64,
+    /// Blocking reads (`get <q>/t=...`) waiting for a message now (Kestrel's `waiters`).
+    pub waiters: u64,
+    /// Open reads rewritten at the end of the log so that an old segment, kept only by
+    /// them, could be deleted.
+    pub carried: u64,
 }
 
 /// One durable FIFO queue. All methods are safe to call from many threads.
@@ -107,6 +128,19 @@ pub struct Queue {
     synced_writes: AtomicU64,
     /// This queue's fsync latency and group-commit batch sizes.
     sync_metrics: SyncMetrics,
+    /// Blocking reads waiting now (see [`Queue::waiting`]).
+    waiters: AtomicU64,
+}
+
+/// A blocking read counted in its queue's `waiters` while it lives (see
+/// [`Queue::waiting`]).
+#[derive(Debug)]
+pub struct Waiting<'a>(&'a AtomicU64);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Queue {
@@ -130,6 +164,7 @@ impl Queue {
             arrivals: Notify::new(),
             synced_writes: AtomicU64::new(0),
             sync_metrics: SyncMetrics::default(),
+            waiters: AtomicU64::new(0),
         }
     }
 
@@ -152,6 +187,13 @@ impl Queue {
         &self.arrivals
     }
 
+    /// Counts a blocking read in the queue's `waiters` (Kestrel's stat) until the
+    /// returned guard is dropped.
+    pub fn waiting(&self) -> Waiting<'_> {
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        Waiting(&self.waiters)
+    }
+
     /// This queue's fsync latency and group-commit batch histograms (empty under the
     /// `never` policy).
     pub fn sync_metrics(&self) -> &SyncMetrics {
@@ -161,14 +203,36 @@ impl Queue {
     /// Counters and sizes now.
     pub fn stats(&self, now: u32) -> QueueStats {
         let st = self.state.lock();
+        // Open reads are few (one per connection and queue): summed here rather than
+        // kept in more counters on every path.
+        let (mut open_bytes, mut open_mem_items, mut open_mem_bytes) = (0u64, 0u64, 0u64);
+        for e in st.open.values() {
+            open_bytes += u64::from(e.len);
+            if e.data.is_some() {
+                open_mem_items += 1;
+                open_mem_bytes += u64::from(e.len);
+            }
+        }
+        let now_ms = index::now_ms();
         QueueStats {
             items: st.ready.len() as u64,
             bytes: st.bytes,
+            waiting_bytes: st.bytes.saturating_sub(open_bytes),
             oldest_age_secs: st
                 .ready
                 .front()
                 .map_or(0, |e| u64::from(now.saturating_sub(e.enq))),
+            oldest_age_ms: st
+                .ready
+                .front()
+                .map_or(0, |e| now_ms.saturating_sub(e.enqueued_ms())),
+            last_read_age_ms: if st.ready.is_empty() {
+                0
+            } else {
+                st.last_read_age_ms
+            },
             enqueued: st.counters.enqueued,
+            total_items: st.counters.recovered + st.counters.enqueued,
             dequeued: st.counters.dequeued,
             expired: st.counters.expired,
             discarded: st.counters.discarded,
@@ -176,6 +240,10 @@ impl Queue {
             disk_bytes: st.disk,
             segments: st.segments.len() as u64,
             mem_bytes: st.mem,
+            mem_items: st.mem_items.saturating_sub(open_mem_items),
+            waiting_mem_bytes: st.mem.saturating_sub(open_mem_bytes),
+            waiters: self.waiters.load(Ordering::Relaxed),
+            carried: st.counters.carried,
         }
     }
 
@@ -189,6 +257,7 @@ impl Queue {
         st.acks.clear();
         st.bytes = 0;
         st.mem = 0;
+        st.mem_items = 0;
         st.disk = 0;
         // The files go with the directory: nothing of them needs to be durable now.
         st.unsynced = index::Unsynced::default();

@@ -1,7 +1,7 @@
 //! Enqueueing: the age cap, making room under the queue's limits, and indexing a message
 //! only after its record is written.
 
-use super::index::{Entry, State};
+use super::index::{now_ms, Entry, State};
 use super::Queue;
 use crate::config::FullPolicy;
 use crate::error::QueueError;
@@ -51,6 +51,7 @@ impl Queue {
         st.next_seq += 1;
         let data = if st.mem + payload.len() as u64 <= self.ctx.memory_per_queue {
             st.mem += payload.len() as u64;
+            st.mem_items += 1;
             Some(Bytes::copy_from_slice(payload))
         } else {
             None
@@ -68,6 +69,7 @@ impl Queue {
             len,
             flags,
             enq: now,
+            enq_ms: (now_ms() % 1000) as u16,
             exp,
             data,
         });

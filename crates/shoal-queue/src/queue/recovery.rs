@@ -58,7 +58,14 @@ impl Queue {
         let mut mem = 0u64;
         for (i, &id) in ids.iter().enumerate() {
             let path = segment::segment_path(&dir, id);
-            let buf = fs::read(&path)?;
+            let buf = match fs::read(&path) {
+                Ok(b) => b,
+                // Unlinked since the directory was listed: only a fully consumed segment
+                // is ever deleted (by a previous engine's reclaim thread still finishing,
+                // when one process reopens a directory), so nothing is lost.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
             let scan = segment::scan(&buf);
             let last = i + 1 == ids.len();
             let mut keep_messages = true;
@@ -111,6 +118,7 @@ impl Queue {
                                 len: h.len,
                                 flags: h.flags,
                                 enq,
+                                enq_ms: 0,
                                 exp,
                                 data,
                             },
@@ -137,7 +145,13 @@ impl Queue {
                 }
             }
             if keep_messages {
-                let file = OpenOptions::new().read(true).write(true).open(&path)?;
+                let file = match OpenOptions::new().read(true).write(true).open(&path) {
+                    Ok(f) => f,
+                    // Unlinked since it was read (see above): fully consumed, and the acks
+                    // of its messages are in the segments that follow.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                };
                 st.disk += len;
                 st.segments.insert(
                     id,
@@ -145,6 +159,7 @@ impl Queue {
                         file: Arc::new(file),
                         len,
                         live: 0,
+                        hold_until: 0,
                     },
                 );
             }
@@ -157,7 +172,9 @@ impl Queue {
             st.ready.push_back(e);
         }
         st.mem = mem;
+        st.mem_items = st.ready.iter().filter(|e| e.data.is_some()).count() as u64;
         report.messages = st.ready.len() as u64;
+        st.counters.recovered = report.messages;
         let q = Queue::new(name, dir, ctx, limits);
         {
             let mut guard = q.state.lock();

@@ -230,6 +230,19 @@ impl Client {
         Ok(d)
     }
 
+    /// Reads exactly `n` bytes, whatever they are.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        while self.buf.len() < n {
+            self.fill().expect("read bytes");
+        }
+        self.buf.drain(..n).collect()
+    }
+
+    /// Whether the server closed the connection (EOF or reset, within the IO timeout).
+    pub fn closed(&mut self) -> bool {
+        self.try_line().is_err()
+    }
+
     /// Sends a command line and returns the reply line.
     pub fn cmd(&mut self, line: &str) -> String {
         self.send(format!("{line}\r\n").as_bytes());
@@ -268,7 +281,8 @@ impl Client {
             parts.len() == 4 && parts[0] == "VALUE",
             "unexpected reply {line:?}"
         );
-        assert_eq!(parts[1], key);
+        // A key with Kestrel options is answered with the bare queue name.
+        assert_eq!(parts[1], key.split('/').next().unwrap_or(key));
         let flags = parts[2].parse().expect("flags");
         let n: usize = parts[3].parse().expect("len");
         let data = self.try_data(n)?;
