@@ -296,3 +296,56 @@ fn slow_backend_serves_its_keys_and_others_keep_their_latency() {
 fn backend_answering_in_one_byte_writes_is_read_whole() {
     degraded_backend(Fault::Slice, "1-byte writes", Duration::ZERO);
 }
+
+/// Twenty kill -9s of shoal-proxy at random points under load (issue 28): each new
+/// proxy on the same config comes up and serves every key the backends hold (a proxy
+/// keeps no data, so nothing it acknowledged can be lost), with no backend affected.
+#[test]
+fn proxy_killed_twenty_times_under_load_restarts_and_serves() {
+    let backends = three_backends();
+    let addrs: Vec<String> = backends.iter().map(|b| b.addr.to_string()).collect();
+    let config = conf(&addrs, "  timeout: 1000\n");
+    let keys: Vec<String> = (0..300).map(|i| format!("kk:{i}")).collect();
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64 | 1);
+    eprintln!("proxy kill9 x20: seed {seed}");
+    for round in 0..20 {
+        let mut proxy = Proxy::start(&config, 1);
+        if round == 0 {
+            set_all(proxy.pools[0], &keys);
+        }
+        let mut c = proxy.conn();
+        for k in keys.iter().step_by(7) {
+            assert_eq!(
+                c.get(&[k.as_str()]).expect("get").len(),
+                1,
+                "round {round}: {k}"
+            );
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, addr, ks) = (Arc::clone(&stop), proxy.pools[0], keys.clone());
+        let load = std::thread::spawn(move || {
+            use std::io::Write;
+            let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+                return;
+            };
+            let _ = s.set_write_timeout(Some(Duration::from_millis(500)));
+            let mut req = Vec::new();
+            for k in &ks {
+                req.extend_from_slice(format!("get {k}\r\n").as_bytes());
+            }
+            while !st.load(Ordering::Relaxed) && s.write_all(&req).is_ok() {}
+        });
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_millis(20 + seed % 200));
+        proxy.proc.kill();
+        stop.store(true, Ordering::Relaxed);
+        load.join().expect("load thread");
+        for b in &backends {
+            assert_eq!(b.conn().set("backend-alive", "1"), "STORED");
+        }
+    }
+}

@@ -397,3 +397,65 @@ fn memory_file_on_a_full_filesystem_evicts_and_restarts_clean() {
     c.set("after", b"ok");
     assert_eq!(c.get("after").as_deref(), Some(&b"ok"[..]));
 }
+
+/// Twenty kill -9s at random points under load (issue 28), with a memory file: every
+/// restart comes up, starts clean (a crash leaves no metadata to trust) and serves; every
+/// fifth round stops gracefully instead, and the next start restores what was stored
+/// then, before being killed in turn.
+#[test]
+fn twenty_kills_at_random_points_each_restart_serves() {
+    let (_dir, path) = memory_file();
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64 | 1);
+    eprintln!("kill9 x20 (shoald): seed {seed}");
+    let mut expect_warm = false;
+    for round in 0..20 {
+        let mut s = start(&path, &[]);
+        let line = s.wait_log("[restart]", WAIT).expect("restart log");
+        if expect_warm {
+            assert!(line.contains("restored"), "round {round}: {line}");
+        } else {
+            assert!(
+                line.contains("no metadata save file"),
+                "round {round}: {line}"
+            );
+        }
+        let mut c = s.conn();
+        let before = c.stat("curr_items");
+        assert_eq!(before == 0, !expect_warm, "round {round}: {before} items");
+        c.set("probe", b"alive");
+        assert_eq!(c.get("probe").as_deref(), Some(&b"alive"[..]));
+        let addr = s.addr.expect("tcp");
+        let writer = std::thread::spawn(move || {
+            let mut c = Conn::tcp(addr);
+            let mut batch = Vec::new();
+            for i in 0..2_000_000u32 {
+                batch
+                    .extend_from_slice(format!("set r:{} 0 0 3\r\nval\r\n", i % 20_000).as_bytes());
+                if batch.len() > 16 << 10 {
+                    c.send_lossy(&batch);
+                    batch.clear();
+                    let (_, closed) = c.drain_for(Duration::from_millis(1));
+                    if closed {
+                        return;
+                    }
+                }
+            }
+        });
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_millis(20 + seed % 200));
+        if round % 5 == 4 {
+            graceful_stop(s, &path);
+            expect_warm = true;
+        } else {
+            s.signal(libc::SIGKILL);
+            s.wait_exit(WAIT).expect("killed");
+            assert!(!shoal_store::metadata_path(&path).exists());
+            expect_warm = false;
+        }
+        let _ = writer.join();
+    }
+}
