@@ -27,15 +27,24 @@ fn mount_tmpfs(dir: &Path, size: &str) -> Option<Mount> {
     ok.then(|| Mount(dir.to_path_buf()))
 }
 
-#[test]
-fn full_disk_refuses_then_recovers() {
+/// shoal-queued (64 KiB segments, `--fsync always`) with its data directory on a 256 KiB
+/// tmpfs; `None` after a note where mounting is not permitted.
+fn on_a_full_disk() -> Option<(tempfile::TempDir, Mount, std::path::PathBuf, Server)> {
     let d = tempfile::tempdir().expect("tempdir");
-    let Some(_mount) = mount_tmpfs(d.path(), "256k") else {
+    let Some(mount) = mount_tmpfs(d.path(), "256k") else {
         eprintln!("skipping: cannot mount a tmpfs here");
-        return;
+        return None;
     };
     let data = d.path().join("data");
     let server = Server::start(&data, &["--segment-size", "64k", "--fsync", "always"]);
+    Some((d, mount, data, server))
+}
+
+#[test]
+fn full_disk_refuses_then_recovers() {
+    let Some((_d, _mount, data, server)) = on_a_full_disk() else {
+        return;
+    };
     let mut c = server.client();
     let body = vec![b'm'; 1000];
     let mut stored = 0u32;
@@ -99,13 +108,9 @@ fn numbered(i: u32) -> Vec<u8> {
 /// torn record left by a write cut short by ENOSPC hides the messages written after it.
 #[test]
 fn full_disk_then_kill9_loses_nothing_acknowledged() {
-    let d = tempfile::tempdir().expect("tempdir");
-    let Some(_mount) = mount_tmpfs(d.path(), "256k") else {
-        eprintln!("skipping: cannot mount a tmpfs here");
+    let Some((_d, _mount, data, server)) = on_a_full_disk() else {
         return;
     };
-    let data = d.path().join("data");
-    let server = Server::start(&data, &["--segment-size", "64k", "--fsync", "always"]);
     let mut c = server.client();
     let mut acked: Vec<u32> = Vec::new();
     let mut refusals = 0;

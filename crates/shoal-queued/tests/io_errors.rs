@@ -19,14 +19,22 @@ fn fiu_ctrl(pid: u32, command: &str) {
     assert!(st.success(), "fiu-ctrl -c {command:?} failed");
 }
 
-#[test]
-fn fsync_failure_acknowledges_nothing_and_loses_nothing_acknowledged() {
-    let Some(fiu_run) = shoal_test_support::peer("fiu-run", "fiu-utils") else {
-        return;
-    };
+/// shoal-queued (`--fsync always`, a fresh data directory) under `fiu-run -x`, so that
+/// `fiu-ctrl` can make its IO calls fail; `None` after a visible skip without libfiu
+/// (CI installs it).
+fn under_fiu() -> Option<(tempfile::TempDir, Server)> {
+    let fiu_run = shoal_test_support::peer("fiu-run", "fiu-utils")?;
     let d = tempfile::tempdir().expect("tempdir");
     let fiu_run = fiu_run.to_string_lossy().into_owned();
     let server = Server::start_under(&[&fiu_run, "-x"], d.path(), &["--fsync", "always"]);
+    Some((d, server))
+}
+
+#[test]
+fn fsync_failure_acknowledges_nothing_and_loses_nothing_acknowledged() {
+    let Some((d, server)) = under_fiu() else {
+        return;
+    };
     let pid = server.pid();
     let mut acked: Vec<u32> = Vec::new();
     let mut c = server.client();
@@ -117,12 +125,9 @@ fn fsync_failure_acknowledges_nothing_and_loses_nothing_acknowledged() {
 /// message once, in order.
 #[test]
 fn journal_write_failure_refuses_sets_and_loses_nothing_acknowledged() {
-    let Some(fiu_run) = shoal_test_support::peer("fiu-run", "fiu-utils") else {
+    let Some((d, server)) = under_fiu() else {
         return;
     };
-    let d = tempfile::tempdir().expect("tempdir");
-    let fiu_run = fiu_run.to_string_lossy().into_owned();
-    let server = Server::start_under(&[&fiu_run, "-x"], d.path(), &["--fsync", "always"]);
     let pid = server.pid();
     let mut c = server.client();
     let mut acked: Vec<u32> = Vec::new();
