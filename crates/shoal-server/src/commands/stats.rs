@@ -124,6 +124,7 @@ pub fn stats(w: &Worker, group: StatsGroup<'_>, out: &mut Vec<u8>) {
         StatsGroup::Conns => conns(w, out),
         StatsGroup::Reset => {
             w.shared.stats.reset();
+            w.shared.store.reset_stats();
             w.shared.prefixes.reset();
             out.extend_from_slice(reply::RESET);
             return;
@@ -250,7 +251,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("evicted_active", st.evicted_active),
         ("evictions", st.evictions),
         ("reclaimed", st.reclaimed),
-        ("crawler_reclaimed", 0),
+        ("crawler_reclaimed", st.crawler_reclaimed),
         ("crawler_items_checked", 0),
         ("lrutail_reflocked", 0),
         ("moves_to_cold", 0),
@@ -313,7 +314,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
                 reply::stat_u64(out, "slabs_moved", 0);
             }
             if crawler {
-                reply::stat_u64(out, "lru_crawler_running", 0);
+                reply::stat_u64(out, "lru_crawler_running", u64::from(sh.crawler.running()));
                 reply::stat_u64(out, "lru_crawler_starts", 0);
             }
             if tuning.lru_maintainer {
@@ -496,93 +497,99 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
     strs(out, "hugepages", yes_no(sh.store.huge_page_advised()));
 }
 
-/// `stats items`: class 1 holds every item (see the module documentation), printed only
-/// while it holds some, as memcached prints only classes with items.
+/// `stats items`: every memcached slab class holding live items (see the module
+/// documentation), as memcached prints only classes with items.
 pub fn items(sh: &Shared, out: &mut Vec<u8>) {
-    let st = sh.store.stats();
-    if st.curr_items == 0 {
+    let classes = sh.store.class_stats();
+    if classes.iter().all(|c| c.items == 0) {
         return;
     }
-    let t = sh.stats.totals();
-    let numbers: [(&str, u64); 28] = [
-        ("number", st.curr_items),
-        ("number_hot", 0),
-        ("number_warm", 0),
-        ("number_cold", st.curr_items),
-        ("age_hot", 0),
-        ("age_warm", 0),
-        // The oldest access among the items the next eviction takes (shoal-store).
-        ("age", u64::from(sh.store.tail_age())),
-        ("mem_requested", st.bytes),
-        ("evicted", st.evictions),
-        ("evicted_nonzero", 0),
-        ("evicted_time", u64::from(st.evicted_time)),
-        ("outofmemory", t.store_no_memory),
-        ("tailrepairs", 0),
-        ("reclaimed", st.reclaimed),
-        ("expired_unfetched", st.expired_unfetched),
-        ("evicted_unfetched", st.evicted_unfetched),
-        // memcached lists it only while its LRU maintainer runs.
-        ("evicted_active", st.evicted_active),
-        ("crawler_reclaimed", 0),
-        ("crawler_items_checked", 0),
-        ("lrutail_reflocked", 0),
-        ("moves_to_cold", 0),
-        ("moves_to_warm", 0),
-        ("moves_within_lru", 0),
-        ("direct_reclaims", 0),
-        ("hits_to_hot", 0),
-        ("hits_to_warm", 0),
-        ("hits_to_cold", t.get_hits),
-        ("hits_to_temp", 0),
-    ];
+    // The oldest access per class among the items the next eviction takes (shoal-store).
+    let (_, ages) = sh.store.tail_ages();
     // memcached prints the TEMPORARY LRU's count after COLD's only while it has one
     // (`temp_lru`, from `-o temporary_ttl` or `lru temp_ttl`); shoald keeps every item in
-    // one queue, counted as COLD above, so the TEMPORARY LRU is always empty.
+    // one queue, counted as COLD, so the TEMPORARY LRU is always empty.
     let temp_lru = sh.tuning.lock().temp_lru;
-    for (name, value) in numbers {
-        reply::stat_u64(out, &format!("items:1:{name}"), value);
-        if name == "number_cold" && temp_lru {
-            reply::stat_u64(out, "items:1:number_temp", 0);
+    for c in classes.iter().filter(|c| c.items > 0) {
+        let age = ages.get(c.class).copied().unwrap_or(0);
+        let numbers: [(&str, u64); 28] = [
+            ("number", c.items),
+            ("number_hot", 0),
+            ("number_warm", 0),
+            ("number_cold", c.items),
+            ("age_hot", 0),
+            ("age_warm", 0),
+            ("age", u64::from(age)),
+            ("mem_requested", c.requested),
+            ("evicted", c.evicted),
+            ("evicted_nonzero", 0),
+            ("evicted_time", u64::from(c.evicted_time)),
+            ("outofmemory", c.outofmemory),
+            ("tailrepairs", 0),
+            ("reclaimed", c.reclaimed),
+            ("expired_unfetched", c.expired_unfetched),
+            ("evicted_unfetched", c.evicted_unfetched),
+            ("evicted_active", c.evicted_active),
+            ("crawler_reclaimed", c.crawler_reclaimed),
+            ("crawler_items_checked", 0),
+            ("lrutail_reflocked", 0),
+            ("moves_to_cold", 0),
+            ("moves_to_warm", 0),
+            ("moves_within_lru", 0),
+            ("direct_reclaims", 0),
+            // Read hits are counted per server, not per class (see the module docs).
+            ("hits_to_hot", 0),
+            ("hits_to_warm", 0),
+            ("hits_to_cold", 0),
+            ("hits_to_temp", 0),
+        ];
+        let class = c.class;
+        for (name, value) in numbers {
+            reply::stat_u64(out, &format!("items:{class}:{name}"), value);
+            if name == "number_cold" && temp_lru {
+                reply::stat_u64(out, &format!("items:{class}:number_temp"), 0);
+            }
         }
     }
 }
 
-/// `stats slabs`: class 1, whose pages are the segments with memory (see the module
-/// documentation), then the totals memcached ends with.
-/// `stats slabs`' lines.
+/// `stats slabs`: every memcached slab class that has held an item since the start (see
+/// the module documentation), then the totals memcached ends with.
 pub fn slabs(sh: &Shared, out: &mut Vec<u8>) {
     let st = sh.store.stats();
-    if st.segments_allocated > 0 {
-        let t = sh.stats.totals();
+    let seg = st.segment_size.max(1);
+    let mut active = 0u64;
+    for c in sh.store.class_stats().iter().filter(|c| c.used) {
+        active += 1;
         // `mem_requested` is deliberately absent: memcached 1.6 prints it in `stats
         // items` only, and memcached_exporter reports both places under one metric, so
         // printing it here too would make the exporter fail the scrape on a duplicate.
         let numbers: [(&str, u64); 15] = [
-            ("chunk_size", st.segment_size),
-            ("chunks_per_page", 1),
-            ("total_pages", st.segments_allocated),
-            ("total_chunks", st.segments_allocated),
-            (
-                "used_chunks",
-                st.segments_allocated.saturating_sub(st.segments_free),
-            ),
-            ("free_chunks", st.segments_free),
+            ("chunk_size", u64::from(c.chunk_size)),
+            ("chunks_per_page", u64::from(c.per_page)),
+            // The segment memory the class's live items take, in segments, rounded up.
+            ("total_pages", c.stored.div_ceil(seg)),
+            // A chunk is an item: shoald carves no chunks in advance.
+            ("total_chunks", c.items),
+            ("used_chunks", c.items),
+            ("free_chunks", 0),
             ("free_chunks_end", 0),
-            ("get_hits", t.get_hits),
-            ("cmd_set", t.cmd_set),
-            ("delete_hits", t.delete_hits),
-            ("incr_hits", t.incr_hits),
-            ("decr_hits", t.decr_hits),
-            ("cas_hits", t.cas_hits),
-            ("cas_badval", t.cas_badval),
-            ("touch_hits", t.touch_hits),
+            // Requests are counted per server, not per class (see the module docs).
+            ("get_hits", 0),
+            ("cmd_set", 0),
+            ("delete_hits", 0),
+            ("incr_hits", 0),
+            ("decr_hits", 0),
+            ("cas_hits", 0),
+            ("cas_badval", 0),
+            ("touch_hits", 0),
         ];
+        let class = c.class;
         for (name, value) in numbers {
-            reply::stat_u64(out, &format!("1:{name}"), value);
+            reply::stat_u64(out, &format!("{class}:{name}"), value);
         }
     }
-    reply::stat_u64(out, "active_slabs", u64::from(st.segments_allocated > 0));
+    reply::stat_u64(out, "active_slabs", active);
     reply::stat_u64(
         out,
         "total_malloced",
