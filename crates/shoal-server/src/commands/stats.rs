@@ -510,8 +510,10 @@ pub fn items(sh: &Shared, out: &mut Vec<u8>) {
     // (`temp_lru`, from `-o temporary_ttl` or `lru temp_ttl`); shoald keeps every item in
     // one queue, counted as COLD, so the TEMPORARY LRU is always empty.
     let temp_lru = sh.tuning.lock().temp_lru;
+    let requests = sh.stats.class_totals();
     for c in classes.iter().filter(|c| c.items > 0) {
         let age = ages.get(c.class).copied().unwrap_or(0);
+        let hits = requests.get(c.class).map_or(0, |r| r.get_hits);
         let numbers: [(&str, u64); 28] = [
             ("number", c.items),
             ("number_hot", 0),
@@ -537,10 +539,9 @@ pub fn items(sh: &Shared, out: &mut Vec<u8>) {
             ("moves_to_warm", 0),
             ("moves_within_lru", 0),
             ("direct_reclaims", 0),
-            // Read hits are counted per server, not per class (see the module docs).
             ("hits_to_hot", 0),
             ("hits_to_warm", 0),
-            ("hits_to_cold", 0),
+            ("hits_to_cold", hits),
             ("hits_to_temp", 0),
         ];
         let class = c.class;
@@ -559,8 +560,10 @@ pub fn slabs(sh: &Shared, out: &mut Vec<u8>) {
     let st = sh.store.stats();
     let seg = st.segment_size.max(1);
     let mut active = 0u64;
+    let requests = sh.stats.class_totals();
     for c in sh.store.class_stats().iter().filter(|c| c.used) {
         active += 1;
+        let r = requests.get(c.class).copied().unwrap_or_default();
         // `mem_requested` is deliberately absent: memcached 1.6 prints it in `stats
         // items` only, and memcached_exporter reports both places under one metric, so
         // printing it here too would make the exporter fail the scrape on a duplicate.
@@ -574,15 +577,14 @@ pub fn slabs(sh: &Shared, out: &mut Vec<u8>) {
             ("used_chunks", c.items),
             ("free_chunks", 0),
             ("free_chunks_end", 0),
-            // Requests are counted per server, not per class (see the module docs).
-            ("get_hits", 0),
-            ("cmd_set", 0),
-            ("delete_hits", 0),
-            ("incr_hits", 0),
-            ("decr_hits", 0),
-            ("cas_hits", 0),
-            ("cas_badval", 0),
-            ("touch_hits", 0),
+            ("get_hits", r.get_hits),
+            ("cmd_set", r.cmd_set),
+            ("delete_hits", r.delete_hits),
+            ("incr_hits", r.incr_hits),
+            ("decr_hits", r.decr_hits),
+            ("cas_hits", r.cas_hits),
+            ("cas_badval", r.cas_badval),
+            ("touch_hits", r.touch_hits),
         ];
         let class = c.class;
         for (name, value) in numbers {
