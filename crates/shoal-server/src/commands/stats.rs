@@ -509,7 +509,10 @@ pub fn items(sh: &Shared, out: &mut Vec<u8>) {
     // memcached prints the TEMPORARY LRU's count after COLD's only while it has one
     // (`temp_lru`, from `-o temporary_ttl` or `lru temp_ttl`); shoald keeps every item in
     // one queue, counted as COLD, so the TEMPORARY LRU is always empty.
-    let temp_lru = sh.tuning.lock().temp_lru;
+    let (temp_lru, maintainer) = {
+        let t = sh.tuning.lock();
+        (t.temp_lru, t.lru_maintainer)
+    };
     let requests = sh.stats.class_totals();
     for c in classes.iter().filter(|c| c.items > 0) {
         let age = ages.get(c.class).copied().unwrap_or(0);
@@ -546,6 +549,27 @@ pub fn items(sh: &Shared, out: &mut Vec<u8>) {
         ];
         let class = c.class;
         for (name, value) in numbers {
+            // As in memcached, the LRU maintainer's figures are listed only while it runs.
+            let maintainer_only = matches!(
+                name,
+                "number_hot"
+                    | "number_warm"
+                    | "number_cold"
+                    | "age_hot"
+                    | "age_warm"
+                    | "evicted_active"
+                    | "moves_to_cold"
+                    | "moves_to_warm"
+                    | "moves_within_lru"
+                    | "direct_reclaims"
+                    | "hits_to_hot"
+                    | "hits_to_warm"
+                    | "hits_to_cold"
+                    | "hits_to_temp"
+            );
+            if maintainer_only && !maintainer {
+                continue;
+            }
             reply::stat_u64(out, &format!("items:{class}:{name}"), value);
             if name == "number_cold" && temp_lru {
                 reply::stat_u64(out, &format!("items:{class}:number_temp"), 0);
