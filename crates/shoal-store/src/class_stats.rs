@@ -64,6 +64,7 @@ pub(crate) struct ClassEvents {
     pub(crate) evicted: AtomicU64,
     pub(crate) evicted_unfetched: AtomicU64,
     pub(crate) evicted_active: AtomicU64,
+    pub(crate) evicted_nonzero: AtomicU64,
     /// Idle seconds of the class's last evicted item.
     pub(crate) evicted_time: AtomicU32,
     pub(crate) expired_unfetched: AtomicU64,
@@ -84,6 +85,7 @@ impl ClassEvents {
             &self.evicted,
             &self.evicted_unfetched,
             &self.evicted_active,
+            &self.evicted_nonzero,
             &self.expired_unfetched,
             &self.reclaimed,
             &self.crawler_reclaimed,
@@ -151,6 +153,8 @@ pub struct ClassStats {
     pub evicted_unfetched: u64,
     /// Of those, the ones read since they arrived in their segment.
     pub evicted_active: u64,
+    /// Of those, the ones that had an expiry time (memcached's `evicted_nonzero`).
+    pub evicted_nonzero: u64,
     /// Idle seconds of the class's last evicted item.
     pub evicted_time: u32,
     /// Expired items of the class unlinked without ever being read.
@@ -170,6 +174,7 @@ impl ClassStats {
         self.evicted = get(&e.evicted);
         self.evicted_unfetched = get(&e.evicted_unfetched);
         self.evicted_active = get(&e.evicted_active);
+        self.evicted_nonzero = get(&e.evicted_nonzero);
         self.evicted_time = e.evicted_time.load(Ordering::Relaxed);
         self.expired_unfetched = get(&e.expired_unfetched);
         self.reclaimed = get(&e.reclaimed);

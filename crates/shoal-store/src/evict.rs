@@ -454,6 +454,9 @@ impl Inner {
                 if freq > 0 {
                     bump(&e.evicted_active);
                 }
+                if raw.exptime() != 0 {
+                    bump(&e.evicted_nonzero);
+                }
                 let idle = now.saturating_sub(raw.atime());
                 e.evicted_time.store(idle, Ordering::Relaxed);
                 ev.counters.evicted_time = idle;

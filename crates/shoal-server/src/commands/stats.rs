@@ -15,18 +15,20 @@
 //!
 //! # How memcached's concepts map onto Shoal
 //!
-//! * **Slab classes.** Shoal has none: items of every size share one pool of fixed-size
-//!   segments. It reports that pool as slab class 1 (as `watch` and `lru_crawler
-//!   metadump` report `clsid=1`), so per-class figures are the totals. `stats items`
-//!   prints class 1 while it holds items and `stats slabs` while it has memory, as
-//!   memcached prints only such classes.
-//! * **Pages and chunks.** A page is a segment, and a segment is allocated, filled,
-//!   evicted and reused whole, so it is also the chunk: `chunk_size` is the segment size,
-//!   `chunks_per_page` 1, `total_pages` = `total_chunks` = segments with memory,
-//!   `used_chunks` those holding items or being written, `free_chunks` the ones free for
-//!   writing, `free_chunks_end` 0 (segments are never carved up in place).
-//!   `total_malloced` is the memory of those segments; `mem_requested` is the bytes live
-//!   items take (key, value and header; `bytes`).
+//! * **Slab classes.** Items of every size share one pool of segments, but are counted
+//!   in the class memcached 1.6.45 would give them (shoal-store's `SlabClasses`: the
+//!   class table from `-n`, `-f`, `slab_chunk_max` and `slab_sizes`, an item's class
+//!   from its memcached footprint). `stats slabs` lists every class an item has been
+//!   stored in since the start, `stats items` the classes holding live items, as
+//!   memcached does. (`watch` and `lru_crawler metadump` still say `clsid=1`.)
+//! * **Pages and chunks.** `chunk_size` and `chunks_per_page` are memcached's for the
+//!   class; a chunk is an item (`total_chunks` = `used_chunks` = the class's live items,
+//!   `free_chunks` and `free_chunks_end` 0: free memory is whole segments, shared by
+//!   every class); `total_pages` is the segment memory the class's live items take, in
+//!   segments, rounded up. `total_malloced` is the memory of the segments allocated;
+//!   `mem_requested` the memcached footprints of the class's live items. The per-class
+//!   request counters (`get_hits`, `cmd_set`, ...) are `crate::stats`' per-class ones.
+//!   docs/compatibility.md has the table.
 //! * **Slab rebalancing.** Memory moves between Shoal's size classes a segment at a time
 //!   as eviction picks the least valuable one, with no pages reassigned:
 //!   `slab_reassign_*`, `slabs_moved` and `slab_global_page_pool` are 0.
@@ -35,25 +37,29 @@
 //!   everything is "cold": `number_cold` = `number`, the HOT, WARM and TEMP figures are
 //!   0, every read hit is a `hits_to_cold`, and nothing moves between LRUs (`moves_*`,
 //!   `lru_maintainer_juggles`, `lru_bumps_dropped`, `tailrepairs`, `lrutail_reflocked`
-//!   0). `age`, memcached's idle time of its LRU tail item, is the idle time of the least
-//!   recently accessed live item in the segment the next eviction takes, 0 until a
-//!   segment is sealed.
+//!   0). `age`, memcached's idle time of a class's LRU tail item, is the idle time of the
+//!   class's least recently accessed live item in the segment the next eviction takes, 0
+//!   when that segment holds none of the class or is not yet sealed.
 //! * **Evictions and expiry.** `evictions`/`evicted`, `evicted_unfetched`,
 //!   `evicted_active` (items evicted although read since they arrived in their segment:
-//!   eviction could keep no more of it), `evicted_time` (idle seconds of the last item
-//!   evicted), `expired_unfetched`, `reclaimed` and `get_expired` are the store's own
-//!   counters; `evicted_nonzero` and `direct_reclaims` are not tracked (0). After
+//!   eviction could keep no more of it), `evicted_time` (idle seconds of the class's last
+//!   item evicted), `expired_unfetched`, `reclaimed`, `crawler_reclaimed` and
+//!   `get_expired` are the store's own counters, per class where memcached has them, and
+//!   `stats reset` zeroes them as memcached does; so is `evicted_nonzero` (evicted
+//!   items that had an expiry time); `direct_reclaims` is not tracked (0). After
 //!   memcached's keys, `stats` adds shoald's own: `evictions_promoted` and
 //!   `evictions_retained` (items eviction moved out of probation or forward in a size
 //!   class's queue, with their `_bytes`), `evictions_compactions` and
 //!   `evictions_compacted_items` (segments emptied because expiry, deletes or overwrites
 //!   had left them mostly holes), `ghost_hits` (new keys written soon after being evicted
-//!   unread), `ghost_bytes`, `segments_probation` and `segments_main`. The LRU crawler is the maintenance sweep, which is not counted:
-//!   `lru_crawler_running`, `lru_crawler_starts`, `crawler_reclaimed` and
-//!   `crawler_items_checked` are 0 (what it reclaims is in `reclaimed`).
-//! * **Refused stores.** `store_too_large` and `store_no_memory` (and class 1's
-//!   `outofmemory`, which memcached counts for the same refusals) are the per-thread
-//!   counters of those names in `crate::stats`.
+//!   unread), `ghost_bytes`, `segments_probation` and `segments_main`. The LRU crawler is
+//!   the maintenance sweep: what it reclaims is in `crawler_reclaimed` (and in
+//!   `reclaimed`, which counts every expired item unlinked); `lru_crawler_running` is 1
+//!   from `lru_crawler crawl` until that full pass is over; `lru_crawler_starts` and
+//!   `crawler_items_checked` are not counted (0).
+//! * **Refused stores.** `store_too_large` and `store_no_memory` are the per-thread
+//!   counters of those names in `crate::stats`; a class's `outofmemory` is the store's
+//!   count of refusals for want of memory of items of that class.
 //! * **Hash table.** `hash_bytes` is the key index's memory; `hash_power_level` the power
 //!   of two of its buckets in all shards; `hash_is_expanding` 0 (index shards grow one at
 //!   a time, with no global expansion).
@@ -527,7 +533,7 @@ pub fn items(sh: &Shared, out: &mut Vec<u8>) {
             ("age", u64::from(age)),
             ("mem_requested", c.requested),
             ("evicted", c.evicted),
-            ("evicted_nonzero", 0),
+            ("evicted_nonzero", c.evicted_nonzero),
             ("evicted_time", u64::from(c.evicted_time)),
             ("outofmemory", c.outofmemory),
             ("tailrepairs", 0),
