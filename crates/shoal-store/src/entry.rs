@@ -221,7 +221,7 @@ impl<'a> Entry<'a> {
                 self.inner
                     .slab_classes
                     .item_total(spec.key_len, value_len, spec.flags != 0);
-            let class = self.inner.slab_classes.class_of(total);
+            let class = self.inner.class_of_total(total);
             return Err(EntryError(EntryErrorKind::NeedSpace(size, class)));
         };
         // How often the key has been read carries over to its new value; a new key that

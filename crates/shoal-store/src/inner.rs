@@ -58,6 +58,8 @@ pub(crate) struct Inner {
     pub(crate) ghost_classes: std::sync::atomic::AtomicU32,
     /// memcached's slab classes, which items are counted by.
     pub(crate) slab_classes: crate::SlabClasses,
+    /// Their lookup table (`SlabClasses::lookup_table`).
+    class_table: Box<[u8]>,
     /// What happened to each slab class's items (evictions, expiry, refusals).
     pub(crate) class_events: AllClassEvents,
 }
@@ -85,6 +87,7 @@ impl Inner {
             ghost: Ghost::new(cfg.memory_limit / GHOST_BYTES_PER_SLOT),
             ghost_classes: std::sync::atomic::AtomicU32::new(u32::MAX),
             slab_classes: cfg.slab_classes,
+            class_table: cfg.slab_classes.lookup_table(),
             class_events: AllClassEvents::default(),
         }
     }
@@ -164,7 +167,17 @@ impl Inner {
     pub(crate) fn slab_class(&self, raw: &RawItem) -> (usize, u64) {
         let c = &self.slab_classes;
         let total = c.item_total(raw.key_len(), raw.value_len(), raw.bits() & HAS_FLAGS != 0);
-        (c.class_of(total), total as u64)
+        (self.class_of_total(total), total as u64)
+    }
+
+    /// The slab class of a memcached footprint of `total` bytes: a table lookup for all
+    /// but large items.
+    #[inline]
+    pub(crate) fn class_of_total(&self, total: usize) -> usize {
+        match self.class_table.get(total.div_ceil(8)) {
+            Some(&class) => usize::from(class),
+            None => self.slab_classes.class_of(total),
+        }
     }
 
     /// Counts an item as live in its segment and shard.

@@ -24,6 +24,9 @@ pub const MAX_CLASSES: usize = 64;
 const CHUNK_ALIGN: u32 = 8;
 /// memcached's default slab page size (`slab_page_size`).
 pub const SLAB_PAGE_SIZE: u32 = 1 << 20;
+/// Footprints up to this many bytes are classed by a table lookup
+/// ([`SlabClasses::lookup_table`]), larger ones by a binary search.
+pub(crate) const LOOKUP_MAX: usize = 16 << 10;
 
 /// memcached's slab class table, and the class of an item by its size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +138,15 @@ impl SlabClasses {
             + if self.cas { 8 } else { 0 }
     }
 
+    /// The class of every footprint up to [`LOOKUP_MAX`], in 8-byte steps: entry `i`
+    /// is the class of footprints from `8 * i - 7` to `8 * i` bytes, which share one,
+    /// as every class boundary is a multiple of 8 (memcached aligns chunk sizes).
+    pub(crate) fn lookup_table(&self) -> Box<[u8]> {
+        (0..=LOOKUP_MAX / CHUNK_ALIGN as usize)
+            .map(|i| self.class_of(i * CHUNK_ALIGN as usize) as u8)
+            .collect()
+    }
+
     /// The class memcached gives an item of footprint `total` (`slabs_clsid`): the
     /// smallest class whose chunk holds it, the largest class for anything bigger.
     #[inline]
@@ -214,6 +226,22 @@ mod tests {
         assert_eq!(c.item_total(3, 10, true), 48 + 4 + 4 + 12 + 8);
         let no_cas = SlabClasses::new(48, 1.25, SLAB_PAGE_SIZE / 2, &[], false);
         assert_eq!(no_cas.item_total(3, 10, false), 48 + 4 + 12);
+    }
+
+    #[test]
+    fn the_lookup_table_agrees_with_the_search() {
+        for c in [
+            SlabClasses::default(),
+            SlabClasses::new(64, 1.5, SLAB_PAGE_SIZE / 2, &[], false),
+            SlabClasses::new(48, 1.25, SLAB_PAGE_SIZE / 2, &[100, 200, 300], true),
+            SlabClasses::new(48, 1.25, 1024, &[], true),
+        ] {
+            let table = c.lookup_table();
+            for total in 1..=LOOKUP_MAX {
+                let looked = usize::from(table[total.div_ceil(8)]);
+                assert_eq!(looked, c.class_of(total), "{total}");
+            }
+        }
     }
 
     #[test]

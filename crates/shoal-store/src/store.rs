@@ -286,15 +286,19 @@ impl Store {
     /// The memcached slab class an item is counted in.
     #[inline]
     pub fn slab_class(&self, item: &Item<'_>) -> usize {
-        self.slab_class_for(item.key().len(), item.value().len(), item.flags())
+        self.inner.slab_class(&item.raw).0
     }
 
     /// The memcached slab class of an item with a key of `key_len` bytes, a value of
     /// `value_len` bytes (without `\r\n`) and client flags `flags`.
     #[inline]
     pub fn slab_class_for(&self, key_len: usize, value_len: usize, flags: u32) -> usize {
-        let c = &self.inner.slab_classes;
-        c.class_of(c.item_total(key_len, value_len, flags != 0))
+        let inner = &*self.inner;
+        inner.class_of_total(
+            inner
+                .slab_classes
+                .item_total(key_len, value_len, flags != 0),
+        )
     }
 
     /// memcached's `stats reset` for the store: the counters of what happened to items
