@@ -43,4 +43,10 @@ impl LruCrawler {
     pub fn request_full_pass(&self) {
         self.full_pass.store(true, Ordering::Relaxed);
     }
+
+    /// Whether a full pass (`lru_crawler crawl`) is asked for or under way: memcached's
+    /// `lru_crawler_running`.
+    pub fn running(&self) -> bool {
+        self.full_pass.load(Ordering::Relaxed)
+    }
 }

@@ -25,12 +25,17 @@ pub fn start(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
                 std::thread::sleep(TICK);
                 let crawler = &shared.crawler;
                 if !crawler.enabled() {
+                    // A crawl asked for before `lru_crawler disable` is dropped with it.
+                    crawler.full_pass.store(false, Ordering::Relaxed);
                     shared.store.clock().tick();
                     continue;
                 }
                 shared.store.maintain();
-                if crawler.full_pass.swap(false, Ordering::Relaxed) {
+                // The request stays set while the pass runs: `stats` shows
+                // `lru_crawler_running 1` until the pass is over.
+                if crawler.full_pass.load(Ordering::Relaxed) {
                     let n = shared.store.reclaim_all_expired();
+                    crawler.full_pass.store(false, Ordering::Relaxed);
                     tracing::debug!("lru_crawler crawl: reclaimed {n} expired items");
                 }
             }

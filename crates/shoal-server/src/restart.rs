@@ -6,7 +6,7 @@
 //! Messages use memcached's `[restart]` wording, so operators' log searches keep working.
 
 use crate::config::Settings;
-use shoal_store::{CleanStart, Restored, Store, StoreConfig};
+use shoal_store::{CleanStart, Restored, SlabClasses, Store, StoreConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set by a SIGUSR1 that arrives before the accept loop listens for it.
@@ -68,6 +68,19 @@ impl RestartOutcome {
     }
 }
 
+/// The slab classes memcached 1.6.45 would have with these settings (`-n`, `-f`,
+/// `slab_chunk_max`, `slab_sizes`, `-C`), which `stats slabs`/`stats items` count items by.
+pub fn slab_classes(settings: &Settings) -> SlabClasses {
+    let t = &settings.tunables;
+    SlabClasses::new(
+        t.chunk_size,
+        t.growth_factor,
+        t.slab_chunk_max(),
+        &t.slab_sizes,
+        settings.cas_enabled,
+    )
+}
+
 /// memcached's default `hashpower`: the index's initial size, log2 of buckets.
 const DEFAULT_HASHPOWER: u8 = 16;
 
@@ -87,6 +100,7 @@ pub fn open_store(settings: &Settings) -> anyhow::Result<OpenedStore> {
         index_capacity: 1usize << settings.hashpower.unwrap_or(DEFAULT_HASHPOWER),
         preallocate: settings.large_pages,
         huge_pages: settings.huge_pages,
+        slab_classes: slab_classes(settings),
     };
     let Some(path) = &settings.memory_file else {
         return Ok(OpenedStore {

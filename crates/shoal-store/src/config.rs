@@ -28,6 +28,9 @@ pub struct StoreConfig {
     /// `anon_region`; memcached's `-L`); false (the default): allocate each segment from
     /// the heap.
     pub huge_pages: bool,
+    /// memcached's slab classes, which `stats slabs`/`stats items` report items by (see
+    /// [`SlabClasses`](crate::SlabClasses)); they do not change how items are stored.
+    pub slab_classes: crate::SlabClasses,
 }
 
 impl Default for StoreConfig {
@@ -40,6 +43,7 @@ impl Default for StoreConfig {
             index_capacity: 0,
             preallocate: false,
             huge_pages: false,
+            slab_classes: crate::SlabClasses::default(),
         }
     }
 }

@@ -49,18 +49,36 @@ impl Store {
         self.inner.evict_observer.set(Box::new(observe)).is_ok()
     }
 
-    /// Unlinks every expired item now, segment by segment (each under the scan lock only),
-    /// rather than the few segments [`Store::maintain`] visits per call. Returns how many
-    /// items it reclaimed. Meant for a background thread: it reads all of item memory.
+    /// Unlinks every expired item now: the sealed segments' segment by segment (each under
+    /// the scan lock only), rather than the few segments [`Store::maintain`] visits per
+    /// call, then those still in segments being written, found through the index one
+    /// shard at a time (memcached's `lru_crawler crawl`, whose reclaims are counted as the
+    /// crawler's). Returns how many items it reclaimed. Meant for a background thread: it
+    /// reads all of item memory.
     pub fn reclaim_all_expired(&self) -> u64 {
         let inner = &*self.inner;
-        let before = self.stats().reclaimed;
         let now = inner.clock.now();
         inner.check_flush(now);
+        let crawled = || inner.class_events.sum(|e| &e.crawler_reclaimed);
+        let before = crawled();
         for id in inner.segs.sealed_snapshot() {
-            inner.reclaim_expired_in(id, now);
+            inner.reclaim_expired_in(id, now, true);
         }
-        self.stats().reclaimed.saturating_sub(before)
+        let mut expired = Vec::new();
+        for shard in inner.shards.iter() {
+            let mut shard = shard.0.lock();
+            shard.for_each(inner, |r| {
+                if is_expired(inner.item_at(r).exptime(), now) {
+                    expired.push(r);
+                }
+            });
+            for r in expired.drain(..) {
+                let hash = inner.hash(inner.item_at(r).key());
+                inner.remove_expired(&mut shard, hash, r, true);
+            }
+        }
+        // A `stats reset` meanwhile can only make this undercount.
+        crawled().saturating_sub(before)
     }
 }
 

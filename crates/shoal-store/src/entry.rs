@@ -33,9 +33,10 @@ pub struct EntryError(pub(crate) EntryErrorKind);
 
 #[derive(Debug)]
 pub(crate) enum EntryErrorKind {
-    /// The writer's segment lacks room for this many bytes: `update` makes room and
-    /// re-runs the closure.
-    NeedSpace(usize),
+    /// The writer's segment lacks room for this many bytes (an item of this memcached
+    /// slab class, counted there if no room can be made): `update` makes room and re-runs
+    /// the closure.
+    NeedSpace(usize, usize),
     Store(StoreError),
 }
 
@@ -216,7 +217,12 @@ impl<'a> Entry<'a> {
             return Err(StoreError::TooLarge.into());
         }
         let Some((seg, off)) = self.writer.alloc(size) else {
-            return Err(EntryError(EntryErrorKind::NeedSpace(size)));
+            let total =
+                self.inner
+                    .slab_classes
+                    .item_total(spec.key_len, value_len, spec.flags != 0);
+            let class = self.inner.class_of_total(total);
+            return Err(EntryError(EntryErrorKind::NeedSpace(size, class)));
         };
         // How often the key has been read carries over to its new value; a new key that
         // was evicted unread from probation a moment ago starts as read once, so that

@@ -40,6 +40,7 @@
 //! client has seen it (or it was set explicitly), stored in the copy, and otherwise gets
 //! the one derived from its new place, which no client can tell apart.
 
+use crate::class_stats::bump;
 use crate::clock::is_expired;
 use crate::index::{Ref, Shard};
 use crate::inner::Inner;
@@ -214,7 +215,7 @@ impl Inner {
             swept = true;
             let now = self.clock.now();
             for id in self.segs.sealed_snapshot() {
-                self.reclaim_expired_in(id, now);
+                self.reclaim_expired_in(id, now, false);
             }
             let _ev = self.evictor.lock();
             self.segs.reclaim_dead();
@@ -400,7 +401,7 @@ impl Inner {
                 return;
             }
             if is_expired(raw.exptime(), now) {
-                self.remove_expired(&mut shard, hash, loc);
+                self.remove_expired(&mut shard, hash, loc, false);
                 return;
             }
             let freq = raw.freq();
@@ -443,17 +444,22 @@ impl Inner {
                     }
                 }
             }
-            let fetched = raw.bits() & FETCHED != 0;
             if self.remove_loc(&mut shard, hash, loc) {
-                let c = &mut shard.counters;
-                c.evictions += 1;
-                if !fetched {
-                    c.evicted_unfetched += 1;
+                // Counted in the item's memcached slab class (see `class_stats`).
+                let e = self.class_events.of(self.slab_class(&raw).0);
+                bump(&e.evicted);
+                if raw.bits() & FETCHED == 0 {
+                    bump(&e.evicted_unfetched);
                 }
                 if freq > 0 {
-                    ev.counters.evicted_active += 1;
+                    bump(&e.evicted_active);
                 }
-                ev.counters.evicted_time = now.saturating_sub(raw.atime());
+                if raw.exptime() != 0 {
+                    bump(&e.evicted_nonzero);
+                }
+                let idle = now.saturating_sub(raw.atime());
+                e.evicted_time.store(idle, Ordering::Relaxed);
+                ev.counters.evicted_time = idle;
                 if let Some(observe) = self.evict_observer.get() {
                     // The segment is not reused before this walk ends, so the item's
                     // bytes are still intact although it is unlinked.

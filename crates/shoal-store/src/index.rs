@@ -86,14 +86,6 @@ pub struct ShardCounters {
     pub bytes: u64,
     /// Items ever stored.
     pub total_items: u64,
-    /// Live items removed to make room.
-    pub evictions: u64,
-    /// Evicted items that were never read.
-    pub evicted_unfetched: u64,
-    /// Expired items removed, never having been read.
-    pub expired_unfetched: u64,
-    /// Expired items whose memory was reclaimed (by a scan, eviction or access).
-    pub reclaimed: u64,
     /// Reads that found an expired item.
     pub get_expired: u64,
     /// New keys written soon after being evicted unread from probation (found in the
@@ -106,10 +98,6 @@ impl ShardCounters {
     pub fn add(&mut self, o: &ShardCounters) {
         self.bytes += o.bytes;
         self.total_items += o.total_items;
-        self.evictions += o.evictions;
-        self.evicted_unfetched += o.evicted_unfetched;
-        self.expired_unfetched += o.expired_unfetched;
-        self.reclaimed += o.reclaimed;
         self.get_expired += o.get_expired;
         self.ghost_hits += o.ghost_hits;
     }
@@ -121,6 +109,8 @@ pub struct Shard {
     len: usize,
     /// Counters.
     pub counters: ShardCounters,
+    /// Live items per memcached slab class (see `class_stats`).
+    pub(crate) classes: crate::class_stats::ShardClasses,
 }
 
 impl Shard {
@@ -131,6 +121,7 @@ impl Shard {
             heads: vec![NO_LINK; buckets],
             len: 0,
             counters: ShardCounters::default(),
+            classes: Default::default(),
         }
     }
 

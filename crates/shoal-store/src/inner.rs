@@ -5,12 +5,13 @@
 //! [`Writer`](crate::Writer), the restart code) depend on this module and not on each
 //! other.
 
+use crate::class_stats::{bump, AllClassEvents};
 use crate::clock::{is_expired, Clock};
 use crate::config::{Geometry, StoreConfig};
 use crate::ghost::Ghost;
 use crate::index::{Items, Padded, Ref, Refs, Shard};
 use crate::item::Item;
-use crate::layout::{RawItem, ACTIVE, FETCHED};
+use crate::layout::{RawItem, ACTIVE, FETCHED, HAS_FLAGS};
 use crate::queue_heads::Evictor;
 use crate::segments::{SegId, Segments};
 use crate::store_id::StoreId;
@@ -55,6 +56,12 @@ pub(crate) struct Inner {
     /// Size classes (bit per class) whose keys found in the ghost are stored as read
     /// once; set by eviction as it weighs the classes.
     pub(crate) ghost_classes: std::sync::atomic::AtomicU32,
+    /// memcached's slab classes, which items are counted by.
+    pub(crate) slab_classes: crate::SlabClasses,
+    /// Their lookup table (`SlabClasses::lookup_table`).
+    class_table: Box<[u8]>,
+    /// What happened to each slab class's items (evictions, expiry, refusals).
+    pub(crate) class_events: AllClassEvents,
 }
 
 impl Inner {
@@ -79,6 +86,9 @@ impl Inner {
             evictor: Mutex::new(Evictor::default()),
             ghost: Ghost::new(cfg.memory_limit / GHOST_BYTES_PER_SLOT),
             ghost_classes: std::sync::atomic::AtomicU32::new(u32::MAX),
+            slab_classes: cfg.slab_classes,
+            class_table: cfg.slab_classes.lookup_table(),
+            class_events: AllClassEvents::default(),
         }
     }
 
@@ -151,12 +161,33 @@ impl Inner {
         })
     }
 
+    /// The memcached slab class of an item, and its memcached footprint (see
+    /// `slab_class`).
+    #[inline]
+    pub(crate) fn slab_class(&self, raw: &RawItem) -> (usize, u64) {
+        let c = &self.slab_classes;
+        let total = c.item_total(raw.key_len(), raw.value_len(), raw.bits() & HAS_FLAGS != 0);
+        (self.class_of_total(total), total as u64)
+    }
+
+    /// The slab class of a memcached footprint of `total` bytes: a table lookup for all
+    /// but large items.
+    #[inline]
+    pub(crate) fn class_of_total(&self, total: usize) -> usize {
+        match self.class_table.get(total.div_ceil(8)) {
+            Some(&class) => usize::from(class),
+            None => self.slab_classes.class_of(total),
+        }
+    }
+
     /// Counts an item as live in its segment and shard.
     pub(crate) fn link_accounting(&self, shard: &mut Shard, r: Ref, size: usize) {
         let m = self.segs.meta(self.refs.seg(r));
         m.live_items.fetch_add(1, Ordering::Relaxed);
         m.live_bytes.fetch_add(size as u32, Ordering::Relaxed);
         shard.counters.bytes += size as u64;
+        let (class, total) = self.slab_class(&self.item_at(r));
+        shard.classes.link(class, total, size as u64);
     }
 
     /// Stops counting an item as live.
@@ -173,6 +204,8 @@ impl Inner {
         m.live_bytes.fetch_sub(size as u32, Ordering::Relaxed);
         m.live_items.fetch_sub(1, Ordering::Release);
         shard.counters.bytes -= size as u64;
+        let (class, total) = self.slab_class(&raw);
+        shard.classes.unlink(class, total, size as u64);
     }
 
     /// Unlinks the item `r` from the index, if it is linked.
@@ -185,12 +218,18 @@ impl Inner {
         }
     }
 
-    pub(crate) fn remove_expired(&self, shard: &mut Shard, hash: u64, loc: Ref) {
-        let fetched = self.item_at(loc).bits() & FETCHED != 0;
+    /// Unlinks the expired item `loc`, if it is linked, counting it as reclaimed in its
+    /// slab class (and as the crawler's if `crawler`: the expiry sweep's).
+    pub(crate) fn remove_expired(&self, shard: &mut Shard, hash: u64, loc: Ref, crawler: bool) {
+        let raw = self.item_at(loc);
         if self.remove_loc(shard, hash, loc) {
-            shard.counters.reclaimed += 1;
-            if !fetched {
-                shard.counters.expired_unfetched += 1;
+            let e = self.class_events.of(self.slab_class(&raw).0);
+            bump(&e.reclaimed);
+            if crawler {
+                bump(&e.crawler_reclaimed);
+            }
+            if raw.bits() & FETCHED == 0 {
+                bump(&e.expired_unfetched);
             }
         }
     }
@@ -241,8 +280,9 @@ impl Inner {
             && meta.earliest_expiry.load(Ordering::Acquire) <= now
     }
 
-    /// Unlinks the expired items of one sealed segment.
-    pub(crate) fn reclaim_expired_in(&self, id: SegId, now: u32) {
+    /// Unlinks the expired items of one sealed segment; `crawler`: for the expiry sweep
+    /// (memcached's LRU crawler), whose reclaims are counted as the crawler's too.
+    pub(crate) fn reclaim_expired_in(&self, id: SegId, now: u32, crawler: bool) {
         let mut ev = self.evictor.lock();
         let meta = self.segs.meta(id);
         if meta.state.load(Ordering::Acquire) != crate::segments::SEALED
@@ -267,7 +307,7 @@ impl Inner {
             }
             let hash = self.hash(raw.key());
             let mut shard = self.shard(hash);
-            self.remove_expired(&mut shard, hash, loc);
+            self.remove_expired(&mut shard, hash, loc, crawler);
         });
         meta.earliest_expiry.fetch_min(earliest, Ordering::AcqRel);
         ev.note_sparse(id, self.is_sparse(id, true));

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A live item, valid while the shard lock that produced it is held.
 pub struct Item<'e> {
-    raw: RawItem,
+    pub(crate) raw: RawItem,
     cas: u64,
     now: u32,
     /// The store the item is in, so that [`Store::pin`](crate::Store::pin) can refuse an

@@ -20,6 +20,7 @@
 //! ```
 
 mod anon_region;
+mod class_stats;
 mod clock;
 mod config;
 mod dump;
@@ -35,12 +36,14 @@ mod memory_file;
 mod queue_heads;
 mod restart;
 mod segments;
+mod slab_class;
 mod stats;
 mod store;
 mod store_id;
 mod value_ref;
 mod writer;
 
+pub use class_stats::ClassStats;
 pub use clock::{is_expired, Clock, MAX_RELATIVE_EXPTIME};
 pub use config::StoreConfig;
 pub use entry::{Entry, EntryError, StoreOptions};
@@ -50,6 +53,7 @@ pub use item::Item;
 pub use restart::{
     metadata_path, CleanStart, RestartError, Restored, Saved, RESTART_FORMAT_VERSION,
 };
+pub use slab_class::{SlabClasses, ITEM_HEADER, MAX_CLASSES};
 pub use stats::StoreStats;
 pub use store::Store;
 pub use value_ref::ValueRef;

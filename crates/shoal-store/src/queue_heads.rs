@@ -26,9 +26,6 @@ pub(crate) struct EvictCounters {
     pub(crate) retained: u64,
     /// Their bytes.
     pub(crate) retained_bytes: u64,
-    /// Items evicted although read since they arrived in their segment (no room left
-    /// to keep them: the copy cap, or no segment to copy into).
-    pub(crate) evicted_active: u64,
     /// Seconds since the last access of the most recently evicted item.
     pub(crate) evicted_time: u32,
     /// Segments compacted (mostly expired, deleted or overwritten).

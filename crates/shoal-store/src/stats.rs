@@ -9,7 +9,8 @@ pub struct StoreStats {
     pub bytes: u64,
     /// Items ever stored.
     pub total_items: u64,
-    /// Live items removed to free memory.
+    /// Live items removed to free memory. This and the other counters of what happened to
+    /// items (evictions, expiry, refusals) restart from 0 at [`Store::reset_stats`](crate::Store::reset_stats).
     pub evictions: u64,
     /// Evicted items that were never read.
     pub evicted_unfetched: u64,
@@ -39,8 +40,12 @@ pub struct StoreStats {
     pub ghost_bytes: u64,
     /// Expired items removed without ever being read.
     pub expired_unfetched: u64,
-    /// Expired items whose memory was reclaimed.
+    /// Expired items unlinked (by a read, a store, eviction or the expiry sweep).
     pub reclaimed: u64,
+    /// Of those, the ones the expiry sweep (memcached's LRU crawler) unlinked.
+    pub crawler_reclaimed: u64,
+    /// Stores refused for want of memory.
+    pub outofmemory: u64,
     /// Reads that found only an expired item.
     pub get_expired: u64,
     /// The memory limit for items, in bytes.

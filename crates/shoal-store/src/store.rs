@@ -1,5 +1,6 @@
 //! The store: index shards over segment memory, and the operations on them.
 
+use crate::class_stats::{bump, ClassLive, ClassStats};
 use crate::clock::{is_expired, Clock};
 use crate::config::{Geometry, StoreConfig};
 use crate::entry::{Entry, EntryError, EntryErrorKind};
@@ -7,6 +8,7 @@ use crate::error::{ConfigError, StoreError};
 use crate::index::ShardCounters;
 use crate::inner::{Inner, CRAWL_BATCH};
 use crate::item::Item;
+use crate::slab_class::MAX_CLASSES;
 use crate::stats::StoreStats;
 use crate::writer::Writer;
 use std::sync::atomic::Ordering;
@@ -68,7 +70,7 @@ impl Store {
         let loc = shard.find(inner, hash, key)?;
         let raw = inner.item_at(loc);
         if is_expired(raw.exptime(), now) {
-            inner.remove_expired(&mut shard, hash, loc);
+            inner.remove_expired(&mut shard, hash, loc, false);
             shard.counters.get_expired += 1;
             return None;
         }
@@ -111,25 +113,35 @@ impl Store {
         let now = inner.clock.now();
         inner.check_flush(now);
         let hash = inner.hash(key);
+        let mut class = 0;
         for _ in 0..8 {
             let needed = {
                 let mut shard = inner.shard(hash);
                 let mut current = shard.find(inner, hash, key);
                 if let Some(loc) = current {
                     if is_expired(inner.item_at(loc).exptime(), now) {
-                        inner.remove_expired(&mut shard, hash, loc);
+                        inner.remove_expired(&mut shard, hash, loc, false);
                         current = None;
                     }
                 }
                 let mut entry = Entry::new(inner, &mut shard, writer, hash, key, now, current);
                 match f(&mut entry) {
                     Ok(r) => return Ok(r),
-                    Err(EntryError(EntryErrorKind::NeedSpace(n))) => n,
+                    Err(EntryError(EntryErrorKind::NeedSpace(n, c))) => {
+                        class = c;
+                        n
+                    }
                     Err(EntryError(EntryErrorKind::Store(e))) => return Err(e),
                 }
             };
-            writer.make_room(needed)?;
+            if let Err(e) = writer.make_room(needed) {
+                if e == StoreError::OutOfMemory {
+                    bump(&inner.class_events.of(class).outofmemory);
+                }
+                return Err(e);
+            }
         }
+        bump(&inner.class_events.of(class).outofmemory);
         Err(StoreError::OutOfMemory)
     }
 
@@ -170,7 +182,7 @@ impl Store {
                 if !inner.has_expired(id, now) {
                     continue;
                 }
-                inner.reclaim_expired_in(id, now);
+                inner.reclaim_expired_in(id, now, true);
                 walked += 1;
                 if walked == CRAWL_BATCH {
                     inner.crawl_cursor.store(start + i + 1, Ordering::Relaxed);
@@ -198,17 +210,25 @@ impl Store {
     /// 0 while no segment is sealed. Walks one segment, so it is for `stats items`, not
     /// hot paths.
     pub fn tail_age(&self) -> u32 {
+        self.tail_ages().0
+    }
+
+    /// [`tail_age`](Self::tail_age), and the same for each memcached slab class: the idle
+    /// seconds of the least recently accessed live item of the class in the segment
+    /// eviction takes next, 0 for a class with no live item there (indexed by class id).
+    pub fn tail_ages(&self) -> (u32, [u32; MAX_CLASSES]) {
+        let mut ages = [0u32; MAX_CLASSES];
         let inner = &*self.inner;
         let _scan = inner.evictor.lock();
         let Some(queue) = inner.victim_queue() else {
-            return 0;
+            return (0, ages);
         };
         let Some(id) = inner.segs.fronts().0[queue] else {
-            return 0;
+            return (0, ages);
         };
         let now = inner.clock.now();
         if inner.segs.meta(id).state.load(Ordering::Acquire) != crate::segments::SEALED {
-            return 0;
+            return (0, ages);
         }
         let mut oldest: Option<u32> = None;
         inner.walk(id, |loc, raw| {
@@ -220,9 +240,71 @@ impl Store {
             if inner.shard(hash).find(inner, hash, raw.key()) == Some(loc) {
                 let atime = raw.atime();
                 oldest = Some(oldest.map_or(atime, |o| o.min(atime)));
+                let idle = now.saturating_sub(atime);
+                if let Some(age) = ages.get_mut(inner.slab_class(&raw).0) {
+                    *age = (*age).max(idle);
+                }
             }
         });
-        oldest.map_or(0, |a| now.saturating_sub(a))
+        (oldest.map_or(0, |a| now.saturating_sub(a)), ages)
+    }
+
+    /// Every memcached slab class (1 to the largest; see [`SlabClasses`](crate::SlabClasses))
+    /// as this store sees it: its live items, their footprints, and what happened to the
+    /// class's items. Locks each index shard in turn, for `stats`, not hot paths.
+    pub fn class_stats(&self) -> Vec<ClassStats> {
+        let inner = &*self.inner;
+        let mut live = [ClassLive::default(); MAX_CLASSES];
+        let mut seen = 0u64;
+        for s in inner.shards.iter() {
+            let s = s.0.lock();
+            for (sum, c) in live.iter_mut().zip(s.classes.live.iter()) {
+                sum.items += c.items;
+                sum.requested += c.requested;
+                sum.stored += c.stored;
+            }
+            seen |= s.classes.seen;
+        }
+        let classes = &inner.slab_classes;
+        (1..=classes.largest().min(MAX_CLASSES - 1))
+            .map(|k| {
+                ClassStats {
+                    class: k,
+                    chunk_size: classes.chunk_size(k),
+                    per_page: classes.per_page(k),
+                    used: seen & (1 << k) != 0,
+                    items: live[k].items,
+                    requested: live[k].requested,
+                    stored: live[k].stored,
+                    ..ClassStats::default()
+                }
+                .with_events(inner.class_events.of(k))
+            })
+            .collect()
+    }
+
+    /// The memcached slab class an item is counted in.
+    #[inline]
+    pub fn slab_class(&self, item: &Item<'_>) -> usize {
+        self.inner.slab_class(&item.raw).0
+    }
+
+    /// The memcached slab class of an item with a key of `key_len` bytes, a value of
+    /// `value_len` bytes (without `\r\n`) and client flags `flags`.
+    #[inline]
+    pub fn slab_class_for(&self, key_len: usize, value_len: usize, flags: u32) -> usize {
+        let inner = &*self.inner;
+        inner.class_of_total(
+            inner
+                .slab_classes
+                .item_total(key_len, value_len, flags != 0),
+        )
+    }
+
+    /// memcached's `stats reset` for the store: the counters of what happened to items
+    /// (evictions, expiry, refused stores; per class and in total) start again from 0.
+    pub fn reset_stats(&self) {
+        self.inner.class_events.reset();
     }
 
     /// Changes the memory limit at run time (memcached's `cache_memlimit`).
@@ -248,13 +330,14 @@ impl Store {
         }
         let (allocated, _limit, free, probation, main) = inner.segs.counts();
         let ev = inner.evictor.lock().counters;
+        let events = &inner.class_events;
         StoreStats {
             curr_items: items,
             bytes: c.bytes,
             total_items: c.total_items,
-            evictions: c.evictions,
-            evicted_unfetched: c.evicted_unfetched,
-            evicted_active: ev.evicted_active,
+            evictions: events.sum(|e| &e.evicted),
+            evicted_unfetched: events.sum(|e| &e.evicted_unfetched),
+            evicted_active: events.sum(|e| &e.evicted_active),
             evicted_time: ev.evicted_time,
             evict_promoted: ev.promoted,
             evict_promoted_bytes: ev.promoted_bytes,
@@ -264,8 +347,10 @@ impl Store {
             compacted_items: ev.compacted,
             ghost_hits: c.ghost_hits,
             ghost_bytes: inner.ghost.bytes() as u64,
-            expired_unfetched: c.expired_unfetched,
-            reclaimed: c.reclaimed,
+            expired_unfetched: events.sum(|e| &e.expired_unfetched),
+            reclaimed: events.sum(|e| &e.reclaimed),
+            crawler_reclaimed: events.sum(|e| &e.crawler_reclaimed),
+            outofmemory: events.sum(|e| &e.outofmemory),
             get_expired: c.get_expired,
             limit_maxbytes: inner.limit_bytes.load(Ordering::Relaxed),
             segment_size: inner.segs.seg_size() as u64,

@@ -12,6 +12,7 @@ fn store(limit: usize) -> Store {
         index_capacity: 0,
         preallocate: false,
         huge_pages: false,
+        slab_classes: Default::default(),
     })
     .expect("config")
 }
@@ -226,6 +227,7 @@ fn no_evict_mode_reports_out_of_memory() {
         index_capacity: 0,
         preallocate: false,
         huge_pages: true,
+        slab_classes: Default::default(),
     })
     .unwrap();
     let mut w = s.writer();
@@ -404,6 +406,7 @@ fn small_store(segments: usize) -> Store {
         index_capacity: 0,
         preallocate: false,
         huge_pages: true,
+        slab_classes: Default::default(),
     })
     .expect("config")
 }

@@ -340,6 +340,7 @@ fn eviction_under_concurrent_reads_keeps_every_value_intact() {
         // The reservation's reuse and release of segment memory, under the same churn as
         // the heap's (the store tests use the heap).
         huge_pages: true,
+        slab_classes: Default::default(),
     })
     .expect("config");
     assert_eq!(store.max_item_bytes(), SEGMENT, "smallest segment size");

@@ -128,19 +128,25 @@ fn padded<'a>(digits: &'a [u8], old_len: usize, parts: &mut Vec<&'a [u8]>) {
 /// with spaces, keeping the item's fetched, stale and win state; a longer one makes a new
 /// item without them. (memcached then also drops an `ma` `E` or `T` it applies to the
 /// old item; shoald applies them: docs/protocol-deviations.md.)
+///
+/// `class` is set to the memcached slab class the change is counted in: the old item's,
+/// as in memcached, or the created one's.
 pub fn apply_delta(
     w: &Worker,
     key: &[u8],
     delta: u64,
     incr: bool,
     opts: DeltaOptions,
+    class: &std::cell::Cell<usize>,
 ) -> Result<Delta, StoreError> {
     let cas_enabled = w.shared.settings.cas_enabled;
+    let store = &w.shared.store;
     let mut writer = w.writer.borrow_mut();
     // memcached's lookup before the change is an `item_get` line for `watch fetchers`.
     let before = std::cell::Cell::new(None);
-    let result = w.shared.store.update(&mut writer, key, |e| {
+    let result = store.update(&mut writer, key, |e| {
         before.set(e.item().map(|i| i.value().len()));
+        class.set(e.item().map_or(0, |i| store.slab_class(&i)));
         let mut buf = [0u8; 20];
         let Some(item) = e.item() else {
             let Some((initial, store_opts)) = opts.vivify else {
@@ -148,6 +154,9 @@ pub fn apply_delta(
             };
             let len = format_counter(initial, &mut buf);
             let cas = e.store(&[&buf[..len]], store_opts)?;
+            if let Some(created) = e.item() {
+                class.set(store.slab_class(&created));
+            }
             return Ok(Delta::Created(Counter {
                 value: initial,
                 cas,
@@ -227,12 +236,14 @@ pub fn incr_decr(
     opts: DeltaOptions,
 ) -> Result<Delta, StoreError> {
     let s = &w.stats;
+    let class = std::cell::Cell::new(0);
+    let result = apply_delta(w, key, delta, incr, opts, &class);
+    let c = s.class(class.get());
     let (hits, misses) = if incr {
-        (&s.incr_hits, &s.incr_misses)
+        (&c.incr_hits, &s.incr_misses)
     } else {
-        (&s.decr_hits, &s.decr_misses)
+        (&c.decr_hits, &s.decr_misses)
     };
-    let result = apply_delta(w, key, delta, incr, opts);
     match result {
         Ok(Delta::Value(..)) | Ok(Delta::Created(..)) => ThreadStats::incr(hits),
         Ok(Delta::NotFound) => ThreadStats::incr(misses),

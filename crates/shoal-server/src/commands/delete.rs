@@ -70,11 +70,12 @@ pub fn delete(w: &Worker, spec: &DeleteSpec<'_>) -> Deleted {
     // memcached's lookup before the delete is an `item_get` line for `watch fetchers`,
     // and its `deleted` line carries the value's size.
     let before = std::cell::Cell::new(None);
-    let outcome = w
-        .shared
-        .store
+    let class = std::cell::Cell::new(0);
+    let store = &w.shared.store;
+    let outcome = store
         .update(&mut writer, spec.key, |e| {
             before.set(e.item().map(|i| i.value().len()));
+            class.set(e.item().map_or(0, |i| store.slab_class(&i)));
             let Some(item) = e.item() else {
                 return Ok(Deleted::NotFound);
             };
@@ -140,7 +141,7 @@ pub fn delete(w: &Worker, spec: &DeleteSpec<'_>) -> Deleted {
             w.shared
                 .watchers
                 .deleted(spec.key, cmd, before.get().unwrap_or(0));
-            ThreadStats::incr(&w.stats.delete_hits);
+            ThreadStats::incr(&w.stats.class(class.get()).delete_hits);
         }
         Deleted::Marked => {}
         Deleted::NotFound | Deleted::Exists | Deleted::Failed => {

@@ -26,8 +26,8 @@ fn reply_len(key: &[u8], value_len: usize) -> usize {
 
 /// What serving one key did.
 pub enum Served {
-    /// Found; the value's length.
-    Hit(usize),
+    /// Found; the value's length and the item's memcached slab class.
+    Hit(usize, usize),
     /// Not found (or expired, or the touch could not be stored).
     Miss,
     /// Not served: no room now (`Later`) or ever (`Never`).
@@ -58,7 +58,7 @@ pub fn serve_key(w: &Worker, key: &[u8], touch: Option<u32>, emit: &mut impl Emi
         None => store.get(key, |item| match emit.room(key, item) {
             Room::Now => {
                 emit.hit(key, item);
-                Served::Hit(item.value().len())
+                Served::Hit(item.value().len(), store.slab_class(item))
             }
             room => Served::NoRoom(room),
         }),
@@ -81,7 +81,7 @@ pub fn serve_key(w: &Worker, key: &[u8], touch: Option<u32>, emit: &mut impl Emi
                     };
                     emit.hit(key, &item);
                     item.mark_fetched();
-                    Ok(Served::Hit(item.value().len()))
+                    Ok(Served::Hit(item.value().len(), store.slab_class(&item)))
                 })
                 .ok()
         }
@@ -90,13 +90,14 @@ pub fn serve_key(w: &Worker, key: &[u8], touch: Option<u32>, emit: &mut impl Emi
     if matches!(served, Served::NoRoom(_)) {
         return served;
     }
-    let (cmd, hits, misses) = match touch {
-        None => (&s.cmd_get, &s.get_hits, &s.get_misses),
-        Some(_) => (&s.cmd_touch, &s.touch_hits, &s.touch_misses),
+    let (cmd, misses) = match touch {
+        None => (&s.cmd_get, &s.get_misses),
+        Some(_) => (&s.cmd_touch, &s.touch_misses),
     };
     ThreadStats::incr(cmd);
-    ThreadStats::incr(match served {
-        Served::Hit(_) => hits,
+    ThreadStats::incr(match (&served, touch) {
+        (Served::Hit(_, class), None) => &s.class(*class).get_hits,
+        (Served::Hit(_, class), Some(_)) => &s.class(*class).touch_hits,
         _ => misses,
     });
     watch_fetch(w, key, &served);
@@ -163,7 +164,7 @@ impl Emit for BinaryEmit<'_, '_> {
 #[inline]
 fn watch_fetch(w: &Worker, key: &[u8], served: &Served) {
     let found = match served {
-        Served::Hit(len) => Some(*len),
+        Served::Hit(len, _) => Some(*len),
         _ => None,
     };
     w.shared.watchers.fetched(key, found, w.current_conn.get());
@@ -251,7 +252,7 @@ pub fn binary<'w>(
         value,
         out: &mut *out,
     };
-    if !matches!(serve_key(w, key, expiry, &mut emit), Served::Hit(_)) {
+    if !matches!(serve_key(w, key, expiry, &mut emit), Served::Hit(..)) {
         binary::reply::miss(out.bytes(), attrs, key);
     }
 }

@@ -15,18 +15,20 @@
 //!
 //! # How memcached's concepts map onto Shoal
 //!
-//! * **Slab classes.** Shoal has none: items of every size share one pool of fixed-size
-//!   segments. It reports that pool as slab class 1 (as `watch` and `lru_crawler
-//!   metadump` report `clsid=1`), so per-class figures are the totals. `stats items`
-//!   prints class 1 while it holds items and `stats slabs` while it has memory, as
-//!   memcached prints only such classes.
-//! * **Pages and chunks.** A page is a segment, and a segment is allocated, filled,
-//!   evicted and reused whole, so it is also the chunk: `chunk_size` is the segment size,
-//!   `chunks_per_page` 1, `total_pages` = `total_chunks` = segments with memory,
-//!   `used_chunks` those holding items or being written, `free_chunks` the ones free for
-//!   writing, `free_chunks_end` 0 (segments are never carved up in place).
-//!   `total_malloced` is the memory of those segments; `mem_requested` is the bytes live
-//!   items take (key, value and header; `bytes`).
+//! * **Slab classes.** Items of every size share one pool of segments, but are counted
+//!   in the class memcached 1.6.45 would give them (shoal-store's `SlabClasses`: the
+//!   class table from `-n`, `-f`, `slab_chunk_max` and `slab_sizes`, an item's class
+//!   from its memcached footprint). `stats slabs` lists every class an item has been
+//!   stored in since the start, `stats items` the classes holding live items, as
+//!   memcached does. (`watch` and `lru_crawler metadump` still say `clsid=1`.)
+//! * **Pages and chunks.** `chunk_size` and `chunks_per_page` are memcached's for the
+//!   class; a chunk is an item (`total_chunks` = `used_chunks` = the class's live items,
+//!   `free_chunks` and `free_chunks_end` 0: free memory is whole segments, shared by
+//!   every class); `total_pages` is the segment memory the class's live items take, in
+//!   segments, rounded up. `total_malloced` is the memory of the segments allocated;
+//!   `mem_requested` the memcached footprints of the class's live items. The per-class
+//!   request counters (`get_hits`, `cmd_set`, ...) are `crate::stats`' per-class ones.
+//!   docs/compatibility.md has the table.
 //! * **Slab rebalancing.** Memory moves between Shoal's size classes a segment at a time
 //!   as eviction picks the least valuable one, with no pages reassigned:
 //!   `slab_reassign_*`, `slabs_moved` and `slab_global_page_pool` are 0.
@@ -35,25 +37,29 @@
 //!   everything is "cold": `number_cold` = `number`, the HOT, WARM and TEMP figures are
 //!   0, every read hit is a `hits_to_cold`, and nothing moves between LRUs (`moves_*`,
 //!   `lru_maintainer_juggles`, `lru_bumps_dropped`, `tailrepairs`, `lrutail_reflocked`
-//!   0). `age`, memcached's idle time of its LRU tail item, is the idle time of the least
-//!   recently accessed live item in the segment the next eviction takes, 0 until a
-//!   segment is sealed.
+//!   0). `age`, memcached's idle time of a class's LRU tail item, is the idle time of the
+//!   class's least recently accessed live item in the segment the next eviction takes, 0
+//!   when that segment holds none of the class or is not yet sealed.
 //! * **Evictions and expiry.** `evictions`/`evicted`, `evicted_unfetched`,
 //!   `evicted_active` (items evicted although read since they arrived in their segment:
-//!   eviction could keep no more of it), `evicted_time` (idle seconds of the last item
-//!   evicted), `expired_unfetched`, `reclaimed` and `get_expired` are the store's own
-//!   counters; `evicted_nonzero` and `direct_reclaims` are not tracked (0). After
+//!   eviction could keep no more of it), `evicted_time` (idle seconds of the class's last
+//!   item evicted), `expired_unfetched`, `reclaimed`, `crawler_reclaimed` and
+//!   `get_expired` are the store's own counters, per class where memcached has them, and
+//!   `stats reset` zeroes them as memcached does; so is `evicted_nonzero` (evicted
+//!   items that had an expiry time); `direct_reclaims` is not tracked (0). After
 //!   memcached's keys, `stats` adds shoald's own: `evictions_promoted` and
 //!   `evictions_retained` (items eviction moved out of probation or forward in a size
 //!   class's queue, with their `_bytes`), `evictions_compactions` and
 //!   `evictions_compacted_items` (segments emptied because expiry, deletes or overwrites
 //!   had left them mostly holes), `ghost_hits` (new keys written soon after being evicted
-//!   unread), `ghost_bytes`, `segments_probation` and `segments_main`. The LRU crawler is the maintenance sweep, which is not counted:
-//!   `lru_crawler_running`, `lru_crawler_starts`, `crawler_reclaimed` and
-//!   `crawler_items_checked` are 0 (what it reclaims is in `reclaimed`).
-//! * **Refused stores.** `store_too_large` and `store_no_memory` (and class 1's
-//!   `outofmemory`, which memcached counts for the same refusals) are the per-thread
-//!   counters of those names in `crate::stats`.
+//!   unread), `ghost_bytes`, `segments_probation` and `segments_main`. The LRU crawler is
+//!   the maintenance sweep: what it reclaims is in `crawler_reclaimed` (and in
+//!   `reclaimed`, which counts every expired item unlinked); `lru_crawler_running` is 1
+//!   from `lru_crawler crawl` until that full pass is over; `lru_crawler_starts` and
+//!   `crawler_items_checked` are not counted (0).
+//! * **Refused stores.** `store_too_large` and `store_no_memory` are the per-thread
+//!   counters of those names in `crate::stats`; a class's `outofmemory` is the store's
+//!   count of refusals for want of memory of items of that class.
 //! * **Hash table.** `hash_bytes` is the key index's memory; `hash_power_level` the power
 //!   of two of its buckets in all shards; `hash_is_expanding` 0 (index shards grow one at
 //!   a time, with no global expansion).
@@ -124,6 +130,7 @@ pub fn stats(w: &Worker, group: StatsGroup<'_>, out: &mut Vec<u8>) {
         StatsGroup::Conns => conns(w, out),
         StatsGroup::Reset => {
             w.shared.stats.reset();
+            w.shared.store.reset_stats();
             w.shared.prefixes.reset();
             out.extend_from_slice(reply::RESET);
             return;
@@ -250,7 +257,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("evicted_active", st.evicted_active),
         ("evictions", st.evictions),
         ("reclaimed", st.reclaimed),
-        ("crawler_reclaimed", 0),
+        ("crawler_reclaimed", st.crawler_reclaimed),
         ("crawler_items_checked", 0),
         ("lrutail_reflocked", 0),
         ("moves_to_cold", 0),
@@ -313,7 +320,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
                 reply::stat_u64(out, "slabs_moved", 0);
             }
             if crawler {
-                reply::stat_u64(out, "lru_crawler_running", 0);
+                reply::stat_u64(out, "lru_crawler_running", u64::from(sh.crawler.running()));
                 reply::stat_u64(out, "lru_crawler_starts", 0);
             }
             if tuning.lru_maintainer {
@@ -501,93 +508,125 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
     strs(out, "hugepages", yes_no(sh.store.huge_page_advised()));
 }
 
-/// `stats items`: class 1 holds every item (see the module documentation), printed only
-/// while it holds some, as memcached prints only classes with items.
+/// `stats items`: every memcached slab class holding live items (see the module
+/// documentation), as memcached prints only classes with items.
 pub fn items(sh: &Shared, out: &mut Vec<u8>) {
-    let st = sh.store.stats();
-    if st.curr_items == 0 {
+    let classes = sh.store.class_stats();
+    if classes.iter().all(|c| c.items == 0) {
         return;
     }
-    let t = sh.stats.totals();
-    let numbers: [(&str, u64); 28] = [
-        ("number", st.curr_items),
-        ("number_hot", 0),
-        ("number_warm", 0),
-        ("number_cold", st.curr_items),
-        ("age_hot", 0),
-        ("age_warm", 0),
-        // The oldest access among the items the next eviction takes (shoal-store).
-        ("age", u64::from(sh.store.tail_age())),
-        ("mem_requested", st.bytes),
-        ("evicted", st.evictions),
-        ("evicted_nonzero", 0),
-        ("evicted_time", u64::from(st.evicted_time)),
-        ("outofmemory", t.store_no_memory),
-        ("tailrepairs", 0),
-        ("reclaimed", st.reclaimed),
-        ("expired_unfetched", st.expired_unfetched),
-        ("evicted_unfetched", st.evicted_unfetched),
-        // memcached lists it only while its LRU maintainer runs.
-        ("evicted_active", st.evicted_active),
-        ("crawler_reclaimed", 0),
-        ("crawler_items_checked", 0),
-        ("lrutail_reflocked", 0),
-        ("moves_to_cold", 0),
-        ("moves_to_warm", 0),
-        ("moves_within_lru", 0),
-        ("direct_reclaims", 0),
-        ("hits_to_hot", 0),
-        ("hits_to_warm", 0),
-        ("hits_to_cold", t.get_hits),
-        ("hits_to_temp", 0),
-    ];
+    // The oldest access per class among the items the next eviction takes (shoal-store).
+    let (_, ages) = sh.store.tail_ages();
     // memcached prints the TEMPORARY LRU's count after COLD's only while it has one
     // (`temp_lru`, from `-o temporary_ttl` or `lru temp_ttl`); shoald keeps every item in
-    // one queue, counted as COLD above, so the TEMPORARY LRU is always empty.
-    let temp_lru = sh.tuning.lock().temp_lru;
-    for (name, value) in numbers {
-        reply::stat_u64(out, &format!("items:1:{name}"), value);
-        if name == "number_cold" && temp_lru {
-            reply::stat_u64(out, "items:1:number_temp", 0);
+    // one queue, counted as COLD, so the TEMPORARY LRU is always empty.
+    let (temp_lru, maintainer) = {
+        let t = sh.tuning.lock();
+        (t.temp_lru, t.lru_maintainer)
+    };
+    let requests = sh.stats.class_totals();
+    for c in classes.iter().filter(|c| c.items > 0) {
+        let age = ages.get(c.class).copied().unwrap_or(0);
+        let hits = requests.get(c.class).map_or(0, |r| r.get_hits);
+        let numbers: [(&str, u64); 28] = [
+            ("number", c.items),
+            ("number_hot", 0),
+            ("number_warm", 0),
+            ("number_cold", c.items),
+            ("age_hot", 0),
+            ("age_warm", 0),
+            ("age", u64::from(age)),
+            ("mem_requested", c.requested),
+            ("evicted", c.evicted),
+            ("evicted_nonzero", c.evicted_nonzero),
+            ("evicted_time", u64::from(c.evicted_time)),
+            ("outofmemory", c.outofmemory),
+            ("tailrepairs", 0),
+            ("reclaimed", c.reclaimed),
+            ("expired_unfetched", c.expired_unfetched),
+            ("evicted_unfetched", c.evicted_unfetched),
+            ("evicted_active", c.evicted_active),
+            ("crawler_reclaimed", c.crawler_reclaimed),
+            ("crawler_items_checked", 0),
+            ("lrutail_reflocked", 0),
+            ("moves_to_cold", 0),
+            ("moves_to_warm", 0),
+            ("moves_within_lru", 0),
+            ("direct_reclaims", 0),
+            ("hits_to_hot", 0),
+            ("hits_to_warm", 0),
+            ("hits_to_cold", hits),
+            ("hits_to_temp", 0),
+        ];
+        let class = c.class;
+        for (name, value) in numbers {
+            // As in memcached, the LRU maintainer's figures are listed only while it runs.
+            let maintainer_only = matches!(
+                name,
+                "number_hot"
+                    | "number_warm"
+                    | "number_cold"
+                    | "age_hot"
+                    | "age_warm"
+                    | "evicted_active"
+                    | "moves_to_cold"
+                    | "moves_to_warm"
+                    | "moves_within_lru"
+                    | "direct_reclaims"
+                    | "hits_to_hot"
+                    | "hits_to_warm"
+                    | "hits_to_cold"
+                    | "hits_to_temp"
+            );
+            if maintainer_only && !maintainer {
+                continue;
+            }
+            reply::stat_u64(out, &format!("items:{class}:{name}"), value);
+            if name == "number_cold" && temp_lru {
+                reply::stat_u64(out, &format!("items:{class}:number_temp"), 0);
+            }
         }
     }
 }
 
-/// `stats slabs`: class 1, whose pages are the segments with memory (see the module
-/// documentation), then the totals memcached ends with.
-/// `stats slabs`' lines.
+/// `stats slabs`: every memcached slab class that has held an item since the start (see
+/// the module documentation), then the totals memcached ends with.
 pub fn slabs(sh: &Shared, out: &mut Vec<u8>) {
     let st = sh.store.stats();
-    if st.segments_allocated > 0 {
-        let t = sh.stats.totals();
+    let seg = st.segment_size.max(1);
+    let mut active = 0u64;
+    let requests = sh.stats.class_totals();
+    for c in sh.store.class_stats().iter().filter(|c| c.used) {
+        active += 1;
+        let r = requests.get(c.class).copied().unwrap_or_default();
         // `mem_requested` is deliberately absent: memcached 1.6 prints it in `stats
         // items` only, and memcached_exporter reports both places under one metric, so
         // printing it here too would make the exporter fail the scrape on a duplicate.
         let numbers: [(&str, u64); 15] = [
-            ("chunk_size", st.segment_size),
-            ("chunks_per_page", 1),
-            ("total_pages", st.segments_allocated),
-            ("total_chunks", st.segments_allocated),
-            (
-                "used_chunks",
-                st.segments_allocated.saturating_sub(st.segments_free),
-            ),
-            ("free_chunks", st.segments_free),
+            ("chunk_size", u64::from(c.chunk_size)),
+            ("chunks_per_page", u64::from(c.per_page)),
+            // The segment memory the class's live items take, in segments, rounded up.
+            ("total_pages", c.stored.div_ceil(seg)),
+            // A chunk is an item: shoald carves no chunks in advance.
+            ("total_chunks", c.items),
+            ("used_chunks", c.items),
+            ("free_chunks", 0),
             ("free_chunks_end", 0),
-            ("get_hits", t.get_hits),
-            ("cmd_set", t.cmd_set),
-            ("delete_hits", t.delete_hits),
-            ("incr_hits", t.incr_hits),
-            ("decr_hits", t.decr_hits),
-            ("cas_hits", t.cas_hits),
-            ("cas_badval", t.cas_badval),
-            ("touch_hits", t.touch_hits),
+            ("get_hits", r.get_hits),
+            ("cmd_set", r.cmd_set),
+            ("delete_hits", r.delete_hits),
+            ("incr_hits", r.incr_hits),
+            ("decr_hits", r.decr_hits),
+            ("cas_hits", r.cas_hits),
+            ("cas_badval", r.cas_badval),
+            ("touch_hits", r.touch_hits),
         ];
+        let class = c.class;
         for (name, value) in numbers {
-            reply::stat_u64(out, &format!("1:{name}"), value);
+            reply::stat_u64(out, &format!("{class}:{name}"), value);
         }
     }
-    reply::stat_u64(out, "active_slabs", u64::from(st.segments_allocated > 0));
+    reply::stat_u64(out, "active_slabs", active);
     reply::stat_u64(
         out,
         "total_malloced",

@@ -134,7 +134,12 @@ pub fn store(w: &Worker, spec: &StoreSpec<'_>) -> Result<Stored, StoreError> {
         return Err(StoreError::TooLarge);
     }
     let result = apply(w, spec);
-    counted(w, spec.key, &result, spec.remove_old_on_refusal());
+    // memcached counts a store in the class of the item the command's data makes.
+    let class = w
+        .shared
+        .store
+        .slab_class_for(spec.key.len(), spec.data.len(), spec.opts.flags);
+    counted(w, spec.key, class, &result, spec.remove_old_on_refusal());
     result
 }
 
@@ -301,9 +306,14 @@ fn apply(w: &Worker, spec: &StoreSpec<'_>) -> Result<Stored, StoreError> {
     }
     w.shared.prefixes.record(key, crate::detail::PrefixOp::Set);
     if kind == StoreKind::Cas {
+        let c = s.class(
+            w.shared
+                .store
+                .slab_class_for(key.len(), data.len(), opts.flags),
+        );
         match result {
-            Ok(Stored::Stored(..)) => ThreadStats::incr(&s.cas_hits),
-            Ok(Stored::Exists) => ThreadStats::incr(&s.cas_badval),
+            Ok(Stored::Stored(..)) => ThreadStats::incr(&c.cas_hits),
+            Ok(Stored::Exists) => ThreadStats::incr(&c.cas_badval),
             Ok(Stored::NotFound) => ThreadStats::incr(&s.cas_misses),
             _ => {}
         }
@@ -374,11 +384,12 @@ pub(crate) fn watch_store(
 pub(crate) fn counted(
     w: &Worker,
     key: &[u8],
+    class: usize,
     result: &Result<Stored, StoreError>,
     remove_old: bool,
 ) {
     match result {
-        Ok(_) => ThreadStats::incr(&w.stats.cmd_set),
+        Ok(_) => ThreadStats::incr(&w.stats.class(class).cmd_set),
         Err(StoreError::TooLarge) => too_large(w, key, false, remove_old),
         Err(StoreError::OutOfMemory) => no_memory(w, key, false, remove_old),
     }

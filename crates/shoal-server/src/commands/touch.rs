@@ -21,8 +21,10 @@ pub fn touch(w: &Worker, key: &[u8], exptime: i64, noreply: bool, out: &mut Vec<
     let mut writer = w.writer.borrow_mut();
     // memcached's touch reads the item as a fetch does, so it counts as fetched.
     let before = std::cell::Cell::new(None);
+    let class = std::cell::Cell::new(0);
     let touched = store.update(&mut writer, key, |e| {
         before.set(e.item().map(|i| i.value().len()));
+        class.set(e.item().map_or(0, |i| store.slab_class(&i)));
         if !e.set_exptime(expiry)? {
             return Ok(false);
         }
@@ -37,7 +39,7 @@ pub fn touch(w: &Worker, key: &[u8], exptime: i64, noreply: bool, out: &mut Vec<
         .fetched(key, before.get(), w.current_conn.get());
     match touched {
         Ok(true) => {
-            ThreadStats::incr(&w.stats.touch_hits);
+            ThreadStats::incr(&w.stats.class(class.get()).touch_hits);
             respond(out, noreply, reply::TOUCHED);
         }
         Ok(false) => {

@@ -16,8 +16,13 @@ use shoal_store::{EntryError, StoreOptions};
 
 /// What an `mg` did.
 enum Fetch {
-    /// Served (found or created); the value's length and whether `T` touched it.
-    Hit { len: usize, touched: bool },
+    /// Served (found or created); the value's length, whether `T` touched it, and the
+    /// item's memcached slab class.
+    Hit {
+        len: usize,
+        touched: bool,
+        class: usize,
+    },
     /// No item, none created.
     Miss,
     /// The reply could not be written (an over-long opaque).
@@ -158,7 +163,12 @@ pub fn meta_get<'w>(w: &'w Worker, raw_key: &[u8], flags: MetaFlags<'_>, output:
         if !no_bump {
             item.mark_fetched();
         }
-        Ok(Fetch::Hit { len, touched })
+        let class = store.slab_class(&item);
+        Ok(Fetch::Hit {
+            len,
+            touched,
+            class,
+        })
     });
     let found = match found {
         Ok(f) => f,
@@ -170,9 +180,9 @@ pub fn meta_get<'w>(w: &'w Worker, raw_key: &[u8], flags: MetaFlags<'_>, output:
         }
     };
     // memcached counts nothing for a fetch whose reply failed.
-    let (hit, touched) = match found {
-        Fetch::Hit { touched, .. } => (true, touched),
-        Fetch::Miss => (false, false),
+    let (hit, touched, class) = match found {
+        Fetch::Hit { touched, class, .. } => (true, touched, class),
+        Fetch::Miss => (false, false, 0),
         Fetch::Refused(e) => {
             output.bytes().extend_from_slice(e.reply());
             return;
@@ -189,10 +199,14 @@ pub fn meta_get<'w>(w: &'w Worker, raw_key: &[u8], flags: MetaFlags<'_>, output:
     // A touch is counted as one only on a hit: on a miss memcached never reaches the `T`.
     if touched {
         ThreadStats::incr(&s.cmd_touch);
-        ThreadStats::incr(&s.touch_hits);
+        ThreadStats::incr(&s.class(class).touch_hits);
     } else {
         ThreadStats::incr(&s.cmd_get);
-        ThreadStats::incr(if hit { &s.get_hits } else { &s.get_misses });
+        ThreadStats::incr(if hit {
+            &s.class(class).get_hits
+        } else {
+            &s.get_misses
+        });
     }
     if !hit {
         // Quiet mode hides the miss, but not an over-long opaque in it.
