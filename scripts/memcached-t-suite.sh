@@ -24,7 +24,6 @@ declare -A KNOWN_FAILURES=(
   [t/conn-limits.t]="exhausts memcached's per-thread response objects (read_buf_mem_limit / -t 32) with a multiget of misses; shoald's misses allocate nothing"
   [t/dyn-maxbytes.t]="expects evictions from slab page overhead at -m 3 and total_malloced to follow cache_memlimit page by page"
   [t/issue_14.t]="expects expired items' slab chunks reused before a new page is malloced; shoald fills -m before reclaiming segments"
-  [t/issue_183.t]="expects memcached's lazy flush_all: items older than the flush's second stay linked until a store reclaims one (reclaimed 1); shoald unlinks every item at the flush"
   [t/issue_22.t]="expects evictions by the 40th 65 KB item at -m 3 (memcached's page overhead) and then exactly one eviction per set; shoald's 3 segments hold 47 such items and it evicts a segment (~15 of them) at a time"
   [t/lru-maintainer.t]="checks items moving between memcached's HOT/WARM/COLD/TEMP LRUs per slab class; shoald has no segmented LRU"
   [t/restart.t]="expects an empty .meta file to stop the server (memcached abort()s; its restart.c marks that a TODO to start clean, which shoald does) and hash_power_level kept across a restart (shoald sizes its index for -o hashpower and the items restored)"

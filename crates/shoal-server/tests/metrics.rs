@@ -265,7 +265,11 @@ fn both_log_formats_carry_the_same_events() {
         let mut cmd = Command::new(common::shoald_bin());
         // Port 0 asks for any free port, which shoald spells -p -1 (its -p 0, as
         // memcached's, turns TCP off).
-        let port = if port == 0 { "-1".to_string() } else { port.to_string() };
+        let port = if port == 0 {
+            "-1".to_string()
+        } else {
+            port.to_string()
+        };
         cmd.args(["-l", "127.0.0.1", "-vv", "-t", "1", "-p"])
             .arg(port)
             .args(["--log-format", format.flag()]);

@@ -253,6 +253,10 @@ impl Inner {
             let mut removed = Vec::new();
             shard.drain(self, |r| removed.push(r));
             for r in removed {
+                // Counted as reclaimed, as memcached counts a flushed item whose memory a
+                // store reuses: here every flushed item's memory is freed at once.
+                let raw = self.item_at(r);
+                bump(&self.class_events.of(self.slab_class(&raw).0).reclaimed);
                 self.unlink_accounting(&mut shard, r);
             }
         }
