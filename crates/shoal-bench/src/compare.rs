@@ -796,11 +796,13 @@ impl CompareReport {
             "Machine: {} CPUs, {}; {}.\n",
             m.cpus, m.cpu_model, m.memcached_version
         );
-        let _ = writeln!(
-            s,
-            "| scenario | server | ops/s (median) | ops/s min-max | ops/s vs memcached | CPU us/request | CPU vs memcached | p50 / p99 / p99.9 (us) |"
-        );
-        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
+        if !self.scenarios.is_empty() {
+            let _ = writeln!(
+                s,
+                "| scenario | server | ops/s (median) | ops/s min-max | ops/s vs memcached | CPU us/request | CPU vs memcached | p50 / p99 / p99.9 (us) |"
+            );
+            let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
+        }
         for sc in &self.scenarios {
             let rows = std::iter::once((&sc.memcached, 1.0, 1.0)).chain(
                 sc.shoald

@@ -118,11 +118,13 @@ impl MemtierConfig {
         ]
     }
 
-    /// The command line of a measured run, for a report (`ADDR`/`PORT` for the server).
+    /// The command line of a measured run, for a report (`ADDR`/`PORT` for the server;
+    /// the binary's file name, not its path).
     pub fn command(&self, value_size: usize, depth: usize) -> String {
+        let name = self.bin.file_name().unwrap_or(self.bin.as_os_str());
         format!(
             "{} {}",
-            self.bin.display(),
+            Path::new(name).display(),
             self.run_args(None, value_size, depth).join(" ")
         )
     }
@@ -373,7 +375,7 @@ mod tests {
 
     #[test]
     fn command_lines() {
-        let c = MemtierConfig::new("memtier_benchmark".into());
+        let c = MemtierConfig::new("/opt/memtier/memtier_benchmark".into());
         assert_eq!(
             c.command(100, 16),
             "memtier_benchmark -s ADDR -p PORT -P memcache_text -t 1 -c 16 -d 100 \
