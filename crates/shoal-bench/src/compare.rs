@@ -498,8 +498,9 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, BenchError> {
                 if let Some(mt) = &cfg.memtier {
                     if !memtier_filled {
                         // memtier's keys (`memtier-N`) set once, outside the measured runs.
-                        for srv in &servers {
-                            mt.fill(srv.addr, value_size)?;
+                        for (srv, name) in servers.iter().zip(&names) {
+                            mt.fill(srv.addr, value_size)
+                                .map_err(|e| against(e, &format!("{name} (filling)")))?;
                         }
                         memtier_filled = true;
                     }
@@ -616,6 +617,17 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, BenchError> {
     })
 }
 
+/// Names the server a failed tool ran against.
+fn against(e: BenchError, server: &str) -> BenchError {
+    match e {
+        BenchError::Tool { tool, reason } => BenchError::Tool {
+            tool: format!("{tool} against {server}"),
+            reason,
+        },
+        e => e,
+    }
+}
+
 /// memtier against every server in turn (the first server rotating), `repeats` times,
 /// with each server's CPU time over each run.
 fn memtier_scenario(
@@ -634,7 +646,9 @@ fn memtier_scenario(
             let i = (k + rep) % n;
             let srv = &servers[i];
             let before = srv.cpu_times()?;
-            let r = mt.run(srv.addr, value_size, depth)?;
+            let r = mt
+                .run(srv.addr, value_size, depth)
+                .map_err(|e| against(e, &names[i]))?;
             let spent = srv.cpu_times()?.since(&before);
             let requests = r.requests.max(1) as f64;
             progress(&format!(

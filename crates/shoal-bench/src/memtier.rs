@@ -290,10 +290,12 @@ fn run_with(bin: &Path, args: Vec<String>) -> Result<MemtierSummary, BenchError>
     let text = std::fs::read_to_string(&json);
     let _ = std::fs::remove_file(&json);
     let out = out?;
-    // memtier rewrites its progress line with '\r'; its last error line says what failed.
+    // memtier rewrites its progress line (`[RUN #1 ...]`, which counts "conn errors")
+    // with '\r'; its last other line about an error says what failed.
     let last_words = || {
         String::from_utf8_lossy(&out.stderr)
             .split(['\r', '\n'])
+            .filter(|l| !l.trim_start().starts_with("[RUN"))
             .rfind(|l| l.contains("rror") || l.contains("refused"))
             .unwrap_or("")
             .trim()
