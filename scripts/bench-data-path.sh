@@ -15,11 +15,13 @@
 #      write, with issue 29's setup: 1 thread, 16 connections, 1:10 set:get over 100,000
 #      keys, 5 s runs, MT_REPEATS (7) alternating pairs, both servers -t 2; 100 B and
 #      10 KB values (-m 2048, so every key fits) at depth 1 and pipeline 16, and 100 KB at
-#      depth 1 with -m 1024; throughput and the server's user and system CPU per request.
+#      depth 1 with -m 1024 (100,000 keys of 100 KB are 10 GB: about 10% of gets hit);
+#      throughput and the server's user and system CPU per request.
 #      Sub-parts memtier-depth1, memtier-depth16 and memtier-100k; MT_TIME (seconds)
 #      and MT_DEPTH16_SIZES (100,10k) shorten it.
 # Results go to $OUT (default bench/results/data-path/; the dated reports in docs/benchmarks/ read
-# them). Takes about 45 minutes at REPEATS=5; PARTS picks some of them.
+# them). Takes about 45 minutes at REPEATS=5, and the memtier part about 10 more; PARTS
+# picks some of them.
 #
 #   [PARTS="depth1 depth16 conns1000 crossover syscalls memtier"] bash scripts/bench-data-path.sh [REPEATS]
 set -euo pipefail
