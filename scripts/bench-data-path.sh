@@ -10,11 +10,20 @@
 #   3. 1,000 connections at depth 1: throughput, CPU per request and the latency curve;
 #   4. the zero-copy crossover: shoald copying every value (-o no_zero_copy) against
 #      sending values of 1 KB and more from segment memory, at 1-16 KB;
-#   5. system calls per request (scripts/syscalls.sh).
+#   5. system calls per request (scripts/syscalls.sh);
+#   6. memtier_benchmark (scripts/memtier.sh builds it), a load generator we did not
+#      write, with issue 29's setup: 1 thread, 16 connections, 1:10 set:get over 100,000
+#      keys, 5 s runs, MT_REPEATS (7) alternating pairs, both servers -t 2; 100 B and
+#      10 KB values (-m 2048, so every key fits) at depth 1 and pipeline 16, and 100 KB at
+#      depth 1 with -m 1024 (100,000 keys of 100 KB are 10 GB: about 10% of gets hit);
+#      throughput and the server's user and system CPU per request.
+#      Sub-parts memtier-depth1, memtier-depth16 and memtier-100k; MT_TIME (seconds)
+#      and MT_DEPTH16_SIZES (100,10k) shorten it.
 # Results go to $OUT (default bench/results/data-path/; the dated reports in docs/benchmarks/ read
-# them). Takes about 45 minutes at REPEATS=5; PARTS picks some of them.
+# them). Takes about 45 minutes at REPEATS=5, and the memtier part about 10 more; PARTS
+# picks some of them.
 #
-#   [PARTS="depth1 depth16 conns1000 crossover syscalls"] bash scripts/bench-data-path.sh [REPEATS]
+#   [PARTS="depth1 depth16 conns1000 crossover syscalls memtier"] bash scripts/bench-data-path.sh [REPEATS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats=${1:-5}
@@ -28,8 +37,22 @@ cmp() { # name, then compare-memcached arguments
   "$bin/shoal-bench" compare-memcached --no-memory --memcaslap none --repeats "$repeats" \
     --server-args="-t 2 -m 1024" --out "$out/$name" "$@" >&2
 }
-parts=" ${PARTS:-depth1 depth16 conns1000 crossover syscalls} "
+parts=" ${PARTS:-depth1 depth16 conns1000 crossover syscalls memtier} "
 part() { [[ $parts == *" $1 "* ]]; }
+mt_part() { part memtier || part "memtier-$1"; }
+mt_repeats=${MT_REPEATS:-7}
+mt_time=${MT_TIME:-5}
+mtcmp() { # name, memory limit (MiB), then compare-memcached arguments
+  local name=$1 mem=$2; shift 2
+  echo "== $name ($(uptime | sed 's/.*load average/load average/'))" >&2
+  "$bin/shoal-bench" compare-memcached --no-memory --memcaslap none --repeats "$mt_repeats" \
+    --memtier "$memtier" --memtier-only --memtier-time "${mt_time}s" --memtier-threads 1 \
+    --memtier-conns 16 --memtier-keys 100000 \
+    --server-args="-t 2 -m $mem" --out "$out/$name" "$@" >&2
+}
+if mt_part depth1 || mt_part depth16 || mt_part 100k; then
+  memtier=$(bash scripts/memtier.sh)
+fi
 # Segment memory on the heap (-o no_hugepages) beside the default (transparent huge
 # pages): what the huge pages are worth per request.
 part depth1 && cmp depth1 --depths 1 --value-sizes 100,10k,100k -c 16 -T 1 -t 5s \
@@ -43,4 +66,7 @@ part crossover && cmp crossover --depths 1 --value-sizes 1k,2k,4k,8k,16k -c 16 -
   --variant "copy_all=-o no_zero_copy" --variant "from_1k=-o zero_copy_min=1024"
 part syscalls && VALUES="100 10240 102400" DEPTHS="1 16" bash scripts/syscalls.sh 50000 \
   > "$out/syscalls.md"
+mt_part depth1 && mtcmp memtier-depth1 2048 --depths 1 --value-sizes 100,10k
+mt_part depth16 && mtcmp memtier-depth16 2048 --depths 16 --value-sizes "${MT_DEPTH16_SIZES:-100,10k}"
+mt_part 100k && mtcmp memtier-100k 1024 --depths 1 --value-sizes 100k
 echo "== done ($(uptime | sed 's/.*load average/load average/'))" >&2

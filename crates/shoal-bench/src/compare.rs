@@ -1,9 +1,12 @@
 //! `shoal-bench compare-memcached`: shoald and Debian's memcached side by side, started
 //! with the same flags, under the same loads, alternating, repeated; then memcaslap
-//! against each for an independent number; then the memory-efficiency benchmark.
+//! against each for an independent number; memtier_benchmark, if asked, against every
+//! server in every scenario, with the server's user and system CPU per request; then the
+//! memory-efficiency benchmark.
 
 use crate::fill::{self, FillConfig};
 use crate::load::{self, LoadConfig, LoadReport};
+use crate::memtier::{MemtierConfig, MemtierSummary};
 use crate::server::{self, ServerProcess};
 use crate::BenchError;
 use serde::Serialize;
@@ -21,6 +24,11 @@ pub struct CompareConfig {
     pub memcached: PathBuf,
     /// memcaslap, if it is to be run.
     pub memcaslap: Option<PathBuf>,
+    /// memtier_benchmark and its load, if it is to be run (every scenario, every server,
+    /// `repeats` alternating runs).
+    pub memtier: Option<MemtierConfig>,
+    /// Only memtier: skip this program's own load (and its prefill and equal-load runs).
+    pub memtier_only: bool,
     /// Flags given to both servers for the throughput runs.
     pub server_args: Vec<String>,
     /// Runs per scenario and server.
@@ -65,6 +73,8 @@ impl CompareConfig {
             shoald,
             memcached,
             memcaslap: None,
+            memtier: None,
+            memtier_only: false,
             server_args: ["-t", "2", "-m", "256"].map(String::from).to_vec(),
             repeats: 3,
             threads: 2,
@@ -183,6 +193,128 @@ pub struct MemoryResult {
     pub fill_secs: f64,
 }
 
+/// One server's memtier runs of one scenario.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemtierRuns {
+    /// `memcached`, `shoald` or `shoald <variant>`.
+    pub server: String,
+    /// ops/s of each run (requests over the run length).
+    pub ops_per_sec: Vec<f64>,
+    /// The server's CPU time (user + system, every thread) per request of each run, us.
+    pub cpu_us_per_request: Vec<f64>,
+    /// The server's user-space CPU time per request of each run, us.
+    pub user_us_per_request: Vec<f64>,
+    /// The server's kernel CPU time per request of each run, us.
+    pub system_us_per_request: Vec<f64>,
+    /// Median ops/s.
+    pub median_ops_per_sec: f64,
+    /// Lowest and highest ops/s (the spread).
+    pub ops_range: (f64, f64),
+    /// Median CPU per request, us.
+    pub median_cpu_us_per_request: f64,
+    /// Lowest and highest CPU per request, us.
+    pub cpu_range: (f64, f64),
+    /// Median user CPU per request, us.
+    pub median_user_us_per_request: f64,
+    /// Median system CPU per request, us.
+    pub median_system_us_per_request: f64,
+    /// Median fraction of gets that hit.
+    pub median_get_hit_ratio: f64,
+    /// Median p50 latency (us), as memtier measured it.
+    pub median_p50_us: f64,
+    /// Median p99 latency (us).
+    pub median_p99_us: f64,
+    /// Every run's summary.
+    pub runs: Vec<MemtierSummary>,
+}
+
+impl MemtierRuns {
+    /// Summarises `runs` with the server CPU time each took.
+    pub fn new(server: &str, runs: Vec<MemtierSummary>, cpu: &[server::CpuTimes]) -> Self {
+        let per_request = |f: &dyn Fn(&server::CpuTimes) -> f64| -> Vec<f64> {
+            runs.iter()
+                .zip(cpu)
+                .map(|(r, c)| f(c) * 1e6 / r.requests.max(1) as f64)
+                .collect()
+        };
+        let cpu_us = per_request(&|c| c.total_secs());
+        let user = per_request(&|c| c.user_secs);
+        let system = per_request(&|c| c.system_secs);
+        let ops: Vec<f64> = runs.iter().map(|r| r.ops_per_sec).collect();
+        let of = |f: &dyn Fn(&MemtierSummary) -> f64| -> Vec<f64> { runs.iter().map(f).collect() };
+        MemtierRuns {
+            server: server.into(),
+            median_ops_per_sec: median(&ops),
+            ops_range: range(&ops),
+            median_cpu_us_per_request: median(&cpu_us),
+            cpu_range: range(&cpu_us),
+            median_user_us_per_request: median(&user),
+            median_system_us_per_request: median(&system),
+            median_get_hit_ratio: median(&of(&|r| r.get_hit_ratio.unwrap_or(0.0))),
+            median_p50_us: median(&of(&|r| r.p50_us)),
+            median_p99_us: median(&of(&|r| r.p99_us)),
+            ops_per_sec: ops,
+            cpu_us_per_request: cpu_us,
+            user_us_per_request: user,
+            system_us_per_request: system,
+            runs,
+        }
+    }
+}
+
+/// One scenario under memtier: every server, the same command line.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemtierScenario {
+    /// A label, e.g. `16 conns, depth 1, 100 B`.
+    pub name: String,
+    /// Pipeline depth (`--pipeline`).
+    pub depth: usize,
+    /// Value size in bytes.
+    pub value_size: usize,
+    /// The command line, with `ADDR` and `PORT` for the server.
+    pub command: String,
+    /// memcached's runs.
+    pub memcached: MemtierRuns,
+    /// shoald's runs, then each variant's.
+    pub shoald: Vec<MemtierRuns>,
+    /// Each shoald's median ops/s over memcached's.
+    pub ratio: Vec<f64>,
+    /// Each shoald's median CPU per request over memcached's.
+    pub cpu_ratio: Vec<f64>,
+    /// Each shoald's median user CPU per request over memcached's.
+    pub user_cpu_ratio: Vec<f64>,
+}
+
+impl MemtierScenario {
+    /// Compares every shoald's runs with memcached's.
+    pub fn new(
+        name: String,
+        depth: usize,
+        value_size: usize,
+        command: String,
+        memcached: MemtierRuns,
+        shoald: Vec<MemtierRuns>,
+    ) -> Self {
+        let over = |f: &dyn Fn(&MemtierRuns) -> f64| -> Vec<f64> {
+            shoald
+                .iter()
+                .map(|s| f(s) / f(&memcached).max(1e-9))
+                .collect()
+        };
+        MemtierScenario {
+            ratio: over(&|r| r.median_ops_per_sec),
+            cpu_ratio: over(&|r| r.median_cpu_us_per_request),
+            user_cpu_ratio: over(&|r| r.median_user_us_per_request),
+            name,
+            depth,
+            value_size,
+            command,
+            memcached,
+            shoald,
+        }
+    }
+}
+
 /// Everything `compare-memcached` measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct CompareReport {
@@ -194,6 +326,10 @@ pub struct CompareReport {
     pub scenarios: Vec<Scenario>,
     /// memcaslap, per depth-1 scenario, if run.
     pub memcaslap: Option<MemcaslapResult>,
+    /// `memtier_benchmark --version`, if memtier was run.
+    pub memtier_version: Option<String>,
+    /// memtier, per scenario, if run.
+    pub memtier: Vec<MemtierScenario>,
     /// memcached then shoald.
     pub memory: Vec<MemoryResult>,
 }
@@ -240,6 +376,17 @@ fn median(v: &[f64]) -> f64 {
         0 => 0.0,
         n if n % 2 == 1 => s[n / 2],
         n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+/// Lowest and highest (0, 0 when empty).
+fn range(v: &[f64]) -> (f64, f64) {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if lo.is_finite() {
+        (lo, hi)
+    } else {
+        (0.0, 0.0)
     }
 }
 
@@ -301,20 +448,10 @@ fn equal_load(
     Ok(out)
 }
 
-/// CPU seconds (user + system, every thread) process `pid` has used, from /proc.
+/// CPU seconds (user + system, every thread) process `pid` has used, from /proc (0 if
+/// it cannot be read).
 fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line: 12th and 13th here.
-    let ticks: f64 = [11, 12]
-        .iter()
-        .filter_map(|&i| f.get(i).and_then(|v| v.parse::<f64>().ok()))
-        .sum();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    ticks / hz
+    server::cpu_times(pid).map_or(0.0, |c| c.total_secs())
 }
 
 fn progress(msg: &str) {
@@ -325,6 +462,7 @@ fn progress(msg: &str) {
 pub fn run(cfg: &CompareConfig) -> Result<CompareReport, BenchError> {
     let machine = Machine::detect(&cfg.memcached);
     let mut scenarios = Vec::new();
+    let mut memtier = Vec::new();
     {
         // memcached first, then shoald, then each shoald variant; all started once.
         let mut servers = vec![ServerProcess::start_memcached(
@@ -341,6 +479,7 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, BenchError> {
         }
         for &value_size in &cfg.value_sizes {
             let mut prefilled = false;
+            let mut memtier_filled = false;
             for &depth in &cfg.depths {
                 let load = |srv: &ServerProcess, prefill: bool, rate: Option<f64>| {
                     let mut l = LoadConfig::new(srv.addr);
@@ -356,6 +495,27 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, BenchError> {
                     l.rate = rate;
                     l
                 };
+                if let Some(mt) = &cfg.memtier {
+                    if !memtier_filled {
+                        // memtier's keys (`memtier-N`) set once, outside the measured runs.
+                        for (srv, name) in servers.iter().zip(&names) {
+                            mt.fill(srv.addr, value_size)
+                                .map_err(|e| against(e, &format!("{name} (filling)")))?;
+                        }
+                        memtier_filled = true;
+                    }
+                    memtier.push(memtier_scenario(
+                        mt,
+                        cfg.repeats,
+                        &servers,
+                        &names,
+                        value_size,
+                        depth,
+                    )?);
+                }
+                if cfg.memtier_only {
+                    continue;
+                }
                 let n = servers.len();
                 if !prefilled {
                     // Every key set once, outside the measured runs (and their CPU time).
@@ -451,8 +611,77 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, BenchError> {
         machine,
         scenarios,
         memcaslap,
+        memtier_version: cfg.memtier.as_ref().map(MemtierConfig::version),
+        memtier,
         memory,
     })
+}
+
+/// Names the server a failed tool ran against.
+fn against(e: BenchError, server: &str) -> BenchError {
+    match e {
+        BenchError::Tool { tool, reason } => BenchError::Tool {
+            tool: format!("{tool} against {server}"),
+            reason,
+        },
+        e => e,
+    }
+}
+
+/// memtier against every server in turn (the first server rotating), `repeats` times,
+/// with each server's CPU time over each run.
+fn memtier_scenario(
+    mt: &MemtierConfig,
+    repeats: usize,
+    servers: &[ServerProcess],
+    names: &[String],
+    value_size: usize,
+    depth: usize,
+) -> Result<MemtierScenario, BenchError> {
+    let n = servers.len();
+    let mut per: Vec<Vec<MemtierSummary>> = vec![Vec::new(); n];
+    let mut cpu: Vec<Vec<server::CpuTimes>> = vec![Vec::new(); n];
+    for rep in 0..repeats {
+        for k in 0..n {
+            let i = (k + rep) % n;
+            let srv = &servers[i];
+            let before = srv.cpu_times()?;
+            let r = mt
+                .run(srv.addr, value_size, depth)
+                .map_err(|e| against(e, &names[i]))?;
+            let spent = srv.cpu_times()?.since(&before);
+            let requests = r.requests.max(1) as f64;
+            progress(&format!(
+                "memtier {value_size} B depth {depth} run {} {}: {:.0} ops/s, {:.2} us CPU/request ({:.2} user), {:.1}% get hits",
+                rep + 1,
+                names[i],
+                r.ops_per_sec,
+                spent.total_secs() * 1e6 / requests,
+                spent.user_secs * 1e6 / requests,
+                r.get_hit_ratio.unwrap_or(0.0) * 100.0
+            ));
+            per[i].push(r);
+            cpu[i].push(spent);
+        }
+    }
+    let mut all: Vec<MemtierRuns> = per
+        .into_iter()
+        .zip(&cpu)
+        .zip(names)
+        .map(|((runs, cpu), name)| MemtierRuns::new(name, runs, cpu))
+        .collect();
+    let memcached = all.remove(0);
+    Ok(MemtierScenario::new(
+        format!(
+            "{} conns, depth {depth}, {value_size} B",
+            mt.threads * mt.conns
+        ),
+        depth,
+        value_size,
+        mt.command(value_size, depth),
+        memcached,
+        all,
+    ))
 }
 
 /// Fills `p` with `keys` 12-byte keys (`key:%08d`) and 100-byte values, then counts.
@@ -581,11 +810,13 @@ impl CompareReport {
             "Machine: {} CPUs, {}; {}.\n",
             m.cpus, m.cpu_model, m.memcached_version
         );
-        let _ = writeln!(
-            s,
-            "| scenario | server | ops/s (median) | ops/s min-max | ops/s vs memcached | CPU us/request | CPU vs memcached | p50 / p99 / p99.9 (us) |"
-        );
-        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
+        if !self.scenarios.is_empty() {
+            let _ = writeln!(
+                s,
+                "| scenario | server | ops/s (median) | ops/s min-max | ops/s vs memcached | CPU us/request | CPU vs memcached | p50 / p99 / p99.9 (us) |"
+            );
+            let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
+        }
         for sc in &self.scenarios {
             let rows = std::iter::once((&sc.memcached, 1.0, 1.0)).chain(
                 sc.shoald
@@ -643,6 +874,56 @@ impl CompareReport {
                 self.config.conns, c.memcached_median, c.shoald_median, c.ratio
             );
         }
+        if !self.memtier.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nmemtier_benchmark ({}), {} alternating runs per server, medians; server CPU from /proc/PID/stat. Commands:\n",
+                self.memtier_version.as_deref().unwrap_or("unknown version"),
+                self.config.repeats
+            );
+            for sc in &self.memtier {
+                let _ = writeln!(s, "- {}: `{}`", sc.name, sc.command);
+            }
+            let _ = writeln!(
+                s,
+                "\n| memtier scenario | server | ops/s (median) | ops/s min-max | ops/s vs memcached | CPU us/request (min-max) | user / system us/request | CPU vs memcached | user CPU vs memcached | get hits | p50 / p99 (us) |"
+            );
+            let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for sc in &self.memtier {
+                let rows = std::iter::once((&sc.memcached, 1.0, 1.0, 1.0)).chain(
+                    sc.shoald
+                        .iter()
+                        .zip(
+                            sc.ratio
+                                .iter()
+                                .zip(sc.cpu_ratio.iter().zip(&sc.user_cpu_ratio)),
+                        )
+                        .map(|(r, (&o, (&c, &u)))| (r, o, c, u)),
+                );
+                for (r, ops_ratio, cpu_ratio, user_ratio) in rows {
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {:.0} | {:.0}-{:.0} | {:.2}x | {:.2} ({:.2}-{:.2}) | {:.2} / {:.2} | {:.2}x | {:.2}x | {:.1}% | {:.0} / {:.0} |",
+                        sc.name,
+                        r.server,
+                        r.median_ops_per_sec,
+                        r.ops_range.0,
+                        r.ops_range.1,
+                        ops_ratio,
+                        r.median_cpu_us_per_request,
+                        r.cpu_range.0,
+                        r.cpu_range.1,
+                        r.median_user_us_per_request,
+                        r.median_system_us_per_request,
+                        cpu_ratio,
+                        user_ratio,
+                        r.median_get_hit_ratio * 100.0,
+                        r.median_p50_us,
+                        r.median_p99_us
+                    );
+                }
+            }
+        }
         if !self.memory.is_empty() {
             let _ = writeln!(
                 s,
@@ -675,6 +956,44 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert_eq!(median(&[]), 0.0);
+    }
+
+    #[test]
+    fn memtier_ratios() {
+        let sample =
+            crate::memtier::parse_json(include_str!("../testdata/memtier-depth1-memcached.json"))
+                .unwrap();
+        let with_ops = |ops: f64| MemtierSummary {
+            requests: (ops * 2.0) as u64,
+            ops_per_sec: ops,
+            ..sample.clone()
+        };
+        let cpu = |user: f64, system: f64| server::CpuTimes {
+            user_secs: user,
+            system_secs: system,
+        };
+        // memcached: 100k requests per run at 2 s of CPU (0.5 s user): 20 us, 5 us user.
+        let mc = MemtierRuns::new(
+            "memcached",
+            vec![with_ops(50_000.0), with_ops(40_000.0), with_ops(60_000.0)],
+            &[cpu(0.4, 1.2), cpu(0.4, 1.2), cpu(0.6, 1.8)],
+        );
+        assert_eq!(mc.median_ops_per_sec, 50_000.0);
+        assert_eq!(mc.ops_range, (40_000.0, 60_000.0));
+        assert!((mc.median_cpu_us_per_request - 20.0).abs() < 1e-9);
+        assert!((mc.median_user_us_per_request - 5.0).abs() < 1e-9);
+        assert!((mc.median_system_us_per_request - 15.0).abs() < 1e-9);
+        // shoald: 110k requests per run at 1.98 s of CPU (0.33 s user): 18 us, 3 us user.
+        let sh = MemtierRuns::new("shoald", vec![with_ops(55_000.0); 3], &[cpu(0.33, 1.65); 3]);
+        let sc = MemtierScenario::new("x".into(), 1, 100, "cmd".into(), mc, vec![sh]);
+        assert!((sc.ratio[0] - 1.1).abs() < 1e-9);
+        assert!((sc.cpu_ratio[0] - 0.9).abs() < 1e-9, "{:?}", sc.cpu_ratio);
+        assert!(
+            (sc.user_cpu_ratio[0] - 0.6).abs() < 1e-9,
+            "{:?}",
+            sc.user_cpu_ratio
+        );
+        assert_eq!(range(&[]), (0.0, 0.0));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! - [`workload`]: key distributions (uniform, zipfian) and value sizes.
 //! - [`fill`]: bulk sets and multi-get counting (prefill, memory efficiency).
 //! - [`compare`]: shoald against memcached, same flags, same load.
+//! - [`memtier`]: memtier_benchmark, a load generator this project did not write.
 //! - [`server`]: starting servers under test and reading their `stats`.
 //! - [`soak`]: a long mixed load with churn and slow readers, judging the server's RSS
 //!   against its memory limit.
@@ -20,6 +21,7 @@ pub mod fill;
 pub mod hitratio;
 pub mod load;
 pub mod machine;
+pub mod memtier;
 pub mod meta;
 pub mod proto;
 pub mod report;
@@ -58,6 +60,22 @@ pub enum BenchError {
         /// Which server.
         name: String,
         /// Why.
+        reason: String,
+    },
+    /// Another program's output could not be read.
+    #[error("cannot read {what}: {reason}")]
+    Parse {
+        /// What was being read.
+        what: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// An outside tool (a load generator) ran but failed or measured nothing.
+    #[error("{tool} failed: {reason}")]
+    Tool {
+        /// Which tool.
+        tool: String,
+        /// What went wrong.
         reason: String,
     },
 }

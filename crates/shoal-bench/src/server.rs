@@ -274,6 +274,11 @@ impl ServerProcess {
         self.child.id()
     }
 
+    /// CPU time used so far (user and system, every thread), from `/proc/PID/stat`.
+    pub fn cpu_times(&self) -> Result<CpuTimes, BenchError> {
+        cpu_times(self.pid())
+    }
+
     /// Resident set size in KiB, from `/proc/PID/status` (VmRSS).
     pub fn rss_kib(&self) -> Result<u64, BenchError> {
         rss_kib(self.pid())
@@ -398,6 +403,58 @@ pub fn stat_u64(stats: &HashMap<String, String>, name: &str) -> Result<u64, Benc
         .ok_or_else(|| BenchError::Protocol(format!("stats has no numeric {name}")))
 }
 
+/// A process's CPU time so far, every thread, from /proc/PID/stat.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct CpuTimes {
+    /// User-space seconds (`utime`).
+    pub user_secs: f64,
+    /// Kernel seconds (`stime`).
+    pub system_secs: f64,
+}
+
+impl CpuTimes {
+    /// The CPU time spent between `earlier` and `self`.
+    pub fn since(&self, earlier: &CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user_secs: self.user_secs - earlier.user_secs,
+            system_secs: self.system_secs - earlier.system_secs,
+        }
+    }
+
+    /// User plus system seconds.
+    pub fn total_secs(&self) -> f64 {
+        self.user_secs + self.system_secs
+    }
+}
+
+/// `utime` and `stime` (clock ticks) from the text of /proc/PID/stat.
+pub fn parse_proc_stat(stat: &str) -> Option<(u64, u64)> {
+    // The command name (field 2) may hold spaces and parentheses: the fields after it
+    // start after the last ')'. utime and stime are fields 14 and 15 of the line, so the
+    // 12th and 13th after the name.
+    let rest = stat.rsplit_once(')')?.1;
+    let mut f = rest.split_whitespace().skip(11);
+    let utime = f.next()?.parse().ok()?;
+    let stime = f.next()?.parse().ok()?;
+    Some((utime, stime))
+}
+
+/// Process `pid`'s CPU time so far.
+pub fn cpu_times(pid: u32) -> Result<CpuTimes, BenchError> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).map_err(|e| BenchError::io(path.clone(), e))?;
+    let (utime, stime) = parse_proc_stat(&stat).ok_or_else(|| BenchError::Parse {
+        what: path,
+        reason: "no utime and stime".into(),
+    })?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Ok(CpuTimes {
+        user_secs: utime as f64 / hz,
+        system_secs: stime as f64 / hz,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,5 +466,15 @@ mod tests {
         let l = "\u{1b}[32m INFO\u{1b}[0m listening on 127.0.0.1:5\u{1b}[0m";
         assert_eq!(parse_listening(l), Some("127.0.0.1:5".parse().unwrap()));
         assert_eq!(parse_listening("listening on unix:/tmp/x"), None);
+    }
+
+    #[test]
+    fn reads_proc_stat() {
+        let line = "4242 (shoald (x) y) S 1 4242 4242 0 -1 4194560 1016 0 0 0 1234 567 0 0 20 0 3 0 99 1000 200 18446744073709551615";
+        assert_eq!(parse_proc_stat(line), Some((1234, 567)));
+        assert_eq!(parse_proc_stat("4242 (x) S 1 2"), None);
+        assert_eq!(parse_proc_stat("no parenthesis"), None);
+        let me = cpu_times(std::process::id()).unwrap();
+        assert!(me.user_secs >= 0.0 && me.system_secs >= 0.0);
     }
 }

@@ -1,9 +1,10 @@
 //! `shoal-bench compare-memcached`: shoald against memcached with the same flags and
-//! loads, alternating and repeated; memcaslap; memory efficiency.
+//! loads, alternating and repeated; memcaslap; memtier_benchmark; memory efficiency.
 
 use crate::util::{dur, parse_size, which};
 use anyhow::{Context, Result};
 use shoal_bench::compare::{self, CompareConfig};
+use shoal_bench::memtier::MemtierConfig;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,6 +20,26 @@ pub struct CompareArgs {
     /// The memcaslap binary; `none` skips it.
     #[arg(long, default_value = "memcaslap")]
     pub memcaslap: String,
+    /// memtier_benchmark (scripts/memtier.sh builds it): run it too, against every server
+    /// in every scenario (`--repeats` alternating runs), with the server's user and system
+    /// CPU per request. Fails the comparison if it fails.
+    #[arg(long, value_name = "PATH")]
+    pub memtier: Option<PathBuf>,
+    /// Only memtier: skip shoal-bench's own load in every scenario.
+    #[arg(long, requires = "memtier")]
+    pub memtier_only: bool,
+    /// memtier run length (whole seconds).
+    #[arg(long, default_value = "5s", value_parser = dur)]
+    pub memtier_time: Duration,
+    /// memtier connections per thread.
+    #[arg(long, default_value_t = 16)]
+    pub memtier_conns: usize,
+    /// memtier threads.
+    #[arg(long, default_value_t = 1)]
+    pub memtier_threads: usize,
+    /// memtier's keys (`--key-maximum`).
+    #[arg(long, default_value_t = 100_000)]
+    pub memtier_keys: u64,
     /// Runs per scenario and server.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
@@ -105,6 +126,21 @@ pub fn run(a: CompareArgs) -> Result<()> {
             found
         }
     };
+    if let Some(bin) = &a.memtier {
+        let bin = which(bin).with_context(|| {
+            format!(
+                "{} not found: bash scripts/memtier.sh builds it",
+                bin.display()
+            )
+        })?;
+        let mut mt = MemtierConfig::new(bin);
+        mt.secs = a.memtier_time.as_secs_f64().round().max(1.0) as u64;
+        mt.conns = a.memtier_conns.max(1);
+        mt.threads = a.memtier_threads.max(1);
+        mt.key_maximum = a.memtier_keys;
+        cfg.memtier = Some(mt);
+        cfg.memtier_only = a.memtier_only;
+    }
     cfg.repeats = a.repeats.max(1);
     cfg.value_sizes = a
         .value_sizes
@@ -137,6 +173,9 @@ pub fn run(a: CompareArgs) -> Result<()> {
         cfg.duration_secs = 1.0;
         cfg.warmup_secs = 0.2;
         cfg.memcaslap_secs = 2;
+        if let Some(mt) = &mut cfg.memtier {
+            mt.secs = 1;
+        }
         cfg.memory_keys = 100_000;
     }
     let report = compare::run(&cfg)?;
