@@ -19,6 +19,7 @@ pub mod error;
 mod fsync;
 pub mod name;
 pub mod queue;
+pub mod queue_config;
 pub mod record;
 pub mod segment;
 
@@ -31,3 +32,4 @@ pub use queue::{
     expiry_from_exptime, expiry_from_kestrel_exptime, Delivery, Queue, QueueStats, RecoveryReport,
     SyncMetrics, Take, Waiting,
 };
+pub use queue_config::{QueueConfigError, QueueOverrides};

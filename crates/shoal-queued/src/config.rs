@@ -2,7 +2,7 @@
 
 use clap::{CommandFactory, Parser};
 use shoal_net::options_file::{self, FileRules, OptionsFileError};
-use shoal_queue::{EngineConfig, FsyncPolicy, FullPolicy, QueueLimits};
+use shoal_queue::{EngineConfig, FsyncPolicy, FullPolicy, QueueLimits, QueueOverrides};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::net::IpAddr;
@@ -90,8 +90,10 @@ pub struct Args {
     /// When a queue is full, discard its oldest messages instead of answering NOT_STORED.
     #[arg(long = "discard-old")]
     pub discard_old: bool,
-    /// Per-queue limits file: lines `<queue> [max_items=N] [max_bytes=SIZE]
-    /// [max_age=SECS] [policy=reject|discard]`; `#` starts a comment.
+    /// Per-queue config file: lines `<queue> key=value ...` with Kestrel's names
+    /// (`max_items`, `max_size`, `max_item_size`, `max_age`, `discard_old_when_full`,
+    /// `max_memory_size`, `expire_to`, `max_expire_sweep`, `fanout_only`; see
+    /// docs/queue.md), `#` comments. Re-read by the `reload` command and SIGHUP.
     #[arg(long = "queue-config")]
     pub queue_config: Option<PathBuf>,
     /// Close a connection that sends nothing for this many seconds (Kestrel's
@@ -145,59 +147,42 @@ pub struct Settings {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `--log-format`.
     pub log_format: shoal_net::logging::LogFormat,
+    /// `--queue-config`: re-read by `reload` and SIGHUP.
+    pub queue_config: Option<PathBuf>,
+    /// The queue configuration the command line gives, under the file's lines.
+    pub default_limits: QueueLimits,
 }
 
 /// A size with an optional k/m/g suffix (powers of 1024).
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mult) = match s.as_bytes().last() {
-        Some(b'k' | b'K') => (&s[..s.len() - 1], 1u64 << 10),
-        Some(b'm' | b'M') => (&s[..s.len() - 1], 1 << 20),
-        Some(b'g' | b'G') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("invalid size {s:?}"))
+    shoal_queue::queue_config::parse_size(s).ok_or_else(|| format!("invalid size {:?}", s.trim()))
 }
 
-/// Parses a limits file (see [`Args::queue_config`]) on top of `defaults`.
-pub fn parse_queue_config(
-    text: &str,
-    defaults: QueueLimits,
-) -> Result<HashMap<String, QueueLimits>, String> {
-    let mut out = HashMap::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        let mut words = line.split_whitespace();
-        let Some(name) = words.next() else { continue };
-        if !shoal_queue::validate_name(name.as_bytes()) {
-            return Err(format!("line {}: invalid queue name {name:?}", n + 1));
+/// Reads the queue config file (see [`Args::queue_config`]): each line's settings, by
+/// queue name, applied over the defaults the command line gives. Kestrel settings that
+/// have no effect here are logged (when logging is up: at startup and on `reload`).
+pub fn read_queue_config(
+    path: &std::path::Path,
+) -> Result<HashMap<String, QueueOverrides>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--queue-config {}: {e}", path.display()))?;
+    let lines = shoal_queue::queue_config::parse(&text)
+        .map_err(|e| format!("--queue-config {}: {e}", path.display()))?;
+    for (name, o) in &lines {
+        if o.ignored.keep_journal_false {
+            tracing::warn!(
+                queue = %name,
+                "keep_journal=false has no effect: every queue is journaled"
+            );
         }
-        let mut l = defaults;
-        for w in words {
-            let (k, v) = w
-                .split_once('=')
-                .ok_or_else(|| format!("line {}: expected key=value, got {w:?}", n + 1))?;
-            let bad = |e: String| format!("line {}: {k}: {e}", n + 1);
-            match k {
-                "max_items" => l.max_items = v.parse().map_err(|_| bad(format!("{v:?}")))?,
-                "max_bytes" => l.max_bytes = parse_size(v).map_err(bad)?,
-                "max_age" => l.max_age_secs = v.parse().map_err(|_| bad(format!("{v:?}")))?,
-                "policy" => {
-                    l.full = match v {
-                        "reject" => FullPolicy::Reject,
-                        "discard" | "discard_old" => FullPolicy::DiscardOldest,
-                        _ => return Err(bad(format!("{v:?} (reject or discard)"))),
-                    }
-                }
-                _ => return Err(format!("line {}: unknown key {k:?}", n + 1)),
-            }
+        if o.ignored.sync_journal {
+            tracing::warn!(
+                queue = %name,
+                "sync_journal has no effect: fsync is server-wide (--fsync)"
+            );
         }
-        out.insert(name.to_string(), l);
     }
-    Ok(out)
+    Ok(lines)
 }
 
 /// Why the command line (with its options file) could not be read.
@@ -270,14 +255,10 @@ impl Args {
             } else {
                 FullPolicy::Reject
             },
+            ..QueueLimits::default()
         };
         let queue_limits = match &self.queue_config {
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| format!("--queue-config {}: {e}", p.display()))?;
-                parse_queue_config(&text, defaults)
-                    .map_err(|e| format!("--queue-config {}: {e}", p.display()))?
-            }
+            Some(p) => read_queue_config(p)?,
             None => HashMap::new(),
         };
         let mut engine = EngineConfig::new(&self.data_dir);
@@ -289,7 +270,7 @@ impl Args {
         engine.segment_size = self.segment_size;
         engine.max_item_size = max_item_size;
         engine.memory_per_queue = self.queue_memory;
-        engine.default_limits = defaults;
+        engine.default_limits = defaults.clone();
         engine.queue_limits = queue_limits;
         Ok(Settings {
             listen,
@@ -305,6 +286,8 @@ impl Args {
             kestrel: self.kestrel,
             metrics_listen: self.metrics_listen,
             log_format: self.log_format,
+            queue_config: self.queue_config.clone(),
+            default_limits: defaults,
         })
     }
 }
@@ -390,15 +373,27 @@ mod tests {
 
     #[test]
     fn queue_config() {
-        let text =
-            "# limits\njobs max_items=10 policy=discard\nlogs max_bytes=1m max_age=60 # x\n\n";
-        let m = parse_queue_config(text, QueueLimits::default()).expect("parses");
-        assert_eq!(m["jobs"].max_items, 10);
-        assert_eq!(m["jobs"].full, FullPolicy::DiscardOldest);
-        assert_eq!(m["logs"].max_bytes, 1 << 20);
-        assert_eq!(m["logs"].max_age_secs, 60);
-        assert!(parse_queue_config("a/b max_items=1", QueueLimits::default()).is_err());
-        assert!(parse_queue_config("q color=red", QueueLimits::default()).is_err());
-        assert!(parse_queue_config("q max_items", QueueLimits::default()).is_err());
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("queues.conf");
+        std::fs::write(
+            &path,
+            "# limits\njobs max_items=10 policy=discard\nlogs max_bytes=1m max_age=60 # x\n\n",
+        )
+        .expect("write");
+        let argv = ["shoal-queued", "--max-items", "7", "--queue-config"];
+        let a = Args::try_parse_from(argv.iter().map(OsString::from).chain([path.clone().into()]))
+            .expect("parses");
+        let s = a.settings().expect("valid");
+        let jobs = s.engine.limits_for("jobs");
+        assert_eq!((jobs.max_items, jobs.full), (10, FullPolicy::DiscardOldest));
+        let logs = s.engine.limits_for("logs");
+        assert_eq!(
+            (logs.max_items, logs.max_bytes, logs.max_age_secs),
+            (7, 1 << 20, 60)
+        );
+        assert_eq!(s.engine.limits_for("other").max_items, 7);
+        std::fs::write(&path, "q color=red\n").expect("write");
+        let e = a.settings().expect_err("refused");
+        assert!(e.contains("unknown key \"color\""), "{e}");
     }
 }

@@ -119,7 +119,7 @@ pub struct Queue {
     name: String,
     dir: PathBuf,
     ctx: Arc<Ctx>,
-    limits: QueueLimits,
+    limits: parking_lot::RwLock<Arc<QueueLimits>>,
     state: Mutex<State>,
     pub(crate) synced: watch::Sender<Synced>,
     pub(crate) sync_queued: AtomicBool,
@@ -149,7 +149,7 @@ impl Queue {
             name: name.to_string(),
             dir,
             ctx,
-            limits,
+            limits: parking_lot::RwLock::new(Arc::new(limits)),
             state: Mutex::new(State {
                 // A new queue's segment ids start at the current time in nanoseconds, so
                 // they never collide with those of a deleted queue of the same name
@@ -171,6 +171,18 @@ impl Queue {
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The configuration in force now.
+    pub fn limits(&self) -> Arc<QueueLimits> {
+        self.limits.read().clone()
+    }
+
+    /// Replaces the configuration (`reload`): new limits apply to the next enqueue, a new
+    /// age cap to messages enqueued from then on; nothing already stored is dropped for
+    /// it, except that expiry now moves to the new `expire_to`.
+    pub fn set_limits(&self, limits: QueueLimits) {
+        *self.limits.write() = Arc::new(limits);
     }
 
     /// Whether an fsync of this queue's files has failed. From then on nothing written
