@@ -3,10 +3,12 @@
 //! Layout: `<data_dir>/LOCK` (held with `flock` so two processes never share a
 //! directory) and `<data_dir>/queues/<name>/<id>.seg`.
 
-use crate::config::{EngineConfig, FsyncPolicy};
+use crate::config::{EngineConfig, FsyncPolicy, QueueLimits};
 use crate::error::{EngineError, QueueError};
+use crate::fanout::Fanout;
 use crate::name::validate_name;
 use crate::queue::{Ctx, Queue, RecoveryReport};
+use crate::queue_config::fanout_parent;
 use parking_lot::RwLock;
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
@@ -32,6 +34,8 @@ struct Inner {
     quarantined: parking_lot::Mutex<Vec<PathBuf>>,
     /// Queues whose directory could not be read at startup.
     broken: HashSet<String>,
+    /// Fanout parents' children.
+    fanout: Fanout,
     _lock: File,
 }
 
@@ -93,6 +97,7 @@ impl Engine {
         let mut queues = HashMap::new();
         let mut quarantined = Vec::new();
         let mut broken = HashSet::new();
+        let fanout = Fanout::default();
         for ent in fs::read_dir(&queues_dir).map_err(dir_err(&queues_dir))? {
             let ent = ent.map_err(dir_err(&queues_dir))?;
             let Some(name) = ent.file_name().to_str().map(str::to_string) else {
@@ -106,6 +111,7 @@ impl Engine {
                 Ok((q, report)) => {
                     log_report(&name, &report);
                     quarantined.extend(report.quarantined.into_iter().map(|(p, _)| p));
+                    fanout.add(&name);
                     queues.insert(name, Arc::new(q));
                 }
                 Err(e) => {
@@ -122,6 +128,7 @@ impl Engine {
             queues: RwLock::new(queues),
             quarantined: parking_lot::Mutex::new(quarantined),
             broken,
+            fanout,
             _lock: lock,
             cfg,
         });
@@ -177,15 +184,40 @@ impl Engine {
             return Err(QueueError::Unavailable);
         }
         let mut map = self.inner.queues.write();
-        let q = map.entry(name.to_string()).or_insert_with(|| {
-            Arc::new(Queue::new(
-                name,
-                self.inner.queues_dir.join(name),
-                self.inner.ctx.clone(),
-                self.inner.cfg.limits_for(name),
-            ))
-        });
-        Ok(q.clone())
+        let limits = self.inner.cfg.limits_for(name);
+        let mut created = false;
+        let q = map
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                created = true;
+                Arc::new(Queue::new(
+                    name,
+                    self.inner.queues_dir.join(name),
+                    self.inner.ctx.clone(),
+                    limits,
+                ))
+            })
+            .clone();
+        drop(map);
+        if created && fanout_parent(name).is_some() {
+            // A child exists from its first use, and must still exist after a restart
+            // even if nothing was written to it: its directory is what says so. Should
+            // that fail (a full disk), its first write creates it.
+            self.inner.fanout.add(name);
+            if let Err(e) = q.create_dir() {
+                tracing::warn!(queue = name, "creating the fanout child's directory: {e}");
+            }
+        }
+        Ok(q)
+    }
+
+    pub(crate) fn fanout(&self) -> &Fanout {
+        &self.inner.fanout
+    }
+
+    /// The configuration `name` gets (default, fanout parent, own line).
+    pub fn limits_for(&self, name: &str) -> QueueLimits {
+        self.inner.cfg.limits_for(name)
     }
 
     /// Deletes a queue and its files. False if it did not exist.
@@ -194,6 +226,7 @@ impl Engine {
             return false;
         };
         q.mark_deleted();
+        self.inner.fanout.remove(name);
         let dir = self.inner.queues_dir.join(name);
         if let Err(e) = fs::remove_dir_all(&dir) {
             if e.kind() != std::io::ErrorKind::NotFound {

@@ -417,9 +417,12 @@ impl Conn {
                     bump(&self.shared.counters.write_errors);
                     SYNC_FAILED
                 }
-                Ok(q) => match q.enqueue(flags, exp, data, now) {
-                    Ok(lsn) => {
-                        self.note_sync(&q, lsn, true);
+                // Copied to the queue's fanout children too (Kestrel's `parent+child`).
+                Ok(q) => match self.shared.engine.enqueue_fanout(&q, flags, exp, data, now) {
+                    Ok(stored) => {
+                        for (q, lsn) in stored.writes {
+                            self.note_sync(&q, lsn, true);
+                        }
                         reply::STORED
                     }
                     Err(QueueError::Full) => reply::NOT_STORED,
@@ -513,15 +516,18 @@ impl Conn {
         let got = loop {
             // A blocking read looks the queue up again after each wake-up, so a queue
             // deleted and recreated meanwhile is still seen.
-            let q = match deadline {
-                Some(_) => match self.shared.engine.queue_or_create(name) {
+            // A fanout child (`parent+child`) is created by its first use, a read
+            // included, as in Kestrel: from then on it receives copies.
+            let q = if deadline.is_some() || name.contains('+') {
+                match self.shared.engine.queue_or_create(name) {
                     Ok(q) => q,
                     Err(_) => break None,
-                },
-                None => match self.shared.engine.queue(name) {
+                }
+            } else {
+                match self.shared.engine.queue(name) {
                     Some(q) => q,
                     None => break None,
-                },
+                }
             };
             let notified = q.arrivals().notified();
             tokio::pin!(notified);

@@ -111,6 +111,11 @@ pub fn general(
         for (k, v) in queue_fields(s) {
             reply::stat_u64(out, &format!("queue_{name}_{k}"), v);
         }
+        let children = engine.children(name);
+        if !children.is_empty() {
+            // Kestrel's: the children's names, comma-separated.
+            reply::stat_str(out, &format!("queue_{name}_children"), &children.join(","));
+        }
     }
     reply::stat_u64(out, "disk_bytes", sum(|s| s.disk_bytes));
     reply::end(out);
@@ -151,6 +156,10 @@ pub fn kestrel_dump(out: &mut Vec<u8>, engine: &Engine) {
         out.extend_from_slice(format!("queue '{}' {{\r\n", q.name()).as_bytes());
         for (k, v) in queue_fields(&q.stats(now)) {
             out.extend_from_slice(format!("  {k}={v}\r\n").as_bytes());
+        }
+        let children = engine.children(q.name());
+        if !children.is_empty() {
+            out.extend_from_slice(format!("  children={}\r\n", children.join(",")).as_bytes());
         }
         out.extend_from_slice(b"}\r\n");
     }
