@@ -36,6 +36,10 @@ struct Inner {
     broken: HashSet<String>,
     /// Fanout parents' children.
     fanout: Fanout,
+    /// Held by whoever moves expired messages to `expire_to` queues: one mover at a time,
+    /// since a move takes the batch at the head of the set-aside list and consumes it
+    /// only once the copies are durable.
+    expiry_mover: tokio::sync::Mutex<()>,
     _lock: File,
 }
 
@@ -129,6 +133,7 @@ impl Engine {
             quarantined: parking_lot::Mutex::new(quarantined),
             broken,
             fanout,
+            expiry_mover: tokio::sync::Mutex::new(()),
             _lock: lock,
             cfg,
         });
@@ -213,6 +218,10 @@ impl Engine {
 
     pub(crate) fn fanout(&self) -> &Fanout {
         &self.inner.fanout
+    }
+
+    pub(crate) fn expiry_mover(&self) -> &tokio::sync::Mutex<()> {
+        &self.inner.expiry_mover
     }
 
     /// The configuration `name` gets (default, fanout parent, own line).

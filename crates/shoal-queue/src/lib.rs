@@ -16,6 +16,7 @@ pub mod config;
 mod crc;
 pub mod engine;
 pub mod error;
+mod expire_to;
 mod fanout;
 mod fsync;
 pub mod name;

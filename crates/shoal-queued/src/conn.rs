@@ -156,7 +156,9 @@ impl Handler for Conn {
                 silent,
             } => {
                 let line = &input[..consumed];
-                if error == ProtocolError::UnknownCommand && self.queue_command(line, out.buf()) {
+                if error == ProtocolError::UnknownCommand
+                    && self.queue_command(line, out.buf()).await
+                {
                     return Step::Done {
                         consumed,
                         swallow: 0,
@@ -579,12 +581,10 @@ impl Conn {
         KeyStep::Next
     }
 
-    /// Commands memcached's parser does not know: `flush <queue> [noreply]`. True if the
-    /// line was one (and has been answered).
     /// Commands memcached does not have, from MemcacheQ and Kestrel: `flush <q>`,
     /// `flush_expired <q>`, `flush_all_expired` and `dump_stats`. False if `line` is none
     /// of them (the caller answers `ERROR`).
-    fn queue_command(&mut self, line: &[u8], out: &mut Vec<u8>) -> bool {
+    async fn queue_command(&mut self, line: &[u8], out: &mut Vec<u8>) -> bool {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let toks: Vec<&[u8]> = line
@@ -596,14 +596,14 @@ impl Conn {
             [b"flush", name, b"noreply"] => self.flush(name, true, out),
             [b"flush_expired", name] => {
                 let r = match self.named_queue(name) {
-                    Ok(Some(q)) => self.flush_expired(&[q]),
+                    Ok(Some(q)) => self.flush_expired(&[q]).await,
                     Ok(None) => b"0\r\n".to_vec(),
                     Err(()) => BAD_NAME.to_vec(),
                 };
                 out.extend_from_slice(&r);
             }
             [b"flush_all_expired"] => {
-                let r = self.flush_expired(&self.shared.engine.queues());
+                let r = self.flush_expired(&self.shared.engine.queues()).await;
                 out.extend_from_slice(&r);
             }
             [b"dump_stats"] => crate::stats::kestrel_dump(out, &self.shared.engine),
@@ -636,9 +636,9 @@ impl Conn {
         }
     }
 
-    /// Drops the expired messages at the head of `queues`, records it, and returns
-    /// Kestrel's reply: how many were dropped.
-    fn flush_expired(&self, queues: &[Arc<Queue>]) -> Vec<u8> {
+    /// Drops the expired messages at the head of `queues` (moving them to their
+    /// `expire_to` queue, if any), records it, and returns Kestrel's reply: how many.
+    async fn flush_expired(&self, queues: &[Arc<Queue>]) -> Vec<u8> {
         let now = unix_now();
         let mut n = 0;
         for q in queues {
@@ -647,6 +647,9 @@ impl Conn {
                 // The drop stays pending and is written with the next write.
                 tracing::warn!(queue = q.name(), "writing expiry: {e}");
             }
+        }
+        if n > 0 {
+            self.shared.engine.move_expired().await;
         }
         format!("{n}\r\n").into_bytes()
     }

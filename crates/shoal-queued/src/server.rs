@@ -56,9 +56,16 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Re
         let sh = shared.clone();
         rt.spawn(metrics.serve(Arc::new(move || crate::metrics::render(&sh))));
     }
+    if let Some(p) = &shared.settings.queue_config {
+        // Read again now that logging is up, so that settings without effect are reported.
+        let _ = crate::config::read_queue_config(p);
+    }
+    let sweeper = rt.spawn(sweep_loop(shared.clone()));
     let served = rt.block_on(accept_loop(&shared, listener, &mut pool));
     // Workers stop on the shutdown signal even if accepting failed.
     shared.begin_shutdown();
+    // A sweep in progress finishes its moves (so a clean stop never duplicates one).
+    let _ = rt.block_on(sweeper);
     pool.join();
     drop(rt);
     served?;
@@ -71,24 +78,35 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Re
     Ok(())
 }
 
-/// Accepts until SIGINT/SIGTERM, and runs the engine's once-a-second expiry tick.
+/// Once a second: drops expired messages at the queues' heads, and moves those of queues
+/// with `expire_to`; stops between sweeps at shutdown.
+async fn sweep_loop(shared: Arc<Shared>) {
+    let mut shutdown = shared.shutdown_signal();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        if shared.stopping() {
+            return;
+        }
+        shared.engine.tick();
+        shared.engine.move_expired().await;
+    }
+}
+
+/// Accepts until SIGINT/SIGTERM.
 async fn accept_loop(
     shared: &Arc<Shared>,
     listener: Listener,
     pool: &mut WorkerPool,
 ) -> anyhow::Result<()> {
     let mut acceptor = Acceptor::new(listener, shared.shutdown_signal())?;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
-        let incoming = tokio::select! {
-            event = acceptor.next() => match event {
-                Event::Conn(c) => c,
-                Event::Signal | Event::Shutdown => return Ok(()),
-            },
-            _ = tick.tick() => {
-                shared.engine.tick();
-                continue;
-            }
+        let incoming = match acceptor.next().await {
+            Event::Conn(c) => c,
+            Event::Signal | Event::Shutdown => return Ok(()),
         };
         if !take_slot(shared) {
             if let Incoming::Tcp(s, _) = incoming {

@@ -124,7 +124,7 @@ pub fn general(
 /// One queue's counters, named as `stats` (prefixed `queue_<name>_`) and `dump_stats`
 /// report them: Kestrel 2.4's, with its names and meanings and in its order, then
 /// shoal-queued's own.
-fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 17] {
+fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 18] {
     [
         // Kestrel's.
         ("items", s.items),
@@ -145,6 +145,7 @@ fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 17] {
         ("disk_bytes", s.disk_bytes),
         ("segments", s.segments),
         ("carried", s.carried),
+        ("expiring", s.expiring),
     ]
 }
 

@@ -146,9 +146,9 @@ impl Queue {
         if !st.ready.front().is_some_and(|e| e.expired(now)) {
             return 0;
         }
-        let before = st.counters.expired;
+        let before = st.counters.expired + st.expiring.len() as u64;
         self.drop_expired_head(&mut st, now);
-        st.counters.expired - before
+        (st.counters.expired + st.expiring.len() as u64).saturating_sub(before)
     }
 
     pub(super) fn consume(st: &mut State, e: Entry) {
@@ -167,6 +167,10 @@ impl Queue {
     }
 
     pub(super) fn drop_expired_head(&self, st: &mut State, now: u32) {
+        if self.limits.read().expire_to.is_some() {
+            self.set_aside_expired(st, now);
+            return;
+        }
         let mut dropped = false;
         while st.ready.front().is_some_and(|e| e.expired(now)) {
             if let Some(e) = st.ready.pop_front() {

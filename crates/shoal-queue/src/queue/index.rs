@@ -96,6 +96,9 @@ pub(super) struct Counters {
 pub(super) struct State {
     pub(super) ready: VecDeque<Entry>,
     pub(super) open: HashMap<u64, Entry>,
+    /// Expired messages of a queue with `expire_to`, taken off the head (never delivered
+    /// again) and waiting to be moved; consumed here only once their copies are stored.
+    pub(super) expiring: VecDeque<Entry>,
     pub(super) segments: BTreeMap<u64, Segment>,
     pub(super) dir_ready: bool,
     pub(super) next_seq: u64,

@@ -10,7 +10,8 @@
 //! `consume` (dequeue, open reads, acks), `log` (segment files), `carry` (moving open
 //! reads off an old segment so it can be deleted), `durability`
 //! (fsync and what waiters see), `recovery` (rebuilding from disk), and `expiry`
-//! (memcached's exptime rule).
+//! (memcached's and Kestrel's exptime rules, and setting expired messages aside for
+//! `expire_to`).
 
 mod carry;
 mod consume;
@@ -111,6 +112,8 @@ pub struct QueueStats {
     /// Open reads rewritten at the end of the log so that an old segment, kept only by
     /// them, could be deleted.
     pub carried: u64,
+    /// Expired messages set aside for the queue's `expire_to`, not yet moved.
+    pub expiring: u64,
 }
 
 /// One durable FIFO queue. All methods are safe to call from many threads.
@@ -218,7 +221,7 @@ impl Queue {
         // Open reads are few (one per connection and queue): summed here rather than
         // kept in more counters on every path.
         let (mut open_bytes, mut open_mem_items, mut open_mem_bytes) = (0u64, 0u64, 0u64);
-        for e in st.open.values() {
+        for e in st.open.values().chain(st.expiring.iter()) {
             open_bytes += u64::from(e.len);
             if e.data.is_some() {
                 open_mem_items += 1;
@@ -256,6 +259,7 @@ impl Queue {
             waiting_mem_bytes: st.mem.saturating_sub(open_mem_bytes),
             waiters: self.waiters.load(Ordering::Relaxed),
             carried: st.counters.carried,
+            expiring: st.expiring.len() as u64,
         }
     }
 
@@ -265,6 +269,7 @@ impl Queue {
         st.deleted = true;
         st.ready.clear();
         st.open.clear();
+        st.expiring.clear();
         st.segments.clear();
         st.acks.clear();
         st.bytes = 0;
