@@ -8,7 +8,7 @@ use crate::error::{EngineError, QueueError};
 use crate::fanout::Fanout;
 use crate::name::validate_name;
 use crate::queue::{Ctx, Queue, RecoveryReport};
-use crate::queue_config::fanout_parent;
+use crate::queue_config::{fanout_parent, QueueOverrides};
 use parking_lot::RwLock;
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
@@ -26,6 +26,18 @@ pub fn unix_now() -> u32 {
         .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
 }
 
+/// The default queue configuration and the queue config file's lines.
+struct Configs {
+    default: QueueLimits,
+    lines: HashMap<String, QueueOverrides>,
+}
+
+impl Configs {
+    fn limits_for(&self, name: &str) -> QueueLimits {
+        crate::queue_config::resolve(&self.default, &self.lines, name)
+    }
+}
+
 struct Inner {
     cfg: EngineConfig,
     ctx: Arc<Ctx>,
@@ -34,6 +46,8 @@ struct Inner {
     quarantined: parking_lot::Mutex<Vec<PathBuf>>,
     /// Queues whose directory could not be read at startup.
     broken: HashSet<String>,
+    /// The queue config in force (replaced by [`Engine::reload`]).
+    configs: RwLock<Configs>,
     /// Fanout parents' children.
     fanout: Fanout,
     /// Held by whoever moves expired messages to `expire_to` queues: one mover at a time,
@@ -132,6 +146,10 @@ impl Engine {
             queues: RwLock::new(queues),
             quarantined: parking_lot::Mutex::new(quarantined),
             broken,
+            configs: RwLock::new(Configs {
+                default: cfg.default_limits.clone(),
+                lines: cfg.queue_limits.clone(),
+            }),
             fanout,
             expiry_mover: tokio::sync::Mutex::new(()),
             _lock: lock,
@@ -189,7 +207,9 @@ impl Engine {
             return Err(QueueError::Unavailable);
         }
         let mut map = self.inner.queues.write();
-        let limits = self.inner.cfg.limits_for(name);
+        // Resolved under the map's lock: a `reload` either sees this queue or has
+        // already replaced the config read here.
+        let limits = self.inner.configs.read().limits_for(name);
         let mut created = false;
         let q = map
             .entry(name.to_string())
@@ -224,9 +244,21 @@ impl Engine {
         &self.inner.expiry_mover
     }
 
-    /// The configuration `name` gets (default, fanout parent, own line).
+    /// The configuration `name` gets now (default, fanout parent, own line).
     pub fn limits_for(&self, name: &str) -> QueueLimits {
-        self.inner.cfg.limits_for(name)
+        self.inner.configs.read().limits_for(name)
+    }
+
+    /// Replaces the queue configuration (Kestrel's `reload`) and applies it to every
+    /// existing queue: limits hold from the next enqueue on, nothing stored is dropped.
+    pub fn reload(&self, default: QueueLimits, lines: HashMap<String, QueueOverrides>) {
+        *self.inner.configs.write() = Configs { default, lines };
+        // The config lock is never held while taking the queue map's (creation takes
+        // them the other way round).
+        for q in self.queues() {
+            let limits = self.inner.configs.read().limits_for(q.name());
+            q.set_limits(limits);
+        }
     }
 
     /// Deletes a queue and its files. False if it did not exist.

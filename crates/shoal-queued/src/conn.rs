@@ -49,6 +49,8 @@ const FLUSH_FAILED: &[u8] = b"SERVER_ERROR write error flushing queue\r\n";
 const KESTREL_CLIENT_ERROR: &[u8] = b"CLIENT_ERROR\r\n";
 /// Kestrel's answer to `flush_all`.
 const KESTREL_FLUSHED_ALL: &[u8] = b"Flushed all queues.\r\n";
+/// Kestrel's answer to `reload`.
+const KESTREL_RELOADED: &[u8] = b"Reloaded config.\r\n";
 /// memcached's answer to `shutdown` without `-A`.
 const SHUTDOWN_DISABLED: &[u8] = b"ERROR: shutdown not enabled\r\n";
 /// Parses a storage command whose value the budget refused: every value counts as too
@@ -582,8 +584,8 @@ impl Conn {
     }
 
     /// Commands memcached does not have, from MemcacheQ and Kestrel: `flush <q>`,
-    /// `flush_expired <q>`, `flush_all_expired` and `dump_stats`. False if `line` is none
-    /// of them (the caller answers `ERROR`).
+    /// `flush_expired <q>`, `flush_all_expired`, `dump_stats` and `reload`. False if
+    /// `line` is none of them (the caller answers `ERROR`).
     async fn queue_command(&mut self, line: &[u8], out: &mut Vec<u8>) -> bool {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -607,6 +609,13 @@ impl Conn {
                 out.extend_from_slice(&r);
             }
             [b"dump_stats"] => crate::stats::kestrel_dump(out, &self.shared.engine),
+            [b"reload"] => match self.shared.reload() {
+                Ok(()) => out.extend_from_slice(KESTREL_RELOADED),
+                Err(e) => {
+                    tracing::warn!("reload: {e}");
+                    out.extend_from_slice(format!("SERVER_ERROR {e}\r\n").as_bytes());
+                }
+            },
             _ => return false,
         }
         true

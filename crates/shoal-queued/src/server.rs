@@ -61,6 +61,11 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Re
         let _ = crate::config::read_queue_config(p);
     }
     let sweeper = rt.spawn(sweep_loop(shared.clone()));
+    {
+        let _in_rt = rt.enter();
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        rt.spawn(reload_on_sighup(shared.clone(), hup));
+    }
     let served = rt.block_on(accept_loop(&shared, listener, &mut pool));
     // Workers stop on the shutdown signal even if accepting failed.
     shared.begin_shutdown();
@@ -93,6 +98,15 @@ async fn sweep_loop(shared: Arc<Shared>) {
         }
         shared.engine.tick();
         shared.engine.move_expired().await;
+    }
+}
+
+/// SIGHUP re-reads the queue config, as the `reload` command does.
+async fn reload_on_sighup(shared: Arc<Shared>, mut hup: tokio::signal::unix::Signal) {
+    while hup.recv().await.is_some() {
+        if let Err(e) = shared.reload() {
+            tracing::error!("SIGHUP: queue config not reloaded: {e}");
+        }
     }
 }
 

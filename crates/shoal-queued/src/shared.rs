@@ -44,6 +44,19 @@ impl Shared {
         self.shutdown_tx.subscribe()
     }
 
+    /// Re-reads `--queue-config` and applies it to every queue (Kestrel's `reload`, and
+    /// SIGHUP). On an error nothing changes.
+    pub fn reload(&self) -> Result<(), String> {
+        let lines = match &self.settings.queue_config {
+            Some(p) => crate::config::read_queue_config(p)?,
+            None => Default::default(),
+        };
+        self.engine
+            .reload(self.settings.default_limits.clone(), lines);
+        tracing::info!("queue config reloaded");
+        Ok(())
+    }
+
     /// Whether shutdown has begun.
     pub fn stopping(&self) -> bool {
         self.stopping.load(Ordering::Relaxed)
