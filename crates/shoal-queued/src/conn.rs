@@ -22,6 +22,7 @@
 use crate::options::{carries_options, parse_key, ReadOptions};
 use crate::shared::Shared;
 use crate::stats::bump;
+use crate::status::{ServerStatus, StatusError};
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_net::{NoValue, OUTPUT_HIGH_WATER};
 use shoal_protocol::reply;
@@ -49,6 +50,11 @@ const FLUSH_FAILED: &[u8] = b"SERVER_ERROR write error flushing queue\r\n";
 const KESTREL_CLIENT_ERROR: &[u8] = b"CLIENT_ERROR\r\n";
 /// Kestrel's answer to `flush_all`.
 const KESTREL_FLUSHED_ALL: &[u8] = b"Flushed all queues.\r\n";
+/// A write refused under `status READONLY` or `QUIESCENT`: a `SERVER_ERROR`, which
+/// kestrel-client answers by trying another server.
+const REFUSED_READONLY: &[u8] = b"SERVER_ERROR server is read-only (status READONLY)\r\n";
+/// A queue operation refused under `status QUIESCENT`.
+const REFUSED_QUIESCENT: &[u8] = b"SERVER_ERROR server is quiescent (status QUIESCENT)\r\n";
 /// Kestrel's answer to `reload`.
 const KESTREL_RELOADED: &[u8] = b"Reloaded config.\r\n";
 /// memcached's answer to `shutdown` without `-A`.
@@ -330,8 +336,9 @@ impl Conn {
             } => self.set(key, flags, exptime, data, noreply, out.buf()),
             Request::Delete { key, noreply } => {
                 let kestrel = self.shared.settings.kestrel;
-                let r = match std::str::from_utf8(key) {
-                    Ok(name) if validate_name(key) => {
+                let r = match (self.write_refusal(), std::str::from_utf8(key)) {
+                    (Some(refused), _) => refused,
+                    (None, Ok(name)) if validate_name(key) => {
                         self.open.remove(name);
                         // Kestrel answers `END` whether or not the queue existed.
                         match (self.shared.engine.delete(name), kestrel) {
@@ -347,10 +354,14 @@ impl Conn {
                 }
             }
             Request::FlushAll { noreply, .. } => {
-                let r = match self.shared.engine.flush_all() {
+                let r = match self.write_refusal() {
+                    Some(refused) => Err(refused),
+                    None => self.shared.engine.flush_all().map_err(|_| FLUSH_FAILED),
+                };
+                let r = match r {
                     Ok(()) if self.shared.settings.kestrel => KESTREL_FLUSHED_ALL,
                     Ok(()) => reply::OK,
-                    Err(_) => FLUSH_FAILED,
+                    Err(e) => e,
                 };
                 if !noreply {
                     out.buf().extend_from_slice(r);
@@ -409,6 +420,12 @@ impl Conn {
         out: &mut Vec<u8>,
     ) {
         bump(&self.shared.counters.cmd_set);
+        if let Some(refused) = self.write_refusal() {
+            if !noreply {
+                out.extend_from_slice(refused);
+            }
+            return;
+        }
         let now = unix_now();
         let exp = if self.shared.settings.kestrel {
             expiry_from_kestrel_exptime(exptime, now)
@@ -496,6 +513,12 @@ impl Conn {
             if !o.open {
                 return KeyStep::Next;
             }
+        }
+        if self.shared.status.get().blocks_reads() {
+            // QUIESCENT: reads opened before may still be closed or aborted (above), but
+            // nothing is read.
+            out.buf().extend_from_slice(REFUSED_QUIESCENT);
+            return KeyStep::Stop;
         }
         if kestrel && !o.open && !o.peek && self.open.contains_key(name) {
             // A non-transactional fetch with a read open on the queue: Kestrel refuses it
@@ -593,7 +616,29 @@ impl Conn {
             .split(|&b| b == b' ')
             .filter(|t| !t.is_empty())
             .collect();
+        if let (Some(refused), [b"flush" | b"flush_expired" | b"flush_all_expired", ..]) =
+            (self.write_refusal(), toks.as_slice())
+        {
+            out.extend_from_slice(refused);
+            return true;
+        }
         match toks.as_slice() {
+            [b"status"] => {
+                out.extend_from_slice(self.shared.status.get().name().as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            [b"status", name] => match std::str::from_utf8(name)
+                .map_err(|_| StatusError::Unknown(String::from_utf8_lossy(name).into_owned()))
+                .and_then(|n| self.shared.status.set(n))
+            {
+                Ok(_) => reply::end(out),
+                // Kestrel's answer to a status it does not know.
+                Err(StatusError::Unknown(_)) => out.extend_from_slice(KESTREL_CLIENT_ERROR),
+                Err(e) => {
+                    tracing::error!("status: {e}");
+                    out.extend_from_slice(format!("SERVER_ERROR {e}\r\n").as_bytes());
+                }
+            },
             [b"flush", name] => self.flush(name, false, out),
             [b"flush", name, b"noreply"] => self.flush(name, true, out),
             [b"flush_expired", name] => {
@@ -619,6 +664,15 @@ impl Conn {
             _ => return false,
         }
         true
+    }
+
+    /// The reply refusing a write under the server's status now, if it refuses writes.
+    fn write_refusal(&self) -> Option<&'static [u8]> {
+        match self.shared.status.get() {
+            ServerStatus::Quiescent => Some(REFUSED_QUIESCENT),
+            ServerStatus::ReadOnly => Some(REFUSED_READONLY),
+            ServerStatus::Up | ServerStatus::WriteAvoid => None,
+        }
     }
 
     /// The existing queue called `name`: `Err` for an invalid name.

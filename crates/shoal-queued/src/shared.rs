@@ -4,6 +4,7 @@
 
 use crate::config::Settings;
 use crate::stats::Counters;
+use crate::status::Status;
 use shoal_net::Budget;
 use shoal_queue::Engine;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +19,9 @@ pub struct Shared {
     pub engine: Engine,
     /// Server counters.
     pub counters: Counters,
+    /// Kestrel's server status (`UP`, `READONLY`, `QUIESCENT`...), kept in the data
+    /// directory.
+    pub status: Status,
     /// What connections' read buffers may hold beyond what each holds for free, all
     /// together (`--read-buf-mem-limit`).
     pub read_budget: Budget,
@@ -31,6 +35,7 @@ impl Shared {
         let (shutdown_tx, _) = watch::channel(false);
         Arc::new(Shared {
             read_budget: Budget::new(settings.read_buf_mem_limit),
+            status: Status::load(&settings.engine.data_dir),
             settings,
             engine,
             counters: Counters::default(),
