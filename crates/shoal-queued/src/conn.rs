@@ -374,6 +374,13 @@ impl Conn {
                 self.shared.settings.threads,
                 &self.shared.read_budget,
             ),
+            Request::Stats(StatsGroup::Reset) => {
+                self.shared.counters.reset();
+                for q in self.shared.engine.queues() {
+                    q.reset_counters();
+                }
+                out.buf().extend_from_slice(reply::RESET);
+            }
             Request::Stats(StatsGroup::Other(b"queue")) => {
                 crate::stats::memcacheq_queues(out.buf(), &self.shared.engine)
             }

@@ -51,6 +51,26 @@ impl Default for Counters {
     }
 }
 
+impl Counters {
+    /// memcached's `stats reset`: the counters of events (connections accepted, commands,
+    /// hits, misses, errors) start again from zero; gauges (`curr_connections`) and
+    /// `uptime` do not.
+    pub fn reset(&self) {
+        for c in [
+            &self.total_connections,
+            &self.cmd_get,
+            &self.cmd_set,
+            &self.get_hits,
+            &self.get_misses,
+            &self.write_errors,
+            &self.sync_errors,
+            &self.idle_kicks,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Increments a counter.
 pub fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);

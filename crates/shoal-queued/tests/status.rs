@@ -1,6 +1,7 @@
 //! Kestrel's server status against the real binary: `READONLY` refuses sets (and deletes,
 //! flushes) with `SERVER_ERROR` while gets work, `QUIESCENT` refuses every queue operation
-//! but closing reads opened before; the status survives a restart.
+//! but closing reads opened before; the status survives a restart. And MemcacheQ's
+//! `stats reset`.
 
 mod common;
 
@@ -46,4 +47,21 @@ fn readonly_and_quiescent_survive_a_restart() {
     assert_eq!(c.cmd("status up"), "END");
     assert_eq!(c.get_str("q").as_deref(), Some("c"), "b was closed");
     assert_eq!(c.set("q", b"d"), "STORED");
+}
+
+#[test]
+fn stats_reset() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    c.set("q", b"1");
+    c.set("q", b"2");
+    assert_eq!(c.get_str("q").as_deref(), Some("1"));
+    assert_eq!(c.stat("cmd_set").as_deref(), Some("2"));
+    assert_eq!(c.cmd("stats reset"), "RESET");
+    assert_eq!(c.stat("cmd_set").as_deref(), Some("0"));
+    assert_eq!(c.stat("get_hits").as_deref(), Some("0"));
+    assert_eq!(c.stat("queue_q_total_items").as_deref(), Some("0"));
+    assert_eq!(c.stat("queue_q_items").as_deref(), Some("1"), "sizes stay");
+    assert_eq!(c.stat("curr_items").as_deref(), Some("1"));
 }

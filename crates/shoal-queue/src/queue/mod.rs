@@ -263,6 +263,12 @@ impl Queue {
         }
     }
 
+    /// `stats reset`: the counters of events since start (enqueued, dequeued, expired,
+    /// discarded, carried, `total_items`) start again from zero; sizes do not change.
+    pub fn reset_counters(&self) {
+        self.state.lock().counters = index::Counters::default();
+    }
+
     /// Forgets everything (the engine deletes the files) and releases every waiter.
     pub(crate) fn mark_deleted(&self) {
         let mut st = self.state.lock();
