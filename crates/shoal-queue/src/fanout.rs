@@ -57,7 +57,7 @@ impl Fanout {
 #[derive(Debug, Default)]
 pub struct Stored {
     /// Each queue written and the log position that makes the write durable (the
-    /// parent's first, unless it is `fanout_only`, then its children's).
+    /// children's, then the parent's unless it is `fanout_only`).
     pub writes: Vec<(Arc<Queue>, u64)>,
 }
 
@@ -68,11 +68,12 @@ impl Engine {
     }
 
     /// Sets a message on `q` and copies it to each of its fanout children, as Kestrel
-    /// does: a `fanout_only` parent stores nothing itself. The result is the parent's
-    /// (`Full`, `TooLarge`, a write error); a child that refuses its copy (full, or its
-    /// disk failing) is logged and skipped, as in Kestrel, whose children's results are
-    /// ignored. A child whose fsync failed is skipped too: its writes can no longer be
-    /// acknowledged.
+    /// does: the children get their copies first, whatever the parent then does (a parent
+    /// full under `reject` still feeds its children), and a `fanout_only` parent stores
+    /// nothing itself. The result is the parent's (`Full`, `TooLarge`, a write error); a
+    /// child that refuses its copy (full, or its disk failing) is logged and skipped, as
+    /// in Kestrel, whose children's results are ignored. A child whose fsync failed is
+    /// skipped too: its writes can no longer be acknowledged.
     pub fn enqueue_fanout(
         &self,
         q: &Arc<Queue>,
@@ -82,18 +83,6 @@ impl Engine {
         now: u32,
     ) -> Result<Stored, QueueError> {
         let mut stored = Stored::default();
-        let is_child = fanout_parent(q.name()).is_some();
-        if is_child || !q.limits().fanout_only {
-            let lsn = q.enqueue(flags, exp, payload, now)?;
-            stored.writes.push((q.clone(), lsn));
-        } else {
-            let lim = q.limits();
-            if payload.len() > self.config().max_item_size
-                || (lim.max_item_size > 0 && payload.len() as u64 > lim.max_item_size)
-            {
-                return Err(QueueError::TooLarge);
-            }
-        }
         for name in self.children(q.name()) {
             let Some(child) = self.queue(&name) else {
                 continue;
@@ -106,6 +95,15 @@ impl Engine {
                 Ok(lsn) => stored.writes.push((child, lsn)),
                 Err(e) => tracing::warn!(queue = %name, "fanout copy not stored: {e}"),
             }
+        }
+        let lim = q.limits();
+        if fanout_parent(q.name()).is_some() || !lim.fanout_only {
+            let lsn = q.enqueue(flags, exp, payload, now)?;
+            stored.writes.push((q.clone(), lsn));
+        } else if payload.len() > self.config().max_item_size
+            || (lim.max_item_size > 0 && payload.len() as u64 > lim.max_item_size)
+        {
+            return Err(QueueError::TooLarge);
         }
         Ok(stored)
     }

@@ -78,3 +78,14 @@ fn fanout_only_parent_stores_nothing_and_children_inherit() {
     );
     assert_eq!(drain(&e, "feed+b"), ["1", "2", "3"]);
 }
+
+#[test]
+fn a_full_parent_still_feeds_its_children() {
+    let t = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(cfg(t.path(), "log max_items=1\nlog+tail max_items=0\n")).expect("open");
+    e.queue_or_create("log+tail").expect("child");
+    set(&e, "log", "1", 0).expect("set");
+    assert!(matches!(set(&e, "log", "2", 0), Err(QueueError::Full)));
+    assert_eq!(drain(&e, "log"), ["1"]);
+    assert_eq!(drain(&e, "log+tail"), ["1", "2"], "as in Kestrel");
+}

@@ -88,6 +88,8 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Re
 async fn sweep_loop(shared: Arc<Shared>) {
     let mut shutdown = shared.shutdown_signal();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // A sweep slowed by fsyncs is not followed by a burst of catch-up sweeps.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
