@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -50,6 +50,10 @@ struct Inner {
     configs: RwLock<Configs>,
     /// Fanout parents' children.
     fanout: Fanout,
+    /// Queues created (recovered at startup included) and deleted: Kestrel's
+    /// `queue_creates` and `queue_deletes`.
+    creates: AtomicU64,
+    deletes: AtomicU64,
     /// Held by whoever moves expired messages to `expire_to` queues: one mover at a time,
     /// since a move takes the batch at the head of the set-aside list and consumes it
     /// only once the copies are durable.
@@ -140,6 +144,7 @@ impl Engine {
                 }
             }
         }
+        let queues_len = queues.len() as u64;
         let inner = Arc::new(Inner {
             ctx,
             queues_dir,
@@ -150,6 +155,8 @@ impl Engine {
                 default: cfg.default_limits.clone(),
                 lines: cfg.queue_limits.clone(),
             }),
+            creates: AtomicU64::new(queues_len),
+            deletes: AtomicU64::new(0),
             fanout,
             expiry_mover: tokio::sync::Mutex::new(()),
             _lock: lock,
@@ -224,6 +231,9 @@ impl Engine {
             })
             .clone();
         drop(map);
+        if created {
+            self.inner.creates.fetch_add(1, Ordering::Relaxed);
+        }
         if created && fanout_parent(name).is_some() {
             // A child exists from its first use, and must still exist after a restart
             // even if nothing was written to it: its directory is what says so. Should
@@ -268,6 +278,7 @@ impl Engine {
         };
         q.mark_deleted();
         self.inner.fanout.remove(name);
+        self.inner.deletes.fetch_add(1, Ordering::Relaxed);
         let dir = self.inner.queues_dir.join(name);
         if let Err(e) = fs::remove_dir_all(&dir) {
             if e.kind() != std::io::ErrorKind::NotFound {
@@ -275,6 +286,21 @@ impl Engine {
             }
         }
         true
+    }
+
+    /// Kestrel's `queue_creates` and `queue_deletes`: queues created since start (those
+    /// recovered at startup included) and deleted.
+    pub fn queue_counts(&self) -> (u64, u64) {
+        (
+            self.inner.creates.load(Ordering::Relaxed),
+            self.inner.deletes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// `stats reset`: [`Engine::queue_counts`] start again from zero.
+    pub fn reset_queue_counts(&self) {
+        self.inner.creates.store(0, Ordering::Relaxed);
+        self.inner.deletes.store(0, Ordering::Relaxed);
     }
 
     /// Every queue, sorted by name.

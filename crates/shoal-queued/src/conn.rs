@@ -376,6 +376,7 @@ impl Conn {
             ),
             Request::Stats(StatsGroup::Reset) => {
                 self.shared.counters.reset();
+                self.shared.engine.reset_queue_counts();
                 for q in self.shared.engine.queues() {
                     q.reset_counters();
                 }

@@ -112,6 +112,11 @@ pub fn general(
     reply::stat_u64(out, "cmd_set", get(&c.cmd_set));
     reply::stat_u64(out, "get_hits", get(&c.get_hits));
     reply::stat_u64(out, "get_misses", get(&c.get_misses));
+    let (creates, deletes) = engine.queue_counts();
+    reply::stat_u64(out, "queue_creates", creates);
+    reply::stat_u64(out, "queue_deletes", deletes);
+    // Kestrel's queues expired by `max_queue_age`, which shoal-queued does not have.
+    reply::stat_u64(out, "queue_expires", 0);
     reply::stat_u64(out, "write_errors", get(&c.write_errors));
     reply::stat_u64(out, "sync_errors", get(&c.sync_errors));
     reply::stat_u64(out, "idle_kicks", get(&c.idle_kicks));
@@ -144,7 +149,7 @@ pub fn general(
 /// One queue's counters, named as `stats` (prefixed `queue_<name>_`) and `dump_stats`
 /// report them: Kestrel 2.4's, with its names and meanings and in its order, then
 /// shoal-queued's own.
-fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 18] {
+fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 21] {
     [
         // Kestrel's.
         ("items", s.items),
@@ -158,6 +163,9 @@ fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 18] {
         ("discarded", s.discarded),
         ("waiters", s.waiters),
         ("open_transactions", s.open_reads),
+        ("transactions", s.transactions),
+        ("canceled_transactions", s.canceled_transactions),
+        ("total_flushes", s.total_flushes),
         // shoal-queued's.
         ("enqueued", s.enqueued),
         ("dequeued", s.dequeued),

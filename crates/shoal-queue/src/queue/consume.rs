@@ -75,6 +75,7 @@ impl Queue {
                 }
             }
             Take::Open => {
+                st.counters.transactions += 1;
                 if let Some(e) = st.ready.pop_front() {
                     st.open.insert(e.seq, e);
                 }
@@ -102,6 +103,7 @@ impl Queue {
         let Some(e) = st.open.remove(&seq) else {
             return false;
         };
+        st.counters.canceled_transactions += 1;
         st.ready.push_front(e);
         drop(st);
         self.arrivals.notify_waiters();
@@ -125,6 +127,7 @@ impl Queue {
     /// its client disconnecting) puts it back at the head.
     pub fn flush(&self) -> Result<u64, QueueError> {
         let mut st = self.state.lock();
+        st.counters.flushes += 1;
         let mut n = 0u64;
         let mut all: Vec<Entry> = st.ready.drain(..).collect();
         all.sort_by_key(|e| e.seq);

@@ -90,6 +90,13 @@ pub(super) struct Counters {
     pub(super) carried: u64,
     /// Messages found in the log at startup.
     pub(super) recovered: u64,
+    /// Reads opened (Kestrel's `transactions`).
+    pub(super) transactions: u64,
+    /// Open reads given back by `/abort` or a disconnect (Kestrel's
+    /// `canceled_transactions`).
+    pub(super) canceled_transactions: u64,
+    /// `flush` of this queue, `flush_all` included (Kestrel's `total_flushes`).
+    pub(super) flushes: u64,
 }
 
 #[derive(Debug, Default)]

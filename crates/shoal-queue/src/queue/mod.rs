@@ -114,6 +114,13 @@ pub struct QueueStats {
     pub carried: u64,
     /// Expired messages set aside for the queue's `expire_to`, not yet moved.
     pub expiring: u64,
+    /// Reads opened since start (Kestrel's `transactions`).
+    pub transactions: u64,
+    /// Open reads given back by `/abort` or a disconnect (Kestrel's
+    /// `canceled_transactions`).
+    pub canceled_transactions: u64,
+    /// Times this queue was flushed (Kestrel's `total_flushes`).
+    pub total_flushes: u64,
 }
 
 /// One durable FIFO queue. All methods are safe to call from many threads.
@@ -260,6 +267,9 @@ impl Queue {
             waiters: self.waiters.load(Ordering::Relaxed),
             carried: st.counters.carried,
             expiring: st.expiring.len() as u64,
+            transactions: st.counters.transactions,
+            canceled_transactions: st.counters.canceled_transactions,
+            total_flushes: st.counters.flushes,
         }
     }
 
