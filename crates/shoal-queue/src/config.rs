@@ -89,6 +89,9 @@ pub struct QueueLimits {
     /// A fanout parent that stores nothing itself, only copies to its children (Kestrel's
     /// `fanout_only`; no effect on a child, as in Kestrel).
     pub fanout_only: bool,
+    /// Seconds after its creation (or the server's start, for a queue found on disk)
+    /// after which an empty queue is deleted (Kestrel's `max_queue_age`; 0: never).
+    pub max_queue_age_secs: u32,
 }
 
 /// Test hooks: log writes that fail as on a full disk, and a sync thread that panics, so

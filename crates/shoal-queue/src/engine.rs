@@ -54,6 +54,8 @@ struct Inner {
     /// `queue_creates` and `queue_deletes`.
     creates: AtomicU64,
     deletes: AtomicU64,
+    /// Queues deleted by `max_queue_age` (Kestrel's `queue_expires`; also in `deletes`).
+    expires: AtomicU64,
     /// Held by whoever moves expired messages to `expire_to` queues: one mover at a time,
     /// since a move takes the batch at the head of the set-aside list and consumes it
     /// only once the copies are durable.
@@ -157,6 +159,7 @@ impl Engine {
             }),
             creates: AtomicU64::new(queues_len),
             deletes: AtomicU64::new(0),
+            expires: AtomicU64::new(0),
             fanout,
             expiry_mover: tokio::sync::Mutex::new(()),
             _lock: lock,
@@ -277,6 +280,44 @@ impl Engine {
             return false;
         };
         q.mark_deleted();
+        self.forget(name);
+        true
+    }
+
+    /// Deletes the queues that `max_queue_age` says are empty and old enough (Kestrel's
+    /// queue expiry). Returns how many.
+    pub fn delete_aged_out(&self, now: u32) -> u64 {
+        let mut n = 0;
+        for q in self.queues() {
+            if !q.old_enough_to_retire(now) {
+                continue;
+            }
+            let gone = {
+                let mut map = self.inner.queues.write();
+                // Checked and removed under the map's lock, so that a set cannot find the
+                // queue after its check and store into a queue no longer in the map.
+                let here = map.get(q.name()).is_some_and(|m| Arc::ptr_eq(m, &q));
+                let gone = here && q.delete_if_aged_out(now);
+                if gone {
+                    map.remove(q.name());
+                }
+                gone
+            };
+            if gone {
+                tracing::info!(
+                    queue = q.name(),
+                    "deleted: empty and older than max_queue_age"
+                );
+                self.forget(q.name());
+                self.inner.expires.fetch_add(1, Ordering::Relaxed);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// After a queue left the map: out of its parent's fanout, counted, files removed.
+    fn forget(&self, name: &str) {
         self.inner.fanout.remove(name);
         self.inner.deletes.fetch_add(1, Ordering::Relaxed);
         let dir = self.inner.queues_dir.join(name);
@@ -285,15 +326,16 @@ impl Engine {
                 tracing::warn!("removing {}: {e}", dir.display());
             }
         }
-        true
     }
 
-    /// Kestrel's `queue_creates` and `queue_deletes`: queues created since start (those
-    /// recovered at startup included) and deleted.
-    pub fn queue_counts(&self) -> (u64, u64) {
+    /// Kestrel's `queue_creates`, `queue_deletes` and `queue_expires`: queues created
+    /// since start (those recovered at startup included), deleted (by `delete` or
+    /// `max_queue_age`), and deleted by `max_queue_age`.
+    pub fn queue_counts(&self) -> (u64, u64, u64) {
         (
             self.inner.creates.load(Ordering::Relaxed),
             self.inner.deletes.load(Ordering::Relaxed),
+            self.inner.expires.load(Ordering::Relaxed),
         )
     }
 
@@ -301,6 +343,7 @@ impl Engine {
     pub fn reset_queue_counts(&self) {
         self.inner.creates.store(0, Ordering::Relaxed);
         self.inner.deletes.store(0, Ordering::Relaxed);
+        self.inner.expires.store(0, Ordering::Relaxed);
     }
 
     /// Every queue, sorted by name.
@@ -319,12 +362,15 @@ impl Engine {
         Ok(())
     }
 
-    /// Drops expired messages at the head of every queue; call about once a second.
+    /// Drops expired messages at the head of every queue (or sets them aside for
+    /// `expire_to`), and deletes the queues `max_queue_age` retires; call about once a
+    /// second.
     pub fn tick(&self) {
         let now = unix_now();
         for q in self.queues() {
             q.expire(now);
         }
+        self.delete_aged_out(now);
     }
 
     /// Queues that could not be recovered at startup and are refused.

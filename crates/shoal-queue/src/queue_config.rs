@@ -15,6 +15,7 @@
 //! | `expire_to` | a queue name |
 //! | `max_expire_sweep` | messages per sweep (0: all) |
 //! | `fanout_only` | `true`/`false` |
+//! | `max_queue_age` | a duration as `max_age`: an empty queue this old is deleted |
 //! | `sync_journal`, `keep_journal` | accepted for Kestrel configs; no effect here (see [`Ignored`]) |
 
 use crate::config::{FullPolicy, QueueLimits};
@@ -93,6 +94,8 @@ pub struct QueueOverrides {
     pub max_expire_sweep: Option<u64>,
     /// `fanout_only`.
     pub fanout_only: Option<bool>,
+    /// `max_queue_age`, in seconds.
+    pub max_queue_age_secs: Option<u32>,
     /// Kestrel settings given that have no effect here.
     pub ignored: Ignored,
 }
@@ -126,6 +129,9 @@ impl QueueOverrides {
         }
         if let Some(v) = self.fanout_only {
             l.fanout_only = v;
+        }
+        if let Some(v) = self.max_queue_age_secs {
+            l.max_queue_age_secs = v;
         }
     }
 }
@@ -226,6 +232,7 @@ pub fn parse(text: &str) -> Result<HashMap<String, QueueOverrides>, QueueConfigE
                 "max_item_size" => o.max_item_size = Some(parse_size(v).ok_or_else(bad)?),
                 "max_memory_size" => o.max_memory = Some(parse_size(v).ok_or_else(bad)?),
                 "max_age" => o.max_age_secs = Some(parse_secs(v).ok_or_else(bad)?),
+                "max_queue_age" => o.max_queue_age_secs = Some(parse_secs(v).ok_or_else(bad)?),
                 "discard_old_when_full" => {
                     o.full = Some(match parse_bool(v).ok_or_else(bad)? {
                         true => FullPolicy::DiscardOldest,
@@ -278,7 +285,7 @@ mod tests {
         let text = "# limits\njobs max_items=10 policy=discard\nlogs max_bytes=1m max_age=60 # x\n\
                     orders max_size=2k max_item_size=100 discard_old_when_full=true \
                     max_memory_size=1k expire_to=dead max_expire_sweep=5 fanout_only=true \
-                    keep_journal=false sync_journal=10ms\nd max_age=1500ms\n";
+                    keep_journal=false sync_journal=10ms\nd max_age=1500ms max_queue_age=1h\n";
         let m = parse(text).expect("parses");
         let d = QueueLimits::default();
         let jobs = resolve(&d, &m, "jobs");
@@ -294,6 +301,7 @@ mod tests {
         assert_eq!((o.max_expire_sweep, o.fanout_only), (5, true));
         assert!(m["orders"].ignored.keep_journal_false && m["orders"].ignored.sync_journal);
         assert_eq!(resolve(&d, &m, "d").max_age_secs, 2, "ms round up");
+        assert_eq!(resolve(&d, &m, "d").max_queue_age_secs, 3600);
         assert!(parse("a/b max_items=1").is_err());
         assert!(parse("q color=red").is_err());
         assert!(parse("q max_items").is_err());

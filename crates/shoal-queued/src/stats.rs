@@ -112,11 +112,10 @@ pub fn general(
     reply::stat_u64(out, "cmd_set", get(&c.cmd_set));
     reply::stat_u64(out, "get_hits", get(&c.get_hits));
     reply::stat_u64(out, "get_misses", get(&c.get_misses));
-    let (creates, deletes) = engine.queue_counts();
+    let (creates, deletes, expires) = engine.queue_counts();
     reply::stat_u64(out, "queue_creates", creates);
     reply::stat_u64(out, "queue_deletes", deletes);
-    // Kestrel's queues expired by `max_queue_age`, which shoal-queued does not have.
-    reply::stat_u64(out, "queue_expires", 0);
+    reply::stat_u64(out, "queue_expires", expires);
     reply::stat_u64(out, "write_errors", get(&c.write_errors));
     reply::stat_u64(out, "sync_errors", get(&c.sync_errors));
     reply::stat_u64(out, "idle_kicks", get(&c.idle_kicks));

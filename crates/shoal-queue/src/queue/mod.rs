@@ -140,6 +140,9 @@ pub struct Queue {
     sync_metrics: SyncMetrics,
     /// Blocking reads waiting now (see [`Queue::waiting`]).
     waiters: AtomicU64,
+    /// When this queue was created, or found on disk at startup (unix seconds): what
+    /// `max_queue_age` counts from, as Kestrel's queue creation time.
+    created: u32,
 }
 
 /// A blocking read counted in its queue's `waiters` while it lives (see
@@ -175,6 +178,7 @@ impl Queue {
             synced_writes: AtomicU64::new(0),
             sync_metrics: SyncMetrics::default(),
             waiters: AtomicU64::new(0),
+            created: crate::engine::unix_now(),
         }
     }
 
@@ -282,6 +286,37 @@ impl Queue {
     /// Forgets everything (the engine deletes the files) and releases every waiter.
     pub(crate) fn mark_deleted(&self) {
         let mut st = self.state.lock();
+        self.clear_deleted(&mut st);
+        drop(st);
+        self.release_deleted();
+    }
+
+    /// Kestrel's `max_queue_age`: if the queue is older than it and holds nothing (no
+    /// message waiting, open or set aside), marks it deleted, in one hold of its lock so
+    /// that no message slips in between: a set racing with it finds the queue deleted and
+    /// is refused, never acknowledged and lost. True if it was.
+    pub(crate) fn delete_if_aged_out(&self, now: u32) -> bool {
+        if !self.old_enough_to_retire(now) {
+            return false;
+        }
+        let mut st = self.state.lock();
+        if st.deleted || !st.ready.is_empty() || !st.open.is_empty() || !st.expiring.is_empty() {
+            return false;
+        }
+        self.clear_deleted(&mut st);
+        drop(st);
+        self.release_deleted();
+        true
+    }
+
+    /// Whether `max_queue_age` is set and this queue is older (not looking at what it
+    /// holds: cheap, no lock but the config's).
+    pub(crate) fn old_enough_to_retire(&self, now: u32) -> bool {
+        let age = self.limits.read().max_queue_age_secs;
+        age > 0 && now >= self.created.saturating_add(age)
+    }
+
+    fn clear_deleted(&self, st: &mut index::State) {
         st.deleted = true;
         st.ready.clear();
         st.open.clear();
@@ -294,7 +329,9 @@ impl Queue {
         st.disk = 0;
         // The files go with the directory: nothing of them needs to be durable now.
         st.unsynced = index::Unsynced::default();
-        drop(st);
+    }
+
+    fn release_deleted(&self) {
         self.synced.send_modify(|s| s.lsn = u64::MAX);
         self.arrivals.notify_waiters();
     }
