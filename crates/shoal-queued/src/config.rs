@@ -109,6 +109,11 @@ pub struct Args {
     /// Kestrel's exptime rule (under 1,000,000 seconds relative, else a unix time).
     #[arg(long = "kestrel")]
     pub kestrel: bool,
+    /// Reads a connection may hold open on one queue at a time (Kestrel's
+    /// `max_open_transactions`, 1 by default as in Kestrel): a further `/open` is refused
+    /// with `ERROR` and a disconnect; `monitor` opens no more than this leaves.
+    #[arg(long = "max-open-transactions", value_name = "N", default_value_t = 1)]
+    pub max_open_transactions: usize,
     /// Serve Prometheus metrics (`GET /metrics`, HTTP/1.1) on ADDR:PORT (off by default).
     #[arg(long = "metrics-listen", value_name = "ADDR:PORT")]
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -143,6 +148,8 @@ pub struct Settings {
     pub idle_timeout: Option<std::time::Duration>,
     /// `--kestrel`: Kestrel's replies for every request, not only those with read options.
     pub kestrel: bool,
+    /// `--max-open-transactions`: reads a connection may hold open per queue.
+    pub max_open_transactions: usize,
     /// `--metrics-listen`: where to serve Prometheus metrics.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `--log-format`.
@@ -229,6 +236,9 @@ impl Args {
         if self.segment_size < 4096 || self.segment_size > 1 << 30 {
             return Err("--segment-size must be between 4k and 1g".into());
         }
+        if self.max_open_transactions == 0 {
+            return Err("--max-open-transactions must be at least 1".into());
+        }
         if self.conn_limit == 0 {
             return Err("-c must be at least 1".into());
         }
@@ -284,6 +294,7 @@ impl Args {
             idle_timeout: (self.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(self.idle_timeout)),
             kestrel: self.kestrel,
+            max_open_transactions: self.max_open_transactions,
             metrics_listen: self.metrics_listen,
             log_format: self.log_format,
             queue_config: self.queue_config.clone(),

@@ -33,6 +33,7 @@ use shoal_queue::{
 };
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -55,6 +56,10 @@ const KESTREL_FLUSHED_ALL: &[u8] = b"Flushed all queues.\r\n";
 const REFUSED_READONLY: &[u8] = b"SERVER_ERROR server is read-only (status READONLY)\r\n";
 /// A queue operation refused under `status QUIESCENT`.
 const REFUSED_QUIESCENT: &[u8] = b"SERVER_ERROR server is quiescent (status QUIESCENT)\r\n";
+/// A command whose arguments do not parse (memcached's wording).
+const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
+/// The longest `monitor` (as the longest blocking read).
+const MAX_MONITOR_SECS: u64 = 600;
 /// Kestrel's answer to `reload`.
 const KESTREL_RELOADED: &[u8] = b"Reloaded config.\r\n";
 /// memcached's answer to `shutdown` without `-A`.
@@ -78,7 +83,7 @@ struct Conn {
     /// Highest log position per queue to wait on before replying.
     to_sync: Vec<PendingSync>,
     /// This connection's open reads, by queue name.
-    open: HashMap<String, (Arc<Queue>, u64)>,
+    open: HashMap<String, OpenReads>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -108,8 +113,11 @@ where
     if connection::serve(stream, &mut conn, &budget, &config).await == End::IdleTimeout {
         bump(&conn.shared.counters.idle_kicks);
     }
-    for (_, (q, seq)) in conn.open.drain() {
-        q.abort(seq);
+    for (_, reads) in conn.open.drain() {
+        // Newest first, so that the oldest ends at the head, as before they were read.
+        for seq in reads.seqs.into_iter().rev() {
+            reads.queue.abort(seq);
+        }
     }
 }
 
@@ -164,6 +172,17 @@ impl Handler for Conn {
                 silent,
             } => {
                 let line = &input[..consumed];
+                if error == ProtocolError::UnknownCommand {
+                    if let Some((name, secs, max)) = parse_monitor(line) {
+                        return match self.monitor(name, secs, max, out).await {
+                            Flow::Continue => Step::Done {
+                                consumed,
+                                swallow: 0,
+                            },
+                            Flow::Close => Step::Close,
+                        };
+                    }
+                }
                 if error == ProtocolError::UnknownCommand
                     && self.queue_command(line, out.buf()).await
                 {
@@ -222,6 +241,13 @@ impl Handler for Conn {
     async fn stop_signal(&mut self) {
         let _ = self.shutdown.changed().await;
     }
+}
+
+/// One connection's open reads on one queue (several with `monitor` and
+/// `--max-open-transactions`), oldest first.
+struct OpenReads {
+    queue: Arc<Queue>,
+    seqs: std::collections::VecDeque<u64>,
 }
 
 /// A queue's position this connection's pending replies wait for.
@@ -509,14 +535,10 @@ impl Conn {
             }
         };
         if o.close || o.abort {
-            if let Some((q, seq)) = self.open.remove(name) {
-                if o.close {
-                    if q.close(seq) {
-                        push_unique(&mut self.to_commit, &q);
-                    }
-                } else {
-                    q.abort(seq);
-                }
+            if o.close {
+                self.close_open(name, 1);
+            } else {
+                self.abort_open(name);
             }
             if !o.open {
                 return KeyStep::Next;
@@ -528,15 +550,15 @@ impl Conn {
             out.buf().extend_from_slice(REFUSED_QUIESCENT);
             return KeyStep::Stop;
         }
-        if kestrel && !o.open && !o.peek && self.open.contains_key(name) {
+        if kestrel && !o.open && !o.peek && self.open_count(name) > 0 {
             // A non-transactional fetch with a read open on the queue: Kestrel refuses it
             // and disconnects (which returns the open read to the queue).
             out.buf().extend_from_slice(reply::ERROR);
             return KeyStep::Close;
         }
-        if o.open && self.open.contains_key(name) {
-            // Kestrel's TooManyOpenTransactions (max_open_transactions is 1 here). A key
-            // with `/open` is always in Kestrel reply mode.
+        if o.open && self.open_count(name) >= self.shared.settings.max_open_transactions {
+            // Kestrel's TooManyOpenTransactions (`--max-open-transactions`, 1 by default
+            // as in Kestrel). A key with `/open` is always in Kestrel reply mode.
             out.buf().extend_from_slice(reply::ERROR);
             return KeyStep::Close;
         }
@@ -548,6 +570,39 @@ impl Conn {
             Take::Remove
         };
         let deadline = o.timeout.map(|t| Instant::now() + t);
+        let got = match self.wait_take(name, take, deadline, out).await {
+            Ok(got) => got,
+            Err(step) => return step,
+        };
+        match got {
+            Some((q, d)) => {
+                bump(&self.shared.counters.get_hits);
+                if kestrel {
+                    reply::value(out.buf(), o.queue, 0, &d.data, None);
+                } else {
+                    reply::value(out.buf(), key, d.flags, &d.data, None);
+                }
+                match take {
+                    Take::Remove => push_unique(&mut self.to_commit, &q),
+                    Take::Open => self.add_open(name, q, d.seq),
+                    Take::Peek => {}
+                }
+            }
+            None => bump(&self.shared.counters.get_misses),
+        }
+        KeyStep::Next
+    }
+
+    /// Takes the head message of `name` (`take`), waiting until `deadline` for one if
+    /// given. `Err` is the step the caller must return: an error reply was written, or the
+    /// connection must close.
+    async fn wait_take<W: AsyncWrite + Unpin>(
+        &mut self,
+        name: &str,
+        take: Take,
+        deadline: Option<Instant>,
+        out: &mut Output<'_, W, NoValue>,
+    ) -> Result<Option<(Arc<Queue>, shoal_queue::Delivery)>, KeyStep> {
         let got = loop {
             // A blocking read looks the queue up again after each wake-up, so a queue
             // deleted and recreated meanwhile is still seen.
@@ -575,7 +630,7 @@ impl Conn {
                 Err(e) => {
                     tracing::warn!(queue = name, "dequeue failed: {e}");
                     out.buf().extend_from_slice(READ_FAILED);
-                    return KeyStep::Stop;
+                    return Err(KeyStep::Stop);
                 }
             }
             let Some(dl) = deadline else { break None };
@@ -584,7 +639,7 @@ impl Conn {
             }
             // Send what earlier requests produced before blocking.
             if self.flush_out(out).await.is_err() {
-                return KeyStep::Close;
+                return Err(KeyStep::Close);
             }
             let _waiting = q.waiting();
             tokio::select! {
@@ -593,25 +648,113 @@ impl Conn {
                 _ = self.shutdown.changed() => {}
             }
         };
-        match got {
-            Some((q, d)) => {
-                bump(&self.shared.counters.get_hits);
-                if kestrel {
-                    reply::value(out.buf(), o.queue, 0, &d.data, None);
-                } else {
-                    reply::value(out.buf(), key, d.flags, &d.data, None);
-                }
-                match take {
-                    Take::Remove => push_unique(&mut self.to_commit, &q),
-                    Take::Open => {
-                        self.open.insert(name.to_string(), (q, d.seq));
-                    }
-                    Take::Peek => {}
-                }
+        Ok(got)
+    }
+
+    /// How many reads this connection holds open on `name`.
+    fn open_count(&self, name: &str) -> usize {
+        self.open.get(name).map_or(0, |r| r.seqs.len())
+    }
+
+    /// Records an open read.
+    fn add_open(&mut self, name: &str, queue: Arc<Queue>, seq: u64) {
+        match self.open.get_mut(name) {
+            Some(r) if Arc::ptr_eq(&r.queue, &queue) => r.seqs.push_back(seq),
+            // None yet, or on a queue since deleted (and its reads with it).
+            _ => {
+                self.open.insert(
+                    name.to_string(),
+                    OpenReads {
+                        queue,
+                        seqs: [seq].into(),
+                    },
+                );
             }
-            None => bump(&self.shared.counters.get_misses),
         }
-        KeyStep::Next
+    }
+
+    /// Consumes (`/close`, `confirm`) up to `n` of this connection's oldest open reads on
+    /// `name`; returns how many it held.
+    fn close_open(&mut self, name: &str, n: usize) -> usize {
+        let Some(r) = self.open.get_mut(name) else {
+            return 0;
+        };
+        let mut closed = 0;
+        while closed < n {
+            let Some(seq) = r.seqs.pop_front() else { break };
+            closed += 1;
+            if r.queue.close(seq) {
+                push_unique(&mut self.to_commit, &r.queue);
+            }
+        }
+        if r.seqs.is_empty() {
+            self.open.remove(name);
+        }
+        closed
+    }
+
+    /// Gives the oldest open read on `name` back to the head of its queue (`/abort`).
+    fn abort_open(&mut self, name: &str) {
+        let Some(r) = self.open.get_mut(name) else {
+            return;
+        };
+        if let Some(seq) = r.seqs.pop_front() {
+            r.queue.abort(seq);
+        }
+        if r.seqs.is_empty() {
+            self.open.remove(name);
+        }
+    }
+
+    /// Kestrel's `monitor <q> <secs> [max]`: for up to `secs` seconds, streams up to `max`
+    /// messages (default and cap: what `--max-open-transactions` leaves this connection)
+    /// as open reads, each `VALUE <q> 0 <n>` sent as it arrives, then `END`; `confirm`
+    /// consumes them.
+    async fn monitor<W: AsyncWrite + Unpin>(
+        &mut self,
+        name: &[u8],
+        secs: u64,
+        max: Option<usize>,
+        out: &mut Output<'_, W, NoValue>,
+    ) -> Flow {
+        let name = match std::str::from_utf8(name) {
+            Ok(n) if validate_name(name) => n.to_string(),
+            _ => {
+                out.buf().extend_from_slice(BAD_NAME);
+                return Flow::Continue;
+            }
+        };
+        if self.shared.status.get().blocks_reads() {
+            out.buf().extend_from_slice(REFUSED_QUIESCENT);
+            return Flow::Continue;
+        }
+        let limit = self.shared.settings.max_open_transactions;
+        let max = max.unwrap_or(limit);
+        let deadline = Instant::now() + Duration::from_secs(secs.min(MAX_MONITOR_SECS));
+        let mut sent = 0;
+        while sent < max && self.open_count(&name) < limit {
+            bump(&self.shared.counters.cmd_get);
+            match self.wait_take(&name, Take::Open, Some(deadline), out).await {
+                Ok(Some((q, d))) => {
+                    bump(&self.shared.counters.get_hits);
+                    reply::value(out.buf(), name.as_bytes(), 0, &d.data, None);
+                    self.add_open(&name, q, d.seq);
+                    sent += 1;
+                    if out.len() >= OUTPUT_HIGH_WATER && self.flush_out(out).await.is_err() {
+                        return Flow::Close;
+                    }
+                }
+                Ok(None) => {
+                    bump(&self.shared.counters.get_misses);
+                    break;
+                }
+                Err(KeyStep::Close) => return Flow::Close,
+                // An error reply was written instead.
+                Err(_) => return Flow::Continue,
+            }
+        }
+        reply::end(out.buf());
+        Flow::Continue
     }
 
     /// Commands memcached does not have, from MemcacheQ and Kestrel: `flush <q>`,
@@ -662,6 +805,24 @@ impl Conn {
                 out.extend_from_slice(&r);
             }
             [b"dump_stats"] => crate::stats::kestrel_dump(out, &self.shared.engine),
+            [b"confirm", name, n] => {
+                let n = std::str::from_utf8(n)
+                    .ok()
+                    .and_then(|n| n.parse::<usize>().ok());
+                match (std::str::from_utf8(name), n) {
+                    (Ok(name), Some(n)) if validate_name(name.as_bytes()) => {
+                        // Kestrel: END when all `n` were open (and are now consumed),
+                        // ERROR when fewer were (those are consumed too).
+                        if self.close_open(name, n) == n {
+                            reply::end(out);
+                        } else {
+                            out.extend_from_slice(reply::ERROR);
+                        }
+                    }
+                    (_, None) => out.extend_from_slice(BAD_FORMAT),
+                    _ => out.extend_from_slice(BAD_NAME),
+                }
+            }
             [b"reload"] => match self.shared.reload() {
                 Ok(()) => out.extend_from_slice(KESTREL_RELOADED),
                 Err(e) => {
@@ -723,6 +884,27 @@ impl Conn {
             self.shared.engine.move_expired().await;
         }
         format!("{n}\r\n").into_bytes()
+    }
+}
+
+/// `monitor <q> <secs> [max]`: the queue, the seconds and the most messages, if `line` is
+/// one.
+fn parse_monitor(line: &[u8]) -> Option<(&[u8], u64, Option<usize>)> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let toks: Vec<&[u8]> = line
+        .split(|&b| b == b' ')
+        .filter(|t| !t.is_empty())
+        .collect();
+    let num = |t: &[u8]| std::str::from_utf8(t).ok()?.parse::<u64>().ok();
+    match toks.as_slice() {
+        [b"monitor", name, secs] => Some((name, num(secs)?, None)),
+        [b"monitor", name, secs, max] => Some((
+            name,
+            num(secs)?,
+            Some(usize::try_from(num(max)?).unwrap_or(usize::MAX)),
+        )),
+        _ => None,
     }
 }
 
