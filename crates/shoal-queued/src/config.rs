@@ -34,6 +34,12 @@ pub struct Args {
     /// Interface to listen on.
     #[arg(short = 'l', long = "listen", default_value = "127.0.0.1")]
     pub listen: String,
+    /// Listen on this unix socket instead of TCP (MemcacheQ's and memcached's `-s`).
+    #[arg(short = 's', long = "unix-socket", value_name = "PATH")]
+    pub unix_socket: Option<PathBuf>,
+    /// Permission mask of the unix socket, in octal (memcached's `-a`).
+    #[arg(short = 'a', long = "unix-mask", default_value = "700", value_parser = parse_octal)]
+    pub unix_mask: u32,
     /// Data directory (MemcacheQ's -H also works).
     #[arg(
         short = 'd',
@@ -131,6 +137,10 @@ pub struct Settings {
     pub listen: IpAddr,
     /// Port (0 = ephemeral).
     pub port: u16,
+    /// `-s`: a unix socket to listen on instead of TCP.
+    pub unix_socket: Option<PathBuf>,
+    /// `-a`: the unix socket's permissions.
+    pub unix_mask: u32,
     /// Most simultaneous connections.
     pub conn_limit: usize,
     /// Bytes all read buffers together may hold beyond what each holds for free
@@ -158,6 +168,13 @@ pub struct Settings {
     pub queue_config: Option<PathBuf>,
     /// The queue configuration the command line gives, under the file's lines.
     pub default_limits: QueueLimits,
+}
+
+fn parse_octal(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s, 8)
+        .ok()
+        .filter(|&m| m <= 0o777)
+        .ok_or_else(|| format!("invalid octal mask {s:?}"))
 }
 
 /// A size with an optional k/m/g suffix (powers of 1024).
@@ -285,6 +302,8 @@ impl Args {
         Ok(Settings {
             listen,
             port: self.port,
+            unix_socket: self.unix_socket.clone(),
+            unix_mask: self.unix_mask,
             conn_limit: self.conn_limit,
             read_buf_mem_limit,
             threads,

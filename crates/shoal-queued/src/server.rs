@@ -17,9 +17,13 @@ use tokio::io::AsyncWriteExt;
 /// How long shutdown waits for connections to finish their replies.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Binds the listening socket (so the caller can log the real port of `-p 0`).
+/// Binds the listening socket (so the caller can log the real port of `-p 0`): the unix
+/// socket of `-s`, which replaces TCP as in MemcacheQ and memcached, or TCP.
 pub fn bind(settings: &Settings) -> std::io::Result<Listener> {
-    Listener::bind_tcp(SocketAddr::new(settings.listen, settings.port), 1024)
+    match &settings.unix_socket {
+        Some(path) => Listener::bind_unix(path, settings.unix_mask),
+        None => Listener::bind_tcp(SocketAddr::new(settings.listen, settings.port), 1024),
+    }
 }
 
 /// Serves until SIGINT/SIGTERM, then stops accepting, lets connections send the replies
@@ -74,6 +78,9 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Re
     pool.join();
     drop(rt);
     served?;
+    if let Some(path) = &shared.settings.unix_socket {
+        let _ = std::fs::remove_file(path);
+    }
     match Arc::try_unwrap(shared) {
         // Dropping the engine runs its final fsync.
         Ok(s) => drop(s.engine),
@@ -125,11 +132,19 @@ async fn accept_loop(
             Event::Signal | Event::Shutdown => return Ok(()),
         };
         if !take_slot(shared) {
-            if let Incoming::Tcp(s, _) = incoming {
-                if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
-                    // memcached's answer; the socket is closed when `s` drops. A short
-                    // write to a fresh socket never waits, so this cannot stall accepting.
-                    let _ = s.write_all(b"ERROR Too many open connections\r\n").await;
+            // memcached's answer; the socket is closed when it drops. A short write to a
+            // fresh socket never waits, so this cannot stall accepting.
+            const TOO_MANY: &[u8] = b"ERROR Too many open connections\r\n";
+            match incoming {
+                Incoming::Tcp(s, _) => {
+                    if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
+                        let _ = s.write_all(TOO_MANY).await;
+                    }
+                }
+                Incoming::Unix(s) => {
+                    if let Ok(mut s) = tokio::net::UnixStream::from_std(s) {
+                        let _ = s.write_all(TOO_MANY).await;
+                    }
                 }
             }
             continue;
@@ -191,11 +206,17 @@ impl WorkerService for QueueWorker {
         let slot = ConnSlot::adopt(&self.shared);
         async move {
             let shared = slot.shared.clone();
-            // shoal-queued listens on TCP only.
-            if let Incoming::Tcp(stream, _) = incoming {
-                let _ = stream.set_nodelay(true);
-                if let Ok(mut s) = tokio::net::TcpStream::from_std(stream) {
-                    conn::serve(&mut s, shared).await;
+            match incoming {
+                Incoming::Tcp(stream, _) => {
+                    let _ = stream.set_nodelay(true);
+                    if let Ok(mut s) = tokio::net::TcpStream::from_std(stream) {
+                        conn::serve(&mut s, shared).await;
+                    }
+                }
+                Incoming::Unix(stream) => {
+                    if let Ok(mut s) = tokio::net::UnixStream::from_std(stream) {
+                        conn::serve(&mut s, shared).await;
+                    }
                 }
             }
             drop(slot);
