@@ -805,6 +805,7 @@ impl Conn {
                 out.extend_from_slice(&r);
             }
             [b"dump_stats"] => crate::stats::kestrel_dump(out, &self.shared.engine),
+            [b"dump_config"] => crate::stats::kestrel_dump_config(out, &self.shared.engine),
             [b"confirm", name, n] => {
                 let n = std::str::from_utf8(n)
                     .ok()

@@ -194,6 +194,45 @@ pub fn kestrel_dump(out: &mut Vec<u8>, engine: &Engine) {
     reply::end(out);
 }
 
+/// Kestrel's `dump_config`: per queue, `queue '<name>' {`, its configuration in force as
+/// indented `key=value` lines in the queue config file's names (0: unlimited or off),
+/// and `}`; then `END`.
+pub fn kestrel_dump_config(out: &mut Vec<u8>, engine: &Engine) {
+    let memory = engine.config().memory_per_queue;
+    let item = engine.config().max_item_size as u64;
+    for q in engine.queues() {
+        let l = q.limits();
+        let max_item_size = match l.max_item_size {
+            0 => item,
+            n => n.min(item),
+        };
+        let lines = [
+            ("max_items", l.max_items.to_string()),
+            ("max_size", l.max_bytes.to_string()),
+            ("max_item_size", max_item_size.to_string()),
+            ("max_age", l.max_age_secs.to_string()),
+            (
+                "max_memory_size",
+                l.max_memory.unwrap_or(memory).to_string(),
+            ),
+            (
+                "discard_old_when_full",
+                (l.full == shoal_queue::FullPolicy::DiscardOldest).to_string(),
+            ),
+            ("expire_to", l.expire_to.clone().unwrap_or_default()),
+            ("max_expire_sweep", l.max_expire_sweep.to_string()),
+            ("fanout_only", l.fanout_only.to_string()),
+            ("max_queue_age", l.max_queue_age_secs.to_string()),
+        ];
+        out.extend_from_slice(format!("queue '{}' {{\r\n", q.name()).as_bytes());
+        for (k, v) in lines {
+            out.extend_from_slice(format!("  {k}={v}\r\n").as_bytes());
+        }
+        out.extend_from_slice(b"}\r\n");
+    }
+    reply::end(out);
+}
+
 /// MemcacheQ's `stats queue`: `STAT <name> <enqueued>/<dequeued>` per queue.
 pub fn memcacheq_queues(out: &mut Vec<u8>, engine: &Engine) {
     let now = unix_now();

@@ -53,3 +53,50 @@ fn reload_command_and_sighup_apply_limits_to_existing_queues() {
         "still connected"
     );
 }
+
+/// Kestrel's `dump_config` shows each queue's configuration in force, reloads included.
+#[test]
+fn dump_config_shows_the_config_in_force() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let conf = d.path().join("queues.conf");
+    std::fs::write(&conf, "jobs max_items=5 expire_to=dead max_age=1m\n").expect("write");
+    let s = Server::start(
+        &d.path().join("data"),
+        &[
+            "--queue-config",
+            conf.to_str().expect("utf8"),
+            "--max-bytes",
+            "1k",
+        ],
+    );
+    let mut c = s.client();
+    c.set("jobs", b"x");
+    let dump = |c: &mut common::Client| {
+        c.send(b"dump_config\r\n");
+        let mut v = Vec::new();
+        loop {
+            let l = c.line();
+            if l == "END" {
+                return v;
+            }
+            v.push(l);
+        }
+    };
+    let got = dump(&mut c);
+    assert_eq!(got[0], "queue 'jobs' {");
+    for want in [
+        "  max_items=5",
+        "  max_size=1024",
+        "  max_age=60",
+        "  expire_to=dead",
+        "  discard_old_when_full=false",
+    ] {
+        assert!(got.iter().any(|l| l == want), "{want} in {got:?}");
+    }
+    assert_eq!(got.last().map(String::as_str), Some("}"));
+    std::fs::write(&conf, "jobs max_items=7\n").expect("write");
+    assert_eq!(c.cmd("reload"), "Reloaded config.");
+    let got = dump(&mut c);
+    assert!(got.iter().any(|l| l == "  max_items=7"), "{got:?}");
+    assert!(got.iter().any(|l| l == "  expire_to="), "{got:?}");
+}
