@@ -257,6 +257,17 @@ impl Engine {
         &self.inner.expiry_mover
     }
 
+    /// The destinations of `name`'s line in the queue config, if it is an alias (looked
+    /// up on every set: nothing is cloned unless it is one).
+    pub(crate) fn destinations_of(&self, name: &str) -> Option<Vec<String>> {
+        self.inner
+            .configs
+            .read()
+            .lines
+            .get(name)
+            .and_then(|o| o.destination_queues.clone())
+    }
+
     /// The configuration `name` gets now (default, fanout parent, own line).
     pub fn limits_for(&self, name: &str) -> QueueLimits {
         self.inner.configs.read().limits_for(name)

@@ -12,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+mod alias;
 pub mod config;
 mod crc;
 pub mod engine;

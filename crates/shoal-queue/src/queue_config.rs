@@ -17,6 +17,9 @@
 //! | `fanout_only` | `true`/`false` |
 //! | `max_queue_age` | a duration as `max_age`: an empty queue this old is deleted |
 //! | `sync_journal`, `keep_journal` | accepted for Kestrel configs; no effect here (see [`Ignored`]) |
+//!
+//! A line `<alias> destination_queues=a,b` (and nothing else) is Kestrel's alias instead:
+//! a name whose sets are written to each destination queue.
 
 use crate::config::{FullPolicy, QueueLimits};
 use crate::name::validate_name;
@@ -48,6 +51,13 @@ pub enum QueueConfigError {
         line: usize,
         /// The key.
         key: String,
+    },
+    /// An alias line (`destination_queues=`) with queue settings too: an alias holds
+    /// nothing, so they would mean nothing.
+    #[error("line {line}: an alias (destination_queues) takes no other settings")]
+    AliasWithSettings {
+        /// 1-based line number.
+        line: usize,
     },
     /// A value that does not parse for its key.
     #[error("line {line}: {key}: invalid value {value:?}")]
@@ -96,6 +106,8 @@ pub struct QueueOverrides {
     pub fanout_only: Option<bool>,
     /// `max_queue_age`, in seconds.
     pub max_queue_age_secs: Option<u32>,
+    /// `destination_queues`: the line is an alias of these queues, not a queue.
+    pub destination_queues: Option<Vec<String>>,
     /// Kestrel settings given that have no effect here.
     pub ignored: Ignored,
 }
@@ -254,6 +266,16 @@ pub fn parse(text: &str) -> Result<HashMap<String, QueueOverrides>, QueueConfigE
                 }
                 "max_expire_sweep" => o.max_expire_sweep = Some(v.parse().map_err(|_| bad())?),
                 "fanout_only" => o.fanout_only = Some(parse_bool(v).ok_or_else(bad)?),
+                "destination_queues" => {
+                    let dests: Vec<String> = v.split(',').map(str::to_string).collect();
+                    if dests
+                        .iter()
+                        .any(|d| !validate_name(d.as_bytes()) || d == name)
+                    {
+                        return Err(bad());
+                    }
+                    o.destination_queues = Some(dests);
+                }
                 "keep_journal" => {
                     o.ignored.keep_journal_false |= !parse_bool(v).ok_or_else(bad)?;
                 }
@@ -270,6 +292,14 @@ pub fn parse(text: &str) -> Result<HashMap<String, QueueOverrides>, QueueConfigE
                     })
                 }
             }
+        }
+        if o.destination_queues.is_some()
+            && o != (QueueOverrides {
+                destination_queues: o.destination_queues.clone(),
+                ..QueueOverrides::default()
+            })
+        {
+            return Err(QueueConfigError::AliasWithSettings { line: line_no });
         }
         out.insert(name.to_string(), o);
     }
@@ -311,6 +341,14 @@ mod tests {
             "a queue cannot expire to itself"
         );
         assert!(parse("q fanout_only=maybe").is_err());
+        let a = parse("all destination_queues=a,b+c\n").expect("an alias");
+        assert_eq!(
+            a["all"].destination_queues,
+            Some(vec!["a".to_string(), "b+c".to_string()])
+        );
+        assert!(parse("all destination_queues=a max_items=1").is_err());
+        assert!(parse("all destination_queues=a,,b").is_err());
+        assert!(parse("all destination_queues=all").is_err());
     }
 
     #[test]

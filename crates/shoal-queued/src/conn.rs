@@ -466,6 +466,26 @@ impl Conn {
         } else {
             expiry_from_exptime(exptime, now)
         };
+        if let Some(dests) = std::str::from_utf8(key)
+            .ok()
+            .and_then(|name| self.shared.engine.alias_destinations(name))
+        {
+            // Kestrel's alias: written to each destination; STORED only if all took it.
+            let (stored, result) = self
+                .shared
+                .engine
+                .enqueue_alias(&dests, flags, exp, data, now);
+            for (q, lsn) in stored.writes {
+                self.note_sync(&q, lsn, true);
+            }
+            if !noreply {
+                out.extend_from_slice(match result {
+                    Ok(()) => reply::STORED,
+                    Err(_) => reply::NOT_STORED,
+                });
+            }
+            return;
+        }
         let r: &[u8] = match std::str::from_utf8(key) {
             Ok(name) if validate_name(key) => match self.shared.engine.queue_or_create(name) {
                 Ok(q) if q.sync_failed() => {

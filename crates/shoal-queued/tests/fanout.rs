@@ -86,3 +86,31 @@ fn fanout_only_parent_and_children_inherit_its_config() {
         Some("feed+a,feed+b")
     );
 }
+
+/// Kestrel's aliases: a set to the alias is written to each destination; a reload
+/// changes them.
+#[test]
+fn aliases_write_to_each_destination() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let conf = d.path().join("queues.conf");
+    std::fs::write(&conf, "all destination_queues=a,b\nb max_items=1\n").expect("write");
+    let s = Server::start(
+        &d.path().join("data"),
+        &["--queue-config", conf.to_str().expect("utf8")],
+    );
+    let mut c = s.client();
+    assert_eq!(c.set("all", b"1"), "STORED");
+    assert_eq!(
+        c.set("all", b"2"),
+        "NOT_STORED",
+        "b is full: not every destination took it"
+    );
+    assert_eq!(drain(&mut c, "a"), ["1", "2"]);
+    assert_eq!(drain(&mut c, "b"), ["1"]);
+    assert_eq!(c.get_str("all"), None, "an alias holds nothing");
+    std::fs::write(&conf, "all destination_queues=c\n").expect("write");
+    assert_eq!(c.cmd("reload"), "Reloaded config.");
+    assert_eq!(c.set("all", b"3"), "STORED");
+    assert_eq!(drain(&mut c, "c"), ["3"]);
+    assert_eq!(c.get_str("a"), None);
+}
