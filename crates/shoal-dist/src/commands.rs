@@ -127,6 +127,14 @@ const QUEUED: &str = r#".SH CONFIGURATION FILE
 With \fB\-\-config\fR \fIFILE\fR, shoal\-queued reads its options from \fIFILE\fR before
 the command line, in memcached.conf's syntax: one option per line, \fB#\fR comments,
 shell quoting. Options given on the command line win over the file's.
+.SH SIGNALS
+.TP
+\fBSIGHUP\fR
+Re-reads the queue config file (\fB\-\-queue\-config\fR) and applies it to every existing
+queue, as the \fBreload\fR command does; a file that does not parse changes nothing.
+.TP
+\fBSIGTERM\fR, \fBSIGINT\fR
+Stop accepting, send the replies in flight, fsync every queue and exit 0.
 .SH FILES
 .TP
 .I /etc/shoal/queued.conf

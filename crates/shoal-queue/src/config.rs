@@ -1,5 +1,6 @@
 //! Engine and per-queue configuration.
 
+use crate::queue_config::QueueOverrides;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -61,17 +62,36 @@ pub enum FullPolicy {
     DiscardOldest,
 }
 
-/// Limits of one queue. Zero means unlimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// One queue's configuration (Kestrel's per-queue settings that mean something for this
+/// engine). Zero means unlimited wherever a number is a limit.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct QueueLimits {
-    /// Most messages the queue holds.
+    /// Most messages the queue holds (Kestrel's `max_items`).
     pub max_items: u64,
-    /// Most payload bytes the queue holds.
+    /// Most payload bytes the queue holds (Kestrel's `max_size`).
     pub max_bytes: u64,
-    /// Seconds after which a message expires even if its own exptime is later.
+    /// Seconds after which a message expires even if its own exptime is later (Kestrel's
+    /// `max_age`).
     pub max_age_secs: u32,
-    /// What to do when full.
+    /// What to do when full (Kestrel's `discard_old_when_full`).
     pub full: FullPolicy,
+    /// Largest payload this queue accepts, in bytes (Kestrel's `max_item_size`; 0: the
+    /// engine's [`EngineConfig::max_item_size`], which also caps it).
+    pub max_item_size: u64,
+    /// Payload bytes this queue keeps in memory (Kestrel's `max_memory_size`; `None`: the
+    /// engine's [`EngineConfig::memory_per_queue`]).
+    pub max_memory: Option<u64>,
+    /// Where expired messages go instead of being dropped (Kestrel's `expire_to`).
+    pub expire_to: Option<String>,
+    /// Most expired messages moved to `expire_to` per sweep (Kestrel's
+    /// `max_expire_sweep`; 0: all).
+    pub max_expire_sweep: u64,
+    /// A fanout parent that stores nothing itself, only copies to its children (Kestrel's
+    /// `fanout_only`; no effect on a child, as in Kestrel).
+    pub fanout_only: bool,
+    /// Seconds after its creation (or the server's start, for a queue found on disk)
+    /// after which an empty queue is deleted (Kestrel's `max_queue_age`; 0: never).
+    pub max_queue_age_secs: u32,
 }
 
 /// Test hooks: log writes that fail as on a full disk, and a sync thread that panics, so
@@ -121,10 +141,11 @@ pub struct EngineConfig {
     /// Payload bytes a queue keeps in memory; messages beyond it are read back from disk
     /// when dequeued, so a queue can be far larger than RAM.
     pub memory_per_queue: u64,
-    /// Limits for queues not named in `queue_limits`.
+    /// Configuration of queues not named in `queue_limits`.
     pub default_limits: QueueLimits,
-    /// Per-queue limits by name.
-    pub queue_limits: HashMap<String, QueueLimits>,
+    /// Per-queue settings by name, applied over `default_limits`; a fanout child
+    /// (`parent+child`) takes its parent's, then its own (see [`QueueOverrides`]).
+    pub queue_limits: HashMap<String, QueueOverrides>,
     /// Failure injection for tests.
     pub fault: Option<Arc<WriteFault>>,
 }
@@ -145,12 +166,10 @@ impl EngineConfig {
         }
     }
 
-    /// The limits that apply to `name`.
+    /// The configuration that applies to `name`: the default, then (for a fanout child
+    /// `parent+child`) the parent's settings, then the queue's own.
     pub fn limits_for(&self, name: &str) -> QueueLimits {
-        self.queue_limits
-            .get(name)
-            .copied()
-            .unwrap_or(self.default_limits)
+        crate::queue_config::resolve(&self.default_limits, &self.queue_limits, name)
     }
 }
 

@@ -3,16 +3,18 @@
 //! Layout: `<data_dir>/LOCK` (held with `flock` so two processes never share a
 //! directory) and `<data_dir>/queues/<name>/<id>.seg`.
 
-use crate::config::{EngineConfig, FsyncPolicy};
+use crate::config::{EngineConfig, FsyncPolicy, QueueLimits};
 use crate::error::{EngineError, QueueError};
+use crate::fanout::Fanout;
 use crate::name::validate_name;
 use crate::queue::{Ctx, Queue, RecoveryReport};
+use crate::queue_config::{fanout_parent, QueueOverrides};
 use parking_lot::RwLock;
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -24,6 +26,18 @@ pub fn unix_now() -> u32 {
         .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
 }
 
+/// The default queue configuration and the queue config file's lines.
+struct Configs {
+    default: QueueLimits,
+    lines: HashMap<String, QueueOverrides>,
+}
+
+impl Configs {
+    fn limits_for(&self, name: &str) -> QueueLimits {
+        crate::queue_config::resolve(&self.default, &self.lines, name)
+    }
+}
+
 struct Inner {
     cfg: EngineConfig,
     ctx: Arc<Ctx>,
@@ -32,6 +46,20 @@ struct Inner {
     quarantined: parking_lot::Mutex<Vec<PathBuf>>,
     /// Queues whose directory could not be read at startup.
     broken: HashSet<String>,
+    /// The queue config in force (replaced by [`Engine::reload`]).
+    configs: RwLock<Configs>,
+    /// Fanout parents' children.
+    fanout: Fanout,
+    /// Queues created (recovered at startup included) and deleted: Kestrel's
+    /// `queue_creates` and `queue_deletes`.
+    creates: AtomicU64,
+    deletes: AtomicU64,
+    /// Queues deleted by `max_queue_age` (Kestrel's `queue_expires`; also in `deletes`).
+    expires: AtomicU64,
+    /// Held by whoever moves expired messages to `expire_to` queues: one mover at a time,
+    /// since a move takes the batch at the head of the set-aside list and consumes it
+    /// only once the copies are durable.
+    expiry_mover: tokio::sync::Mutex<()>,
     _lock: File,
 }
 
@@ -93,6 +121,7 @@ impl Engine {
         let mut queues = HashMap::new();
         let mut quarantined = Vec::new();
         let mut broken = HashSet::new();
+        let fanout = Fanout::default();
         for ent in fs::read_dir(&queues_dir).map_err(dir_err(&queues_dir))? {
             let ent = ent.map_err(dir_err(&queues_dir))?;
             let Some(name) = ent.file_name().to_str().map(str::to_string) else {
@@ -106,6 +135,7 @@ impl Engine {
                 Ok((q, report)) => {
                     log_report(&name, &report);
                     quarantined.extend(report.quarantined.into_iter().map(|(p, _)| p));
+                    fanout.add(&name);
                     queues.insert(name, Arc::new(q));
                 }
                 Err(e) => {
@@ -116,12 +146,22 @@ impl Engine {
                 }
             }
         }
+        let queues_len = queues.len() as u64;
         let inner = Arc::new(Inner {
             ctx,
             queues_dir,
             queues: RwLock::new(queues),
             quarantined: parking_lot::Mutex::new(quarantined),
             broken,
+            configs: RwLock::new(Configs {
+                default: cfg.default_limits.clone(),
+                lines: cfg.queue_limits.clone(),
+            }),
+            creates: AtomicU64::new(queues_len),
+            deletes: AtomicU64::new(0),
+            expires: AtomicU64::new(0),
+            fanout,
+            expiry_mover: tokio::sync::Mutex::new(()),
             _lock: lock,
             cfg,
         });
@@ -177,15 +217,72 @@ impl Engine {
             return Err(QueueError::Unavailable);
         }
         let mut map = self.inner.queues.write();
-        let q = map.entry(name.to_string()).or_insert_with(|| {
-            Arc::new(Queue::new(
-                name,
-                self.inner.queues_dir.join(name),
-                self.inner.ctx.clone(),
-                self.inner.cfg.limits_for(name),
-            ))
-        });
-        Ok(q.clone())
+        // Resolved under the map's lock: a `reload` either sees this queue or has
+        // already replaced the config read here.
+        let limits = self.inner.configs.read().limits_for(name);
+        let mut created = false;
+        let q = map
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                created = true;
+                Arc::new(Queue::new(
+                    name,
+                    self.inner.queues_dir.join(name),
+                    self.inner.ctx.clone(),
+                    limits,
+                ))
+            })
+            .clone();
+        drop(map);
+        if created {
+            self.inner.creates.fetch_add(1, Ordering::Relaxed);
+        }
+        if created && fanout_parent(name).is_some() {
+            // A child exists from its first use, and must still exist after a restart
+            // even if nothing was written to it: its directory is what says so. Should
+            // that fail (a full disk), its first write creates it.
+            self.inner.fanout.add(name);
+            if let Err(e) = q.create_dir() {
+                tracing::warn!(queue = name, "creating the fanout child's directory: {e}");
+            }
+        }
+        Ok(q)
+    }
+
+    pub(crate) fn fanout(&self) -> &Fanout {
+        &self.inner.fanout
+    }
+
+    pub(crate) fn expiry_mover(&self) -> &tokio::sync::Mutex<()> {
+        &self.inner.expiry_mover
+    }
+
+    /// The destinations of `name`'s line in the queue config, if it is an alias (looked
+    /// up on every set: nothing is cloned unless it is one).
+    pub(crate) fn destinations_of(&self, name: &str) -> Option<Vec<String>> {
+        self.inner
+            .configs
+            .read()
+            .lines
+            .get(name)
+            .and_then(|o| o.destination_queues.clone())
+    }
+
+    /// The configuration `name` gets now (default, fanout parent, own line).
+    pub fn limits_for(&self, name: &str) -> QueueLimits {
+        self.inner.configs.read().limits_for(name)
+    }
+
+    /// Replaces the queue configuration (Kestrel's `reload`) and applies it to every
+    /// existing queue: limits hold from the next enqueue on, nothing stored is dropped.
+    pub fn reload(&self, default: QueueLimits, lines: HashMap<String, QueueOverrides>) {
+        *self.inner.configs.write() = Configs { default, lines };
+        // The config lock is never held while taking the queue map's (creation takes
+        // them the other way round).
+        for q in self.queues() {
+            let limits = self.inner.configs.read().limits_for(q.name());
+            q.set_limits(limits);
+        }
     }
 
     /// Deletes a queue and its files. False if it did not exist.
@@ -194,13 +291,70 @@ impl Engine {
             return false;
         };
         q.mark_deleted();
+        self.forget(name);
+        true
+    }
+
+    /// Deletes the queues that `max_queue_age` says are empty and old enough (Kestrel's
+    /// queue expiry). Returns how many.
+    pub fn delete_aged_out(&self, now: u32) -> u64 {
+        let mut n = 0;
+        for q in self.queues() {
+            if !q.old_enough_to_retire(now) {
+                continue;
+            }
+            let gone = {
+                let mut map = self.inner.queues.write();
+                // Checked and removed under the map's lock, so that a set cannot find the
+                // queue after its check and store into a queue no longer in the map.
+                let here = map.get(q.name()).is_some_and(|m| Arc::ptr_eq(m, &q));
+                let gone = here && q.delete_if_aged_out(now);
+                if gone {
+                    map.remove(q.name());
+                }
+                gone
+            };
+            if gone {
+                tracing::info!(
+                    queue = q.name(),
+                    "deleted: empty and older than max_queue_age"
+                );
+                self.forget(q.name());
+                self.inner.expires.fetch_add(1, Ordering::Relaxed);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// After a queue left the map: out of its parent's fanout, counted, files removed.
+    fn forget(&self, name: &str) {
+        self.inner.fanout.remove(name);
+        self.inner.deletes.fetch_add(1, Ordering::Relaxed);
         let dir = self.inner.queues_dir.join(name);
         if let Err(e) = fs::remove_dir_all(&dir) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 tracing::warn!("removing {}: {e}", dir.display());
             }
         }
-        true
+    }
+
+    /// Kestrel's `queue_creates`, `queue_deletes` and `queue_expires`: queues created
+    /// since start (those recovered at startup included), deleted (by `delete` or
+    /// `max_queue_age`), and deleted by `max_queue_age`.
+    pub fn queue_counts(&self) -> (u64, u64, u64) {
+        (
+            self.inner.creates.load(Ordering::Relaxed),
+            self.inner.deletes.load(Ordering::Relaxed),
+            self.inner.expires.load(Ordering::Relaxed),
+        )
+    }
+
+    /// `stats reset`: [`Engine::queue_counts`] start again from zero.
+    pub fn reset_queue_counts(&self) {
+        self.inner.creates.store(0, Ordering::Relaxed);
+        self.inner.deletes.store(0, Ordering::Relaxed);
+        self.inner.expires.store(0, Ordering::Relaxed);
     }
 
     /// Every queue, sorted by name.
@@ -219,12 +373,15 @@ impl Engine {
         Ok(())
     }
 
-    /// Drops expired messages at the head of every queue; call about once a second.
+    /// Drops expired messages at the head of every queue (or sets them aside for
+    /// `expire_to`), and deletes the queues `max_queue_age` retires; call about once a
+    /// second.
     pub fn tick(&self) {
         let now = unix_now();
         for q in self.queues() {
             q.expire(now);
         }
+        self.delete_aged_out(now);
     }
 
     /// Queues that could not be recovered at startup and are refused.

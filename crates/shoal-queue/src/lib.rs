@@ -12,13 +12,17 @@
 
 #![warn(missing_docs)]
 
+mod alias;
 pub mod config;
 mod crc;
 pub mod engine;
 pub mod error;
+mod expire_to;
+mod fanout;
 mod fsync;
 pub mod name;
 pub mod queue;
+pub mod queue_config;
 pub mod record;
 pub mod segment;
 
@@ -31,3 +35,4 @@ pub use queue::{
     expiry_from_exptime, expiry_from_kestrel_exptime, Delivery, Queue, QueueStats, RecoveryReport,
     SyncMetrics, Take, Waiting,
 };
+pub use queue_config::{QueueConfigError, QueueOverrides};

@@ -2,8 +2,8 @@
 //! quarantine, disk reclamation, limits, expiry, open reads and write errors.
 
 use shoal_queue::{
-    unix_now, Engine, EngineConfig, FsyncPolicy, FullPolicy, QueueError, QueueLimits, Take,
-    WriteFault,
+    unix_now, Engine, EngineConfig, FsyncPolicy, FullPolicy, QueueError, QueueLimits,
+    QueueOverrides, Take, WriteFault,
 };
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -194,10 +194,10 @@ fn limits_reject_or_discard_oldest() {
     };
     c.queue_limits.insert(
         "ring".into(),
-        QueueLimits {
-            max_bytes: 10,
-            full: FullPolicy::DiscardOldest,
-            ..QueueLimits::default()
+        QueueOverrides {
+            max_bytes: Some(10),
+            full: Some(FullPolicy::DiscardOldest),
+            ..QueueOverrides::default()
         },
     );
     let e = Engine::open(c).expect("open");

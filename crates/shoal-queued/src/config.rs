@@ -2,7 +2,7 @@
 
 use clap::{CommandFactory, Parser};
 use shoal_net::options_file::{self, FileRules, OptionsFileError};
-use shoal_queue::{EngineConfig, FsyncPolicy, FullPolicy, QueueLimits};
+use shoal_queue::{EngineConfig, FsyncPolicy, FullPolicy, QueueLimits, QueueOverrides};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::net::IpAddr;
@@ -34,6 +34,12 @@ pub struct Args {
     /// Interface to listen on.
     #[arg(short = 'l', long = "listen", default_value = "127.0.0.1")]
     pub listen: String,
+    /// Listen on this unix socket instead of TCP (MemcacheQ's and memcached's `-s`).
+    #[arg(short = 's', long = "unix-socket", value_name = "PATH")]
+    pub unix_socket: Option<PathBuf>,
+    /// Permission mask of the unix socket, in octal (memcached's `-a`).
+    #[arg(short = 'a', long = "unix-mask", default_value = "700", value_parser = parse_octal)]
+    pub unix_mask: u32,
     /// Data directory (MemcacheQ's -H also works).
     #[arg(
         short = 'd',
@@ -90,8 +96,10 @@ pub struct Args {
     /// When a queue is full, discard its oldest messages instead of answering NOT_STORED.
     #[arg(long = "discard-old")]
     pub discard_old: bool,
-    /// Per-queue limits file: lines `<queue> [max_items=N] [max_bytes=SIZE]
-    /// [max_age=SECS] [policy=reject|discard]`; `#` starts a comment.
+    /// Per-queue config file: lines `<queue> key=value ...` with Kestrel's names
+    /// (`max_items`, `max_size`, `max_item_size`, `max_age`, `discard_old_when_full`,
+    /// `max_memory_size`, `expire_to`, `max_expire_sweep`, `fanout_only`; see
+    /// docs/queue.md), `#` comments. Re-read by the `reload` command and SIGHUP.
     #[arg(long = "queue-config")]
     pub queue_config: Option<PathBuf>,
     /// Close a connection that sends nothing for this many seconds (Kestrel's
@@ -107,6 +115,11 @@ pub struct Args {
     /// Kestrel's exptime rule (under 1,000,000 seconds relative, else a unix time).
     #[arg(long = "kestrel")]
     pub kestrel: bool,
+    /// Reads a connection may hold open on one queue at a time (Kestrel's
+    /// `max_open_transactions`, 1 by default as in Kestrel): a further `/open` is refused
+    /// with `ERROR` and a disconnect; `monitor` opens no more than this leaves.
+    #[arg(long = "max-open-transactions", value_name = "N", default_value_t = 1)]
+    pub max_open_transactions: usize,
     /// Serve Prometheus metrics (`GET /metrics`, HTTP/1.1) on ADDR:PORT (off by default).
     #[arg(long = "metrics-listen", value_name = "ADDR:PORT")]
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -124,6 +137,10 @@ pub struct Settings {
     pub listen: IpAddr,
     /// Port (0 = ephemeral).
     pub port: u16,
+    /// `-s`: a unix socket to listen on instead of TCP.
+    pub unix_socket: Option<PathBuf>,
+    /// `-a`: the unix socket's permissions.
+    pub unix_mask: u32,
     /// Most simultaneous connections.
     pub conn_limit: usize,
     /// Bytes all read buffers together may hold beyond what each holds for free
@@ -141,63 +158,55 @@ pub struct Settings {
     pub idle_timeout: Option<std::time::Duration>,
     /// `--kestrel`: Kestrel's replies for every request, not only those with read options.
     pub kestrel: bool,
+    /// `--max-open-transactions`: reads a connection may hold open per queue.
+    pub max_open_transactions: usize,
     /// `--metrics-listen`: where to serve Prometheus metrics.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `--log-format`.
     pub log_format: shoal_net::logging::LogFormat,
+    /// `--queue-config`: re-read by `reload` and SIGHUP.
+    pub queue_config: Option<PathBuf>,
+    /// The queue configuration the command line gives, under the file's lines.
+    pub default_limits: QueueLimits,
+}
+
+fn parse_octal(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s, 8)
+        .ok()
+        .filter(|&m| m <= 0o777)
+        .ok_or_else(|| format!("invalid octal mask {s:?}"))
 }
 
 /// A size with an optional k/m/g suffix (powers of 1024).
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mult) = match s.as_bytes().last() {
-        Some(b'k' | b'K') => (&s[..s.len() - 1], 1u64 << 10),
-        Some(b'm' | b'M') => (&s[..s.len() - 1], 1 << 20),
-        Some(b'g' | b'G') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("invalid size {s:?}"))
+    shoal_queue::queue_config::parse_size(s).ok_or_else(|| format!("invalid size {:?}", s.trim()))
 }
 
-/// Parses a limits file (see [`Args::queue_config`]) on top of `defaults`.
-pub fn parse_queue_config(
-    text: &str,
-    defaults: QueueLimits,
-) -> Result<HashMap<String, QueueLimits>, String> {
-    let mut out = HashMap::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        let mut words = line.split_whitespace();
-        let Some(name) = words.next() else { continue };
-        if !shoal_queue::validate_name(name.as_bytes()) {
-            return Err(format!("line {}: invalid queue name {name:?}", n + 1));
+/// Reads the queue config file (see [`Args::queue_config`]): each line's settings, by
+/// queue name, applied over the defaults the command line gives. Kestrel settings that
+/// have no effect here are logged (when logging is up: at startup and on `reload`).
+pub fn read_queue_config(
+    path: &std::path::Path,
+) -> Result<HashMap<String, QueueOverrides>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--queue-config {}: {e}", path.display()))?;
+    let lines = shoal_queue::queue_config::parse(&text)
+        .map_err(|e| format!("--queue-config {}: {e}", path.display()))?;
+    for (name, o) in &lines {
+        if o.ignored.keep_journal_false {
+            tracing::warn!(
+                queue = %name,
+                "keep_journal=false has no effect: every queue is journaled"
+            );
         }
-        let mut l = defaults;
-        for w in words {
-            let (k, v) = w
-                .split_once('=')
-                .ok_or_else(|| format!("line {}: expected key=value, got {w:?}", n + 1))?;
-            let bad = |e: String| format!("line {}: {k}: {e}", n + 1);
-            match k {
-                "max_items" => l.max_items = v.parse().map_err(|_| bad(format!("{v:?}")))?,
-                "max_bytes" => l.max_bytes = parse_size(v).map_err(bad)?,
-                "max_age" => l.max_age_secs = v.parse().map_err(|_| bad(format!("{v:?}")))?,
-                "policy" => {
-                    l.full = match v {
-                        "reject" => FullPolicy::Reject,
-                        "discard" | "discard_old" => FullPolicy::DiscardOldest,
-                        _ => return Err(bad(format!("{v:?} (reject or discard)"))),
-                    }
-                }
-                _ => return Err(format!("line {}: unknown key {k:?}", n + 1)),
-            }
+        if o.ignored.sync_journal {
+            tracing::warn!(
+                queue = %name,
+                "sync_journal has no effect: fsync is server-wide (--fsync)"
+            );
         }
-        out.insert(name.to_string(), l);
     }
-    Ok(out)
+    Ok(lines)
 }
 
 /// Why the command line (with its options file) could not be read.
@@ -244,6 +253,9 @@ impl Args {
         if self.segment_size < 4096 || self.segment_size > 1 << 30 {
             return Err("--segment-size must be between 4k and 1g".into());
         }
+        if self.max_open_transactions == 0 {
+            return Err("--max-open-transactions must be at least 1".into());
+        }
         if self.conn_limit == 0 {
             return Err("-c must be at least 1".into());
         }
@@ -270,14 +282,10 @@ impl Args {
             } else {
                 FullPolicy::Reject
             },
+            ..QueueLimits::default()
         };
         let queue_limits = match &self.queue_config {
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| format!("--queue-config {}: {e}", p.display()))?;
-                parse_queue_config(&text, defaults)
-                    .map_err(|e| format!("--queue-config {}: {e}", p.display()))?
-            }
+            Some(p) => read_queue_config(p)?,
             None => HashMap::new(),
         };
         let mut engine = EngineConfig::new(&self.data_dir);
@@ -289,11 +297,13 @@ impl Args {
         engine.segment_size = self.segment_size;
         engine.max_item_size = max_item_size;
         engine.memory_per_queue = self.queue_memory;
-        engine.default_limits = defaults;
+        engine.default_limits = defaults.clone();
         engine.queue_limits = queue_limits;
         Ok(Settings {
             listen,
             port: self.port,
+            unix_socket: self.unix_socket.clone(),
+            unix_mask: self.unix_mask,
             conn_limit: self.conn_limit,
             read_buf_mem_limit,
             threads,
@@ -303,8 +313,11 @@ impl Args {
             idle_timeout: (self.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(self.idle_timeout)),
             kestrel: self.kestrel,
+            max_open_transactions: self.max_open_transactions,
             metrics_listen: self.metrics_listen,
             log_format: self.log_format,
+            queue_config: self.queue_config.clone(),
+            default_limits: defaults,
         })
     }
 }
@@ -390,15 +403,27 @@ mod tests {
 
     #[test]
     fn queue_config() {
-        let text =
-            "# limits\njobs max_items=10 policy=discard\nlogs max_bytes=1m max_age=60 # x\n\n";
-        let m = parse_queue_config(text, QueueLimits::default()).expect("parses");
-        assert_eq!(m["jobs"].max_items, 10);
-        assert_eq!(m["jobs"].full, FullPolicy::DiscardOldest);
-        assert_eq!(m["logs"].max_bytes, 1 << 20);
-        assert_eq!(m["logs"].max_age_secs, 60);
-        assert!(parse_queue_config("a/b max_items=1", QueueLimits::default()).is_err());
-        assert!(parse_queue_config("q color=red", QueueLimits::default()).is_err());
-        assert!(parse_queue_config("q max_items", QueueLimits::default()).is_err());
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("queues.conf");
+        std::fs::write(
+            &path,
+            "# limits\njobs max_items=10 policy=discard\nlogs max_bytes=1m max_age=60 # x\n\n",
+        )
+        .expect("write");
+        let argv = ["shoal-queued", "--max-items", "7", "--queue-config"];
+        let a = Args::try_parse_from(argv.iter().map(OsString::from).chain([path.clone().into()]))
+            .expect("parses");
+        let s = a.settings().expect("valid");
+        let jobs = s.engine.limits_for("jobs");
+        assert_eq!((jobs.max_items, jobs.full), (10, FullPolicy::DiscardOldest));
+        let logs = s.engine.limits_for("logs");
+        assert_eq!(
+            (logs.max_items, logs.max_bytes, logs.max_age_secs),
+            (7, 1 << 20, 60)
+        );
+        assert_eq!(s.engine.limits_for("other").max_items, 7);
+        std::fs::write(&path, "q color=red\n").expect("write");
+        let e = a.settings().expect_err("refused");
+        assert!(e.contains("unknown key \"color\""), "{e}");
     }
 }

@@ -22,6 +22,7 @@
 use crate::options::{carries_options, parse_key, ReadOptions};
 use crate::shared::Shared;
 use crate::stats::bump;
+use crate::status::{ServerStatus, StatusError};
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_net::{NoValue, OUTPUT_HIGH_WATER};
 use shoal_protocol::reply;
@@ -32,6 +33,7 @@ use shoal_queue::{
 };
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -49,6 +51,17 @@ const FLUSH_FAILED: &[u8] = b"SERVER_ERROR write error flushing queue\r\n";
 const KESTREL_CLIENT_ERROR: &[u8] = b"CLIENT_ERROR\r\n";
 /// Kestrel's answer to `flush_all`.
 const KESTREL_FLUSHED_ALL: &[u8] = b"Flushed all queues.\r\n";
+/// A write refused under `status READONLY` or `QUIESCENT`: a `SERVER_ERROR`, which
+/// kestrel-client answers by trying another server.
+const REFUSED_READONLY: &[u8] = b"SERVER_ERROR server is read-only (status READONLY)\r\n";
+/// A queue operation refused under `status QUIESCENT`.
+const REFUSED_QUIESCENT: &[u8] = b"SERVER_ERROR server is quiescent (status QUIESCENT)\r\n";
+/// A command whose arguments do not parse (memcached's wording).
+const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
+/// The longest `monitor` (as the longest blocking read).
+const MAX_MONITOR_SECS: u64 = 600;
+/// Kestrel's answer to `reload`.
+const KESTREL_RELOADED: &[u8] = b"Reloaded config.\r\n";
 /// memcached's answer to `shutdown` without `-A`.
 const SHUTDOWN_DISABLED: &[u8] = b"ERROR: shutdown not enabled\r\n";
 /// Parses a storage command whose value the budget refused: every value counts as too
@@ -70,7 +83,7 @@ struct Conn {
     /// Highest log position per queue to wait on before replying.
     to_sync: Vec<PendingSync>,
     /// This connection's open reads, by queue name.
-    open: HashMap<String, (Arc<Queue>, u64)>,
+    open: HashMap<String, OpenReads>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -100,8 +113,11 @@ where
     if connection::serve(stream, &mut conn, &budget, &config).await == End::IdleTimeout {
         bump(&conn.shared.counters.idle_kicks);
     }
-    for (_, (q, seq)) in conn.open.drain() {
-        q.abort(seq);
+    for (_, reads) in conn.open.drain() {
+        // Newest first, so that the oldest ends at the head, as before they were read.
+        for seq in reads.seqs.into_iter().rev() {
+            reads.queue.abort(seq);
+        }
     }
 }
 
@@ -156,7 +172,20 @@ impl Handler for Conn {
                 silent,
             } => {
                 let line = &input[..consumed];
-                if error == ProtocolError::UnknownCommand && self.queue_command(line, out.buf()) {
+                if error == ProtocolError::UnknownCommand {
+                    if let Some((name, secs, max)) = parse_monitor(line) {
+                        return match self.monitor(name, secs, max, out).await {
+                            Flow::Continue => Step::Done {
+                                consumed,
+                                swallow: 0,
+                            },
+                            Flow::Close => Step::Close,
+                        };
+                    }
+                }
+                if error == ProtocolError::UnknownCommand
+                    && self.queue_command(line, out.buf()).await
+                {
                     return Step::Done {
                         consumed,
                         swallow: 0,
@@ -212,6 +241,13 @@ impl Handler for Conn {
     async fn stop_signal(&mut self) {
         let _ = self.shutdown.changed().await;
     }
+}
+
+/// One connection's open reads on one queue (several with `monitor` and
+/// `--max-open-transactions`), oldest first.
+struct OpenReads {
+    queue: Arc<Queue>,
+    seqs: std::collections::VecDeque<u64>,
 }
 
 /// A queue's position this connection's pending replies wait for.
@@ -326,8 +362,9 @@ impl Conn {
             } => self.set(key, flags, exptime, data, noreply, out.buf()),
             Request::Delete { key, noreply } => {
                 let kestrel = self.shared.settings.kestrel;
-                let r = match std::str::from_utf8(key) {
-                    Ok(name) if validate_name(key) => {
+                let r = match (self.write_refusal(), std::str::from_utf8(key)) {
+                    (Some(refused), _) => refused,
+                    (None, Ok(name)) if validate_name(key) => {
                         self.open.remove(name);
                         // Kestrel answers `END` whether or not the queue existed.
                         match (self.shared.engine.delete(name), kestrel) {
@@ -343,10 +380,14 @@ impl Conn {
                 }
             }
             Request::FlushAll { noreply, .. } => {
-                let r = match self.shared.engine.flush_all() {
+                let r = match self.write_refusal() {
+                    Some(refused) => Err(refused),
+                    None => self.shared.engine.flush_all().map_err(|_| FLUSH_FAILED),
+                };
+                let r = match r {
                     Ok(()) if self.shared.settings.kestrel => KESTREL_FLUSHED_ALL,
                     Ok(()) => reply::OK,
-                    Err(_) => FLUSH_FAILED,
+                    Err(e) => e,
                 };
                 if !noreply {
                     out.buf().extend_from_slice(r);
@@ -359,6 +400,14 @@ impl Conn {
                 self.shared.settings.threads,
                 &self.shared.read_budget,
             ),
+            Request::Stats(StatsGroup::Reset) => {
+                self.shared.counters.reset();
+                self.shared.engine.reset_queue_counts();
+                for q in self.shared.engine.queues() {
+                    q.reset_counters();
+                }
+                out.buf().extend_from_slice(reply::RESET);
+            }
             Request::Stats(StatsGroup::Other(b"queue")) => {
                 crate::stats::memcacheq_queues(out.buf(), &self.shared.engine)
             }
@@ -405,21 +454,50 @@ impl Conn {
         out: &mut Vec<u8>,
     ) {
         bump(&self.shared.counters.cmd_set);
+        if let Some(refused) = self.write_refusal() {
+            if !noreply {
+                out.extend_from_slice(refused);
+            }
+            return;
+        }
         let now = unix_now();
         let exp = if self.shared.settings.kestrel {
             expiry_from_kestrel_exptime(exptime, now)
         } else {
             expiry_from_exptime(exptime, now)
         };
+        if let Some(dests) = std::str::from_utf8(key)
+            .ok()
+            .and_then(|name| self.shared.engine.alias_destinations(name))
+        {
+            // Kestrel's alias: written to each destination; STORED only if all took it.
+            let (stored, result) = self
+                .shared
+                .engine
+                .enqueue_alias(&dests, flags, exp, data, now);
+            for (q, lsn) in stored.writes {
+                self.note_sync(&q, lsn, true);
+            }
+            if !noreply {
+                out.extend_from_slice(match result {
+                    Ok(()) => reply::STORED,
+                    Err(_) => reply::NOT_STORED,
+                });
+            }
+            return;
+        }
         let r: &[u8] = match std::str::from_utf8(key) {
             Ok(name) if validate_name(key) => match self.shared.engine.queue_or_create(name) {
                 Ok(q) if q.sync_failed() => {
                     bump(&self.shared.counters.write_errors);
                     SYNC_FAILED
                 }
-                Ok(q) => match q.enqueue(flags, exp, data, now) {
-                    Ok(lsn) => {
-                        self.note_sync(&q, lsn, true);
+                // Copied to the queue's fanout children too (Kestrel's `parent+child`).
+                Ok(q) => match self.shared.engine.enqueue_fanout(&q, flags, exp, data, now) {
+                    Ok(stored) => {
+                        for (q, lsn) in stored.writes {
+                            self.note_sync(&q, lsn, true);
+                        }
                         reply::STORED
                     }
                     Err(QueueError::Full) => reply::NOT_STORED,
@@ -477,28 +555,30 @@ impl Conn {
             }
         };
         if o.close || o.abort {
-            if let Some((q, seq)) = self.open.remove(name) {
-                if o.close {
-                    if q.close(seq) {
-                        push_unique(&mut self.to_commit, &q);
-                    }
-                } else {
-                    q.abort(seq);
-                }
+            if o.close {
+                self.close_open(name, 1);
+            } else {
+                self.abort_open(name);
             }
             if !o.open {
                 return KeyStep::Next;
             }
         }
-        if kestrel && !o.open && !o.peek && self.open.contains_key(name) {
+        if self.shared.status.get().blocks_reads() {
+            // QUIESCENT: reads opened before may still be closed or aborted (above), but
+            // nothing is read.
+            out.buf().extend_from_slice(REFUSED_QUIESCENT);
+            return KeyStep::Stop;
+        }
+        if kestrel && !o.open && !o.peek && self.open_count(name) > 0 {
             // A non-transactional fetch with a read open on the queue: Kestrel refuses it
             // and disconnects (which returns the open read to the queue).
             out.buf().extend_from_slice(reply::ERROR);
             return KeyStep::Close;
         }
-        if o.open && self.open.contains_key(name) {
-            // Kestrel's TooManyOpenTransactions (max_open_transactions is 1 here). A key
-            // with `/open` is always in Kestrel reply mode.
+        if o.open && self.open_count(name) >= self.shared.settings.max_open_transactions {
+            // Kestrel's TooManyOpenTransactions (`--max-open-transactions`, 1 by default
+            // as in Kestrel). A key with `/open` is always in Kestrel reply mode.
             out.buf().extend_from_slice(reply::ERROR);
             return KeyStep::Close;
         }
@@ -510,18 +590,54 @@ impl Conn {
             Take::Remove
         };
         let deadline = o.timeout.map(|t| Instant::now() + t);
+        let got = match self.wait_take(name, take, deadline, out).await {
+            Ok(got) => got,
+            Err(step) => return step,
+        };
+        match got {
+            Some((q, d)) => {
+                bump(&self.shared.counters.get_hits);
+                if kestrel {
+                    reply::value(out.buf(), o.queue, 0, &d.data, None);
+                } else {
+                    reply::value(out.buf(), key, d.flags, &d.data, None);
+                }
+                match take {
+                    Take::Remove => push_unique(&mut self.to_commit, &q),
+                    Take::Open => self.add_open(name, q, d.seq),
+                    Take::Peek => {}
+                }
+            }
+            None => bump(&self.shared.counters.get_misses),
+        }
+        KeyStep::Next
+    }
+
+    /// Takes the head message of `name` (`take`), waiting until `deadline` for one if
+    /// given. `Err` is the step the caller must return: an error reply was written, or the
+    /// connection must close.
+    async fn wait_take<W: AsyncWrite + Unpin>(
+        &mut self,
+        name: &str,
+        take: Take,
+        deadline: Option<Instant>,
+        out: &mut Output<'_, W, NoValue>,
+    ) -> Result<Option<(Arc<Queue>, shoal_queue::Delivery)>, KeyStep> {
         let got = loop {
             // A blocking read looks the queue up again after each wake-up, so a queue
             // deleted and recreated meanwhile is still seen.
-            let q = match deadline {
-                Some(_) => match self.shared.engine.queue_or_create(name) {
+            // A fanout child (`parent+child`) is created by its first use, a read
+            // included, as in Kestrel: from then on it receives copies.
+            let q = if deadline.is_some() || name.contains('+') {
+                match self.shared.engine.queue_or_create(name) {
                     Ok(q) => q,
                     Err(_) => break None,
-                },
-                None => match self.shared.engine.queue(name) {
+                }
+            } else {
+                match self.shared.engine.queue(name) {
                     Some(q) => q,
                     None => break None,
-                },
+                }
             };
             let notified = q.arrivals().notified();
             tokio::pin!(notified);
@@ -534,7 +650,7 @@ impl Conn {
                 Err(e) => {
                     tracing::warn!(queue = name, "dequeue failed: {e}");
                     out.buf().extend_from_slice(READ_FAILED);
-                    return KeyStep::Stop;
+                    return Err(KeyStep::Stop);
                 }
             }
             let Some(dl) = deadline else { break None };
@@ -543,7 +659,7 @@ impl Conn {
             }
             // Send what earlier requests produced before blocking.
             if self.flush_out(out).await.is_err() {
-                return KeyStep::Close;
+                return Err(KeyStep::Close);
             }
             let _waiting = q.waiting();
             tokio::select! {
@@ -552,58 +668,201 @@ impl Conn {
                 _ = self.shutdown.changed() => {}
             }
         };
-        match got {
-            Some((q, d)) => {
-                bump(&self.shared.counters.get_hits);
-                if kestrel {
-                    reply::value(out.buf(), o.queue, 0, &d.data, None);
-                } else {
-                    reply::value(out.buf(), key, d.flags, &d.data, None);
-                }
-                match take {
-                    Take::Remove => push_unique(&mut self.to_commit, &q),
-                    Take::Open => {
-                        self.open.insert(name.to_string(), (q, d.seq));
-                    }
-                    Take::Peek => {}
-                }
-            }
-            None => bump(&self.shared.counters.get_misses),
-        }
-        KeyStep::Next
+        Ok(got)
     }
 
-    /// Commands memcached's parser does not know: `flush <queue> [noreply]`. True if the
-    /// line was one (and has been answered).
+    /// How many reads this connection holds open on `name`.
+    fn open_count(&self, name: &str) -> usize {
+        self.open.get(name).map_or(0, |r| r.seqs.len())
+    }
+
+    /// Records an open read.
+    fn add_open(&mut self, name: &str, queue: Arc<Queue>, seq: u64) {
+        match self.open.get_mut(name) {
+            Some(r) if Arc::ptr_eq(&r.queue, &queue) => r.seqs.push_back(seq),
+            // None yet, or on a queue since deleted (and its reads with it).
+            _ => {
+                self.open.insert(
+                    name.to_string(),
+                    OpenReads {
+                        queue,
+                        seqs: [seq].into(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// Consumes (`/close`, `confirm`) up to `n` of this connection's oldest open reads on
+    /// `name`; returns how many it held.
+    fn close_open(&mut self, name: &str, n: usize) -> usize {
+        let Some(r) = self.open.get_mut(name) else {
+            return 0;
+        };
+        let mut closed = 0;
+        while closed < n {
+            let Some(seq) = r.seqs.pop_front() else { break };
+            closed += 1;
+            if r.queue.close(seq) {
+                push_unique(&mut self.to_commit, &r.queue);
+            }
+        }
+        if r.seqs.is_empty() {
+            self.open.remove(name);
+        }
+        closed
+    }
+
+    /// Gives the oldest open read on `name` back to the head of its queue (`/abort`).
+    fn abort_open(&mut self, name: &str) {
+        let Some(r) = self.open.get_mut(name) else {
+            return;
+        };
+        if let Some(seq) = r.seqs.pop_front() {
+            r.queue.abort(seq);
+        }
+        if r.seqs.is_empty() {
+            self.open.remove(name);
+        }
+    }
+
+    /// Kestrel's `monitor <q> <secs> [max]`: for up to `secs` seconds, streams up to `max`
+    /// messages (default and cap: what `--max-open-transactions` leaves this connection)
+    /// as open reads, each `VALUE <q> 0 <n>` sent as it arrives, then `END`; `confirm`
+    /// consumes them.
+    async fn monitor<W: AsyncWrite + Unpin>(
+        &mut self,
+        name: &[u8],
+        secs: u64,
+        max: Option<usize>,
+        out: &mut Output<'_, W, NoValue>,
+    ) -> Flow {
+        let name = match std::str::from_utf8(name) {
+            Ok(n) if validate_name(name) => n.to_string(),
+            _ => {
+                out.buf().extend_from_slice(BAD_NAME);
+                return Flow::Continue;
+            }
+        };
+        if self.shared.status.get().blocks_reads() {
+            out.buf().extend_from_slice(REFUSED_QUIESCENT);
+            return Flow::Continue;
+        }
+        let limit = self.shared.settings.max_open_transactions;
+        let max = max.unwrap_or(limit);
+        let deadline = Instant::now() + Duration::from_secs(secs.min(MAX_MONITOR_SECS));
+        let mut sent = 0;
+        while sent < max && self.open_count(&name) < limit {
+            bump(&self.shared.counters.cmd_get);
+            match self.wait_take(&name, Take::Open, Some(deadline), out).await {
+                Ok(Some((q, d))) => {
+                    bump(&self.shared.counters.get_hits);
+                    reply::value(out.buf(), name.as_bytes(), 0, &d.data, None);
+                    self.add_open(&name, q, d.seq);
+                    sent += 1;
+                    if out.len() >= OUTPUT_HIGH_WATER && self.flush_out(out).await.is_err() {
+                        return Flow::Close;
+                    }
+                }
+                Ok(None) => {
+                    bump(&self.shared.counters.get_misses);
+                    break;
+                }
+                Err(KeyStep::Close) => return Flow::Close,
+                // An error reply was written instead.
+                Err(_) => return Flow::Continue,
+            }
+        }
+        reply::end(out.buf());
+        Flow::Continue
+    }
+
     /// Commands memcached does not have, from MemcacheQ and Kestrel: `flush <q>`,
-    /// `flush_expired <q>`, `flush_all_expired` and `dump_stats`. False if `line` is none
-    /// of them (the caller answers `ERROR`).
-    fn queue_command(&mut self, line: &[u8], out: &mut Vec<u8>) -> bool {
+    /// `flush_expired <q>`, `flush_all_expired`, `dump_stats` and `reload`. False if
+    /// `line` is none of them (the caller answers `ERROR`).
+    async fn queue_command(&mut self, line: &[u8], out: &mut Vec<u8>) -> bool {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let toks: Vec<&[u8]> = line
             .split(|&b| b == b' ')
             .filter(|t| !t.is_empty())
             .collect();
+        if let (Some(refused), [b"flush" | b"flush_expired" | b"flush_all_expired", ..]) =
+            (self.write_refusal(), toks.as_slice())
+        {
+            out.extend_from_slice(refused);
+            return true;
+        }
         match toks.as_slice() {
+            [b"status"] => {
+                out.extend_from_slice(self.shared.status.get().name().as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            [b"status", name] => match std::str::from_utf8(name)
+                .map_err(|_| StatusError::Unknown(String::from_utf8_lossy(name).into_owned()))
+                .and_then(|n| self.shared.status.set(n))
+            {
+                Ok(_) => reply::end(out),
+                // Kestrel's answer to a status it does not know.
+                Err(StatusError::Unknown(_)) => out.extend_from_slice(KESTREL_CLIENT_ERROR),
+                Err(e) => {
+                    tracing::error!("status: {e}");
+                    out.extend_from_slice(format!("SERVER_ERROR {e}\r\n").as_bytes());
+                }
+            },
             [b"flush", name] => self.flush(name, false, out),
             [b"flush", name, b"noreply"] => self.flush(name, true, out),
             [b"flush_expired", name] => {
                 let r = match self.named_queue(name) {
-                    Ok(Some(q)) => self.flush_expired(&[q]),
+                    Ok(Some(q)) => self.flush_expired(&[q]).await,
                     Ok(None) => b"0\r\n".to_vec(),
                     Err(()) => BAD_NAME.to_vec(),
                 };
                 out.extend_from_slice(&r);
             }
             [b"flush_all_expired"] => {
-                let r = self.flush_expired(&self.shared.engine.queues());
+                let r = self.flush_expired(&self.shared.engine.queues()).await;
                 out.extend_from_slice(&r);
             }
             [b"dump_stats"] => crate::stats::kestrel_dump(out, &self.shared.engine),
+            [b"dump_config"] => crate::stats::kestrel_dump_config(out, &self.shared.engine),
+            [b"confirm", name, n] => {
+                let n = std::str::from_utf8(n)
+                    .ok()
+                    .and_then(|n| n.parse::<usize>().ok());
+                match (std::str::from_utf8(name), n) {
+                    (Ok(name), Some(n)) if validate_name(name.as_bytes()) => {
+                        // Kestrel: END when all `n` were open (and are now consumed),
+                        // ERROR when fewer were (those are consumed too).
+                        if self.close_open(name, n) == n {
+                            reply::end(out);
+                        } else {
+                            out.extend_from_slice(reply::ERROR);
+                        }
+                    }
+                    (_, None) => out.extend_from_slice(BAD_FORMAT),
+                    _ => out.extend_from_slice(BAD_NAME),
+                }
+            }
+            [b"reload"] => match self.shared.reload() {
+                Ok(()) => out.extend_from_slice(KESTREL_RELOADED),
+                Err(e) => {
+                    tracing::warn!("reload: {e}");
+                    out.extend_from_slice(format!("SERVER_ERROR {e}\r\n").as_bytes());
+                }
+            },
             _ => return false,
         }
         true
+    }
+
+    /// The reply refusing a write under the server's status now, if it refuses writes.
+    fn write_refusal(&self) -> Option<&'static [u8]> {
+        match self.shared.status.get() {
+            ServerStatus::Quiescent => Some(REFUSED_QUIESCENT),
+            ServerStatus::ReadOnly => Some(REFUSED_READONLY),
+            ServerStatus::Up | ServerStatus::WriteAvoid => None,
+        }
     }
 
     /// The existing queue called `name`: `Err` for an invalid name.
@@ -630,9 +889,9 @@ impl Conn {
         }
     }
 
-    /// Drops the expired messages at the head of `queues`, records it, and returns
-    /// Kestrel's reply: how many were dropped.
-    fn flush_expired(&self, queues: &[Arc<Queue>]) -> Vec<u8> {
+    /// Drops the expired messages at the head of `queues` (moving them to their
+    /// `expire_to` queue, if any), records it, and returns Kestrel's reply: how many.
+    async fn flush_expired(&self, queues: &[Arc<Queue>]) -> Vec<u8> {
         let now = unix_now();
         let mut n = 0;
         for q in queues {
@@ -642,7 +901,31 @@ impl Conn {
                 tracing::warn!(queue = q.name(), "writing expiry: {e}");
             }
         }
+        if n > 0 {
+            self.shared.engine.move_expired().await;
+        }
         format!("{n}\r\n").into_bytes()
+    }
+}
+
+/// `monitor <q> <secs> [max]`: the queue, the seconds and the most messages, if `line` is
+/// one.
+fn parse_monitor(line: &[u8]) -> Option<(&[u8], u64, Option<usize>)> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let toks: Vec<&[u8]> = line
+        .split(|&b| b == b' ')
+        .filter(|t| !t.is_empty())
+        .collect();
+    let num = |t: &[u8]| std::str::from_utf8(t).ok()?.parse::<u64>().ok();
+    match toks.as_slice() {
+        [b"monitor", name, secs] => Some((name, num(secs)?, None)),
+        [b"monitor", name, secs, max] => Some((
+            name,
+            num(secs)?,
+            Some(usize::try_from(num(max)?).unwrap_or(usize::MAX)),
+        )),
+        _ => None,
     }
 }
 

@@ -13,6 +13,7 @@ pub mod options;
 pub mod server;
 pub mod shared;
 pub mod stats;
+pub mod status;
 
 pub use config::{Args, Settings, VERSION};
 pub use server::{bind, run};

@@ -46,13 +46,19 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match listener.local_addr() {
-        Some(addr) => tracing::info!(
+    match (listener.local_addr(), &settings.unix_socket) {
+        (_, Some(path)) => tracing::info!(
+            "listening on unix:{} (data {}, fsync {})",
+            path.display(),
+            settings.engine.data_dir.display(),
+            settings.engine.fsync
+        ),
+        (Some(addr), None) => tracing::info!(
             "listening on {addr} (data {}, fsync {})",
             settings.engine.data_dir.display(),
             settings.engine.fsync
         ),
-        None => tracing::warn!("local address unknown"),
+        (None, None) => tracing::warn!("local address unknown"),
     }
     match run(settings, engine, listener) {
         Ok(()) => ExitCode::SUCCESS,

@@ -17,9 +17,13 @@ use tokio::io::AsyncWriteExt;
 /// How long shutdown waits for connections to finish their replies.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Binds the listening socket (so the caller can log the real port of `-p 0`).
+/// Binds the listening socket (so the caller can log the real port of `-p 0`): the unix
+/// socket of `-s`, which replaces TCP as in MemcacheQ and memcached, or TCP.
 pub fn bind(settings: &Settings) -> std::io::Result<Listener> {
-    Listener::bind_tcp(SocketAddr::new(settings.listen, settings.port), 1024)
+    match &settings.unix_socket {
+        Some(path) => Listener::bind_unix(path, settings.unix_mask),
+        None => Listener::bind_tcp(SocketAddr::new(settings.listen, settings.port), 1024),
+    }
 }
 
 /// Serves until SIGINT/SIGTERM, then stops accepting, lets connections send the replies
@@ -56,12 +60,27 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Re
         let sh = shared.clone();
         rt.spawn(metrics.serve(Arc::new(move || crate::metrics::render(&sh))));
     }
+    if let Some(p) = &shared.settings.queue_config {
+        // Read again now that logging is up, so that settings without effect are reported.
+        let _ = crate::config::read_queue_config(p);
+    }
+    let sweeper = rt.spawn(sweep_loop(shared.clone()));
+    {
+        let _in_rt = rt.enter();
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        rt.spawn(reload_on_sighup(shared.clone(), hup));
+    }
     let served = rt.block_on(accept_loop(&shared, listener, &mut pool));
     // Workers stop on the shutdown signal even if accepting failed.
     shared.begin_shutdown();
+    // A sweep in progress finishes its moves (so a clean stop never duplicates one).
+    let _ = rt.block_on(sweeper);
     pool.join();
     drop(rt);
     served?;
+    if let Some(path) = &shared.settings.unix_socket {
+        let _ = std::fs::remove_file(path);
+    }
     match Arc::try_unwrap(shared) {
         // Dropping the engine runs its final fsync.
         Ok(s) => drop(s.engine),
@@ -71,31 +90,61 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Re
     Ok(())
 }
 
-/// Accepts until SIGINT/SIGTERM, and runs the engine's once-a-second expiry tick.
+/// Once a second: drops expired messages at the queues' heads, and moves those of queues
+/// with `expire_to`; stops between sweeps at shutdown.
+async fn sweep_loop(shared: Arc<Shared>) {
+    let mut shutdown = shared.shutdown_signal();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // A sweep slowed by fsyncs is not followed by a burst of catch-up sweeps.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        if shared.stopping() {
+            return;
+        }
+        shared.engine.tick();
+        shared.engine.move_expired().await;
+    }
+}
+
+/// SIGHUP re-reads the queue config, as the `reload` command does.
+async fn reload_on_sighup(shared: Arc<Shared>, mut hup: tokio::signal::unix::Signal) {
+    while hup.recv().await.is_some() {
+        if let Err(e) = shared.reload() {
+            tracing::error!("SIGHUP: queue config not reloaded: {e}");
+        }
+    }
+}
+
+/// Accepts until SIGINT/SIGTERM.
 async fn accept_loop(
     shared: &Arc<Shared>,
     listener: Listener,
     pool: &mut WorkerPool,
 ) -> anyhow::Result<()> {
     let mut acceptor = Acceptor::new(listener, shared.shutdown_signal())?;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
-        let incoming = tokio::select! {
-            event = acceptor.next() => match event {
-                Event::Conn(c) => c,
-                Event::Signal | Event::Shutdown => return Ok(()),
-            },
-            _ = tick.tick() => {
-                shared.engine.tick();
-                continue;
-            }
+        let incoming = match acceptor.next().await {
+            Event::Conn(c) => c,
+            Event::Signal | Event::Shutdown => return Ok(()),
         };
         if !take_slot(shared) {
-            if let Incoming::Tcp(s, _) = incoming {
-                if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
-                    // memcached's answer; the socket is closed when `s` drops. A short
-                    // write to a fresh socket never waits, so this cannot stall accepting.
-                    let _ = s.write_all(b"ERROR Too many open connections\r\n").await;
+            // memcached's answer; the socket is closed when it drops. A short write to a
+            // fresh socket never waits, so this cannot stall accepting.
+            const TOO_MANY: &[u8] = b"ERROR Too many open connections\r\n";
+            match incoming {
+                Incoming::Tcp(s, _) => {
+                    if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
+                        let _ = s.write_all(TOO_MANY).await;
+                    }
+                }
+                Incoming::Unix(s) => {
+                    if let Ok(mut s) = tokio::net::UnixStream::from_std(s) {
+                        let _ = s.write_all(TOO_MANY).await;
+                    }
                 }
             }
             continue;
@@ -157,11 +206,17 @@ impl WorkerService for QueueWorker {
         let slot = ConnSlot::adopt(&self.shared);
         async move {
             let shared = slot.shared.clone();
-            // shoal-queued listens on TCP only.
-            if let Incoming::Tcp(stream, _) = incoming {
-                let _ = stream.set_nodelay(true);
-                if let Ok(mut s) = tokio::net::TcpStream::from_std(stream) {
-                    conn::serve(&mut s, shared).await;
+            match incoming {
+                Incoming::Tcp(stream, _) => {
+                    let _ = stream.set_nodelay(true);
+                    if let Ok(mut s) = tokio::net::TcpStream::from_std(stream) {
+                        conn::serve(&mut s, shared).await;
+                    }
+                }
+                Incoming::Unix(stream) => {
+                    if let Ok(mut s) = tokio::net::UnixStream::from_std(stream) {
+                        conn::serve(&mut s, shared).await;
+                    }
                 }
             }
             drop(slot);

@@ -4,6 +4,7 @@
 
 use crate::config::Settings;
 use crate::stats::Counters;
+use crate::status::Status;
 use shoal_net::Budget;
 use shoal_queue::Engine;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +19,9 @@ pub struct Shared {
     pub engine: Engine,
     /// Server counters.
     pub counters: Counters,
+    /// Kestrel's server status (`UP`, `READONLY`, `QUIESCENT`...), kept in the data
+    /// directory.
+    pub status: Status,
     /// What connections' read buffers may hold beyond what each holds for free, all
     /// together (`--read-buf-mem-limit`).
     pub read_budget: Budget,
@@ -31,6 +35,7 @@ impl Shared {
         let (shutdown_tx, _) = watch::channel(false);
         Arc::new(Shared {
             read_budget: Budget::new(settings.read_buf_mem_limit),
+            status: Status::load(&settings.engine.data_dir),
             settings,
             engine,
             counters: Counters::default(),
@@ -42,6 +47,19 @@ impl Shared {
     /// A receiver that changes when shutdown begins.
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown_tx.subscribe()
+    }
+
+    /// Re-reads `--queue-config` and applies it to every queue (Kestrel's `reload`, and
+    /// SIGHUP). On an error nothing changes.
+    pub fn reload(&self) -> Result<(), String> {
+        let lines = match &self.settings.queue_config {
+            Some(p) => crate::config::read_queue_config(p)?,
+            None => Default::default(),
+        };
+        self.engine
+            .reload(self.settings.default_limits.clone(), lines);
+        tracing::info!("queue config reloaded");
+        Ok(())
     }
 
     /// Whether shutdown has begun.

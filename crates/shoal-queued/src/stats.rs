@@ -51,6 +51,26 @@ impl Default for Counters {
     }
 }
 
+impl Counters {
+    /// memcached's `stats reset`: the counters of events (connections accepted, commands,
+    /// hits, misses, errors) start again from zero; gauges (`curr_connections`) and
+    /// `uptime` do not.
+    pub fn reset(&self) {
+        for c in [
+            &self.total_connections,
+            &self.cmd_get,
+            &self.cmd_set,
+            &self.get_hits,
+            &self.get_misses,
+            &self.write_errors,
+            &self.sync_errors,
+            &self.idle_kicks,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Increments a counter.
 pub fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
@@ -92,6 +112,10 @@ pub fn general(
     reply::stat_u64(out, "cmd_set", get(&c.cmd_set));
     reply::stat_u64(out, "get_hits", get(&c.get_hits));
     reply::stat_u64(out, "get_misses", get(&c.get_misses));
+    let (creates, deletes, expires) = engine.queue_counts();
+    reply::stat_u64(out, "queue_creates", creates);
+    reply::stat_u64(out, "queue_deletes", deletes);
+    reply::stat_u64(out, "queue_expires", expires);
     reply::stat_u64(out, "write_errors", get(&c.write_errors));
     reply::stat_u64(out, "sync_errors", get(&c.sync_errors));
     reply::stat_u64(out, "idle_kicks", get(&c.idle_kicks));
@@ -111,6 +135,11 @@ pub fn general(
         for (k, v) in queue_fields(s) {
             reply::stat_u64(out, &format!("queue_{name}_{k}"), v);
         }
+        let children = engine.children(name);
+        if !children.is_empty() {
+            // Kestrel's: the children's names, comma-separated.
+            reply::stat_str(out, &format!("queue_{name}_children"), &children.join(","));
+        }
     }
     reply::stat_u64(out, "disk_bytes", sum(|s| s.disk_bytes));
     reply::end(out);
@@ -119,7 +148,7 @@ pub fn general(
 /// One queue's counters, named as `stats` (prefixed `queue_<name>_`) and `dump_stats`
 /// report them: Kestrel 2.4's, with its names and meanings and in its order, then
 /// shoal-queued's own.
-fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 17] {
+fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 21] {
     [
         // Kestrel's.
         ("items", s.items),
@@ -133,6 +162,9 @@ fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 17] {
         ("discarded", s.discarded),
         ("waiters", s.waiters),
         ("open_transactions", s.open_reads),
+        ("transactions", s.transactions),
+        ("canceled_transactions", s.canceled_transactions),
+        ("total_flushes", s.total_flushes),
         // shoal-queued's.
         ("enqueued", s.enqueued),
         ("dequeued", s.dequeued),
@@ -140,6 +172,7 @@ fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 17] {
         ("disk_bytes", s.disk_bytes),
         ("segments", s.segments),
         ("carried", s.carried),
+        ("expiring", s.expiring),
     ]
 }
 
@@ -150,6 +183,49 @@ pub fn kestrel_dump(out: &mut Vec<u8>, engine: &Engine) {
     for q in engine.queues() {
         out.extend_from_slice(format!("queue '{}' {{\r\n", q.name()).as_bytes());
         for (k, v) in queue_fields(&q.stats(now)) {
+            out.extend_from_slice(format!("  {k}={v}\r\n").as_bytes());
+        }
+        let children = engine.children(q.name());
+        if !children.is_empty() {
+            out.extend_from_slice(format!("  children={}\r\n", children.join(",")).as_bytes());
+        }
+        out.extend_from_slice(b"}\r\n");
+    }
+    reply::end(out);
+}
+
+/// Kestrel's `dump_config`: per queue, `queue '<name>' {`, its configuration in force as
+/// indented `key=value` lines in the queue config file's names (0: unlimited or off),
+/// and `}`; then `END`.
+pub fn kestrel_dump_config(out: &mut Vec<u8>, engine: &Engine) {
+    let memory = engine.config().memory_per_queue;
+    let item = engine.config().max_item_size as u64;
+    for q in engine.queues() {
+        let l = q.limits();
+        let max_item_size = match l.max_item_size {
+            0 => item,
+            n => n.min(item),
+        };
+        let lines = [
+            ("max_items", l.max_items.to_string()),
+            ("max_size", l.max_bytes.to_string()),
+            ("max_item_size", max_item_size.to_string()),
+            ("max_age", l.max_age_secs.to_string()),
+            (
+                "max_memory_size",
+                l.max_memory.unwrap_or(memory).to_string(),
+            ),
+            (
+                "discard_old_when_full",
+                (l.full == shoal_queue::FullPolicy::DiscardOldest).to_string(),
+            ),
+            ("expire_to", l.expire_to.clone().unwrap_or_default()),
+            ("max_expire_sweep", l.max_expire_sweep.to_string()),
+            ("fanout_only", l.fanout_only.to_string()),
+            ("max_queue_age", l.max_queue_age_secs.to_string()),
+        ];
+        out.extend_from_slice(format!("queue '{}' {{\r\n", q.name()).as_bytes());
+        for (k, v) in lines {
             out.extend_from_slice(format!("  {k}={v}\r\n").as_bytes());
         }
         out.extend_from_slice(b"}\r\n");

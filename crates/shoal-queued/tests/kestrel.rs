@@ -240,3 +240,30 @@ fn flush_leaves_open_reads() {
     assert_eq!(c.get_str("q").as_deref(), Some("one"));
     assert_eq!(c.get("q"), None);
 }
+
+/// Kestrel's transaction, flush and queue-count stats.
+#[test]
+fn kestrel_transaction_flush_and_queue_stats() {
+    let d = dir();
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    for m in ["a", "b"] {
+        c.set("q", m.as_bytes());
+    }
+    assert_eq!(c.get_str("q/open").as_deref(), Some("a"));
+    c.send(b"get q/abort\r\n");
+    assert_eq!(c.line(), "END");
+    assert_eq!(c.get_str("q/open").as_deref(), Some("a"));
+    c.send(b"get q/close\r\n");
+    assert_eq!(c.line(), "END");
+    assert_eq!(c.cmd("flush q"), "END");
+    c.set("other", b"x");
+    assert_eq!(c.cmd("delete other"), "DELETED");
+    let stat = |c: &mut common::Client, k: &str| c.stat(k).unwrap_or_default();
+    assert_eq!(stat(&mut c, "queue_q_transactions"), "2");
+    assert_eq!(stat(&mut c, "queue_q_canceled_transactions"), "1");
+    assert_eq!(stat(&mut c, "queue_q_total_flushes"), "1");
+    assert_eq!(stat(&mut c, "queue_creates"), "2");
+    assert_eq!(stat(&mut c, "queue_deletes"), "1");
+    assert_eq!(stat(&mut c, "queue_expires"), "0");
+}

@@ -75,6 +75,7 @@ impl Queue {
                 }
             }
             Take::Open => {
+                st.counters.transactions += 1;
                 if let Some(e) = st.ready.pop_front() {
                     st.open.insert(e.seq, e);
                 }
@@ -102,6 +103,7 @@ impl Queue {
         let Some(e) = st.open.remove(&seq) else {
             return false;
         };
+        st.counters.canceled_transactions += 1;
         st.ready.push_front(e);
         drop(st);
         self.arrivals.notify_waiters();
@@ -125,6 +127,7 @@ impl Queue {
     /// its client disconnecting) puts it back at the head.
     pub fn flush(&self) -> Result<u64, QueueError> {
         let mut st = self.state.lock();
+        st.counters.flushes += 1;
         let mut n = 0u64;
         let mut all: Vec<Entry> = st.ready.drain(..).collect();
         all.sort_by_key(|e| e.seq);
@@ -146,9 +149,9 @@ impl Queue {
         if !st.ready.front().is_some_and(|e| e.expired(now)) {
             return 0;
         }
-        let before = st.counters.expired;
+        let before = st.counters.expired + st.expiring.len() as u64;
         self.drop_expired_head(&mut st, now);
-        st.counters.expired - before
+        (st.counters.expired + st.expiring.len() as u64).saturating_sub(before)
     }
 
     pub(super) fn consume(st: &mut State, e: Entry) {
@@ -167,6 +170,10 @@ impl Queue {
     }
 
     pub(super) fn drop_expired_head(&self, st: &mut State, now: u32) {
+        if self.limits.read().expire_to.is_some() {
+            self.set_aside_expired(st, now);
+            return;
+        }
         let mut dropped = false;
         while st.ready.front().is_some_and(|e| e.expired(now)) {
             if let Some(e) = st.ready.pop_front() {

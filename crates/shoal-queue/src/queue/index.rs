@@ -90,12 +90,22 @@ pub(super) struct Counters {
     pub(super) carried: u64,
     /// Messages found in the log at startup.
     pub(super) recovered: u64,
+    /// Reads opened (Kestrel's `transactions`).
+    pub(super) transactions: u64,
+    /// Open reads given back by `/abort` or a disconnect (Kestrel's
+    /// `canceled_transactions`).
+    pub(super) canceled_transactions: u64,
+    /// `flush` of this queue, `flush_all` included (Kestrel's `total_flushes`).
+    pub(super) flushes: u64,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct State {
     pub(super) ready: VecDeque<Entry>,
     pub(super) open: HashMap<u64, Entry>,
+    /// Expired messages of a queue with `expire_to`, taken off the head (never delivered
+    /// again) and waiting to be moved; consumed here only once their copies are stored.
+    pub(super) expiring: VecDeque<Entry>,
     pub(super) segments: BTreeMap<u64, Segment>,
     pub(super) dir_ready: bool,
     pub(super) next_seq: u64,

@@ -35,10 +35,14 @@ impl Queue {
         Ok((seg, start + msg_at))
     }
 
-    pub(super) fn append(&self, st: &mut State, buf: &[u8]) -> io::Result<(u64, u64)> {
-        if let Some(f) = &self.ctx.fault {
-            f.check()?;
-        }
+    /// Creates the queue's directory now rather than with its first write (a fanout child
+    /// must exist after a restart even if empty).
+    pub(crate) fn create_dir(&self) -> io::Result<()> {
+        let mut st = self.state.lock();
+        self.ensure_dir(&mut st)
+    }
+
+    fn ensure_dir(&self, st: &mut State) -> io::Result<()> {
         if !st.dir_ready {
             fs::create_dir_all(&self.dir)?;
             if self.ctx.fsync != FsyncPolicy::Never {
@@ -46,6 +50,14 @@ impl Queue {
             }
             st.dir_ready = true;
         }
+        Ok(())
+    }
+
+    pub(super) fn append(&self, st: &mut State, buf: &[u8]) -> io::Result<(u64, u64)> {
+        if let Some(f) = &self.ctx.fault {
+            f.check()?;
+        }
+        self.ensure_dir(st)?;
         let roll = match st.segments.values().next_back() {
             None => true,
             Some(s) => {

@@ -10,7 +10,8 @@
 //! `consume` (dequeue, open reads, acks), `log` (segment files), `carry` (moving open
 //! reads off an old segment so it can be deleted), `durability`
 //! (fsync and what waiters see), `recovery` (rebuilding from disk), and `expiry`
-//! (memcached's exptime rule).
+//! (memcached's and Kestrel's exptime rules, and setting expired messages aside for
+//! `expire_to`).
 
 mod carry;
 mod consume;
@@ -111,6 +112,15 @@ pub struct QueueStats {
     /// Open reads rewritten at the end of the log so that an old segment, kept only by
     /// them, could be deleted.
     pub carried: u64,
+    /// Expired messages set aside for the queue's `expire_to`, not yet moved.
+    pub expiring: u64,
+    /// Reads opened since start (Kestrel's `transactions`).
+    pub transactions: u64,
+    /// Open reads given back by `/abort` or a disconnect (Kestrel's
+    /// `canceled_transactions`).
+    pub canceled_transactions: u64,
+    /// Times this queue was flushed (Kestrel's `total_flushes`).
+    pub total_flushes: u64,
 }
 
 /// One durable FIFO queue. All methods are safe to call from many threads.
@@ -119,7 +129,7 @@ pub struct Queue {
     name: String,
     dir: PathBuf,
     ctx: Arc<Ctx>,
-    limits: QueueLimits,
+    limits: parking_lot::RwLock<Arc<QueueLimits>>,
     state: Mutex<State>,
     pub(crate) synced: watch::Sender<Synced>,
     pub(crate) sync_queued: AtomicBool,
@@ -130,6 +140,9 @@ pub struct Queue {
     sync_metrics: SyncMetrics,
     /// Blocking reads waiting now (see [`Queue::waiting`]).
     waiters: AtomicU64,
+    /// When this queue was created, or found on disk at startup (unix seconds): what
+    /// `max_queue_age` counts from, as Kestrel's queue creation time.
+    created: u32,
 }
 
 /// A blocking read counted in its queue's `waiters` while it lives (see
@@ -149,7 +162,7 @@ impl Queue {
             name: name.to_string(),
             dir,
             ctx,
-            limits,
+            limits: parking_lot::RwLock::new(Arc::new(limits)),
             state: Mutex::new(State {
                 // A new queue's segment ids start at the current time in nanoseconds, so
                 // they never collide with those of a deleted queue of the same name
@@ -165,12 +178,25 @@ impl Queue {
             synced_writes: AtomicU64::new(0),
             sync_metrics: SyncMetrics::default(),
             waiters: AtomicU64::new(0),
+            created: crate::engine::unix_now(),
         }
     }
 
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The configuration in force now.
+    pub fn limits(&self) -> Arc<QueueLimits> {
+        self.limits.read().clone()
+    }
+
+    /// Replaces the configuration (`reload`): new limits apply to the next enqueue, a new
+    /// age cap to messages enqueued from then on; nothing already stored is dropped for
+    /// it, except that expiry now moves to the new `expire_to`.
+    pub fn set_limits(&self, limits: QueueLimits) {
+        *self.limits.write() = Arc::new(limits);
     }
 
     /// Whether an fsync of this queue's files has failed. From then on nothing written
@@ -206,7 +232,7 @@ impl Queue {
         // Open reads are few (one per connection and queue): summed here rather than
         // kept in more counters on every path.
         let (mut open_bytes, mut open_mem_items, mut open_mem_bytes) = (0u64, 0u64, 0u64);
-        for e in st.open.values() {
+        for e in st.open.values().chain(st.expiring.iter()) {
             open_bytes += u64::from(e.len);
             if e.data.is_some() {
                 open_mem_items += 1;
@@ -244,15 +270,57 @@ impl Queue {
             waiting_mem_bytes: st.mem.saturating_sub(open_mem_bytes),
             waiters: self.waiters.load(Ordering::Relaxed),
             carried: st.counters.carried,
+            expiring: st.expiring.len() as u64,
+            transactions: st.counters.transactions,
+            canceled_transactions: st.counters.canceled_transactions,
+            total_flushes: st.counters.flushes,
         }
+    }
+
+    /// `stats reset`: the counters of events since start (enqueued, dequeued, expired,
+    /// discarded, carried, `total_items`) start again from zero; sizes do not change.
+    pub fn reset_counters(&self) {
+        self.state.lock().counters = index::Counters::default();
     }
 
     /// Forgets everything (the engine deletes the files) and releases every waiter.
     pub(crate) fn mark_deleted(&self) {
         let mut st = self.state.lock();
+        self.clear_deleted(&mut st);
+        drop(st);
+        self.release_deleted();
+    }
+
+    /// Kestrel's `max_queue_age`: if the queue is older than it and holds nothing (no
+    /// message waiting, open or set aside), marks it deleted, in one hold of its lock so
+    /// that no message slips in between: a set racing with it finds the queue deleted and
+    /// is refused, never acknowledged and lost. True if it was.
+    pub(crate) fn delete_if_aged_out(&self, now: u32) -> bool {
+        if !self.old_enough_to_retire(now) {
+            return false;
+        }
+        let mut st = self.state.lock();
+        if st.deleted || !st.ready.is_empty() || !st.open.is_empty() || !st.expiring.is_empty() {
+            return false;
+        }
+        self.clear_deleted(&mut st);
+        drop(st);
+        self.release_deleted();
+        true
+    }
+
+    /// Whether `max_queue_age` is set and this queue is older (not looking at what it
+    /// holds: cheap, no lock but the config's).
+    pub(crate) fn old_enough_to_retire(&self, now: u32) -> bool {
+        let age = self.limits.read().max_queue_age_secs;
+        age > 0 && now >= self.created.saturating_add(age)
+    }
+
+    fn clear_deleted(&self, st: &mut index::State) {
         st.deleted = true;
         st.ready.clear();
         st.open.clear();
+        st.expiring.clear();
         st.segments.clear();
         st.acks.clear();
         st.bytes = 0;
@@ -261,7 +329,9 @@ impl Queue {
         st.disk = 0;
         // The files go with the directory: nothing of them needs to be durable now.
         st.unsynced = index::Unsynced::default();
-        drop(st);
+    }
+
+    fn release_deleted(&self) {
         self.synced.send_modify(|s| s.lsn = u64::MAX);
         self.arrivals.notify_waiters();
     }

@@ -3,7 +3,7 @@
 
 use super::index::{now_ms, Entry, State};
 use super::Queue;
-use crate::config::FullPolicy;
+use crate::config::{FullPolicy, QueueLimits};
 use crate::error::QueueError;
 use crate::record::{self, HEADER_LEN};
 use bytes::Bytes;
@@ -20,10 +20,13 @@ impl Queue {
         payload: &[u8],
         now: u32,
     ) -> Result<u64, QueueError> {
-        if payload.len() > self.ctx.max_item_size {
+        let lim = self.limits();
+        if payload.len() > self.ctx.max_item_size
+            || (lim.max_item_size > 0 && payload.len() as u64 > lim.max_item_size)
+        {
             return Err(QueueError::TooLarge);
         }
-        let exp = match self.limits.max_age_secs {
+        let exp = match lim.max_age_secs {
             0 => exp,
             age => {
                 let cap = now.saturating_add(age);
@@ -42,14 +45,15 @@ impl Queue {
             st.counters.expired += 1;
             return Ok(st.written);
         }
-        self.make_room(&mut st, payload.len() as u64, now)?;
+        self.make_room(&mut st, &lim, payload.len() as u64, now)?;
         let seq = st.next_seq;
         let times = record::pack_times(now, exp);
         let (seg, msg_at) = self
             .write(&mut st, Some((flags, seq, times, payload)))
             .map_err(QueueError::Write)?;
         st.next_seq += 1;
-        let data = if st.mem + payload.len() as u64 <= self.ctx.memory_per_queue {
+        let budget = lim.max_memory.unwrap_or(self.ctx.memory_per_queue);
+        let data = if st.mem + payload.len() as u64 <= budget {
             st.mem += payload.len() as u64;
             st.mem_items += 1;
             Some(Bytes::copy_from_slice(payload))
@@ -79,9 +83,14 @@ impl Queue {
         Ok(lsn)
     }
 
-    fn make_room(&self, st: &mut State, len: u64, now: u32) -> Result<(), QueueError> {
+    fn make_room(
+        &self,
+        st: &mut State,
+        lim: &QueueLimits,
+        len: u64,
+        now: u32,
+    ) -> Result<(), QueueError> {
         self.drop_expired_head(st, now);
-        let lim = self.limits;
         let over = |st: &State| {
             (lim.max_items > 0 && (st.ready.len() + st.open.len()) as u64 >= lim.max_items)
                 || (lim.max_bytes > 0 && st.bytes + len > lim.max_bytes)

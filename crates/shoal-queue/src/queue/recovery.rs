@@ -101,7 +101,9 @@ impl Queue {
                     Kind::Message if keep_messages => {
                         let (enq, exp) = record::unpack_times(h.b);
                         let start = off + HEADER_LEN;
-                        let data = if mem + u64::from(h.len) <= ctx.memory_per_queue {
+                        let data = if mem + u64::from(h.len)
+                            <= limits.max_memory.unwrap_or(ctx.memory_per_queue)
+                        {
                             mem += u64::from(h.len);
                             buf.get(start..start + h.len as usize)
                                 .map(Bytes::copy_from_slice)
