@@ -2,9 +2,9 @@
 //! that is no queue: a set to it is written to each destination queue (directly, not to
 //! the destinations' fanout children, as Kestrel does).
 
+use crate::engine::fanout::Stored;
 use crate::engine::Engine;
 use crate::error::QueueError;
-use crate::fanout::Stored;
 
 impl Engine {
     /// The destination queues of `name`, if the queue config makes it an alias.

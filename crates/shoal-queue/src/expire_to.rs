@@ -4,7 +4,8 @@
 //! in both and moves it again (at-least-once); none is ever lost. Kestrel adds the copy
 //! without an expiry; the target's own `max_age` applies.
 
-use crate::engine::{unix_now, Engine};
+use crate::clock::unix_now;
+use crate::engine::Engine;
 use std::sync::Arc;
 
 impl Engine {

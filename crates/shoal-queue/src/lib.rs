@@ -13,22 +13,23 @@
 #![warn(missing_docs)]
 
 mod alias;
+mod clock;
 pub mod config;
 mod crc;
 pub mod engine;
 pub mod error;
 mod expire_to;
-mod fanout;
 mod fsync;
 pub mod name;
 pub mod queue;
-pub mod queue_config;
 pub mod record;
 pub mod segment;
 
+pub use clock::unix_now;
+pub use config::queue_config;
 pub use config::{EngineConfig, FsyncPolicy, FullPolicy, QueueLimits, WriteFault};
 pub use crc::crc32c;
-pub use engine::{unix_now, Engine};
+pub use engine::Engine;
 pub use error::{EngineError, QueueError};
 pub use name::{validate_name, MAX_NAME_LEN};
 pub use queue::{

@@ -178,7 +178,7 @@ impl Queue {
             synced_writes: AtomicU64::new(0),
             sync_metrics: SyncMetrics::default(),
             waiters: AtomicU64::new(0),
-            created: crate::engine::unix_now(),
+            created: crate::clock::unix_now(),
         }
     }
 

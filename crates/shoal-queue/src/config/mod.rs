@@ -1,6 +1,8 @@
 //! Engine and per-queue configuration.
 
-use crate::queue_config::QueueOverrides;
+pub mod queue_config;
+
+use queue_config::QueueOverrides;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -169,7 +171,7 @@ impl EngineConfig {
     /// The configuration that applies to `name`: the default, then (for a fanout child
     /// `parent+child`) the parent's settings, then the queue's own.
     pub fn limits_for(&self, name: &str) -> QueueLimits {
-        crate::queue_config::resolve(&self.default_limits, &self.queue_limits, name)
+        queue_config::resolve(&self.default_limits, &self.queue_limits, name)
     }
 }
 

@@ -3,9 +3,12 @@
 //! Layout: `<data_dir>/LOCK` (held with `flock` so two processes never share a
 //! directory) and `<data_dir>/queues/<name>/<id>.seg`.
 
+pub(crate) mod fanout;
+
+use self::fanout::Fanout;
+use crate::clock::unix_now;
 use crate::config::{EngineConfig, FsyncPolicy, QueueLimits};
 use crate::error::{EngineError, QueueError};
-use crate::fanout::Fanout;
 use crate::name::validate_name;
 use crate::queue::{Ctx, Queue, RecoveryReport};
 use crate::queue_config::{fanout_parent, QueueOverrides};
@@ -17,14 +20,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{SystemTime, UNIX_EPOCH};
-
-/// Seconds since the unix epoch, as the engine stores times.
-pub fn unix_now() -> u32 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
-}
 
 /// The default queue configuration and the queue config file's lines.
 struct Configs {
