@@ -78,10 +78,15 @@ fn held_read_is_carried_and_delivered_again_after_restart() {
             let (_, max_disk) = push_past_held_read(&e);
             let s = e.queue("q").expect("queue").stats(unix_now());
             assert!(s.carried >= 5, "{fsync}: carried {}", s.carried);
-            assert!(
-                max_disk <= 4 * SEGMENT,
-                "{fsync}/{memory}: disk reached {max_disk}"
-            );
+            // Under an interval policy a carried segment goes when the sync thread next
+            // runs, which a loaded machine can delay by many segments' worth of writes:
+            // there the bound that holds is the one reached once it has run (below).
+            if !matches!(fsync, FsyncPolicy::Every(_)) {
+                assert!(
+                    max_disk <= 4 * SEGMENT,
+                    "{fsync}/{memory}: disk reached {max_disk}"
+                );
+            }
             let disk = settles_within(&e, 2 * SEGMENT);
             assert!(disk <= 2 * SEGMENT, "{fsync}/{memory}: disk {disk}");
             assert_eq!(s.open_reads, 1);
