@@ -32,6 +32,16 @@ const MARGIN: Duration = Duration::from_millis(1000);
 /// How long each measured phase lasts.
 const PHASE: Duration = Duration::from_millis(1500);
 
+/// The scenarios measure latency: one at a time, so that they do not measure each other
+/// (each runs three backends, a proxy, a fault proxy and two clients on two cores).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 struct Cluster {
     backends: Vec<Shoald>,
     fault: FaultProxy,
@@ -136,13 +146,13 @@ fn baseline(c: &Cluster) -> Duration {
 
 /// Healthy keys under a fault keep their latency: p99 within 2x of the no-fault p99.
 /// Loopback p99s are a fraction of a millisecond, where a 2-core machine's scheduling
-/// alone moves them by more than that, so 5 ms of slack is allowed on top; what this
+/// alone moves them by more than that, so 10 ms of slack is allowed on top; what this
 /// guards against, healthy requests waiting on the faulty backend, costs the fault's
 /// delay or the pool's timeout (hundreds of ms).
 fn assert_healthy_latency(fault: &str, base: Duration, under: Duration) {
     eprintln!("{fault}: healthy keys p99 {under:?} (no fault: {base:?})");
     assert!(
-        under <= base * 2 + Duration::from_millis(5),
+        under <= base * 2 + Duration::from_millis(10),
         "{fault}: healthy keys' p99 went from {base:?} to {under:?}"
     );
 }
@@ -206,6 +216,7 @@ fn assert_proxy_memory_bounded(c: &Cluster, fault: &str) {
 /// A backend that fails requests (blackhole, half-open, reset): failures within the
 /// timeout, ejection after the failure limit, healthy keys untouched, re-admission.
 fn failing_backend(fault: Fault, name: &str) {
+    let _serial = one_at_a_time();
     let c = cluster(TIMEOUT);
     let base = baseline(&c);
     let load = HealthyLoad::start(&c);
@@ -251,6 +262,7 @@ fn backend_resetting_mid_reply_fails_fast_and_is_ejected() {
 /// A backend that is slow (200 ms, under the timeout) or answers in 1-byte writes still
 /// serves its keys, correctly, and is not ejected; the other keys keep their latency.
 fn degraded_backend(fault: Fault, name: &str, at_least: Duration) {
+    let _serial = one_at_a_time();
     let c = cluster(DEGRADED_TIMEOUT);
     let base = baseline(&c);
     let load = HealthyLoad::start(&c);
