@@ -1,34 +1,11 @@
 //! Fanout queues through the engine's API: copies to children, `fanout_only`,
 //! inheritance, children surviving a restart.
 
-use shoal_queue::queue_config;
-use shoal_queue::{unix_now, Engine, EngineConfig, FsyncPolicy, QueueError, Take};
-use std::path::Path;
+mod common;
 
-fn cfg(dir: &Path, lines: &str) -> EngineConfig {
-    let mut c = EngineConfig::new(dir);
-    c.fsync = FsyncPolicy::Always;
-    c.queue_limits = queue_config::parse(lines).expect("config parses");
-    c
-}
+use common::{cfg, drain, set};
 
-fn set(e: &Engine, q: &str, s: &str, exp: u32) -> Result<(), QueueError> {
-    let q = e.queue_or_create(q)?;
-    e.enqueue_fanout(&q, 0, exp, s.as_bytes(), unix_now())
-        .map(drop)
-}
-
-fn drain(e: &Engine, q: &str) -> Vec<String> {
-    let Some(q) = e.queue(q) else {
-        return Vec::new();
-    };
-    let mut v = Vec::new();
-    while let Some(d) = q.dequeue(Take::Remove, unix_now()).expect("dequeue") {
-        v.push(String::from_utf8(d.data.to_vec()).expect("utf8"));
-    }
-    q.commit().expect("commit");
-    v
-}
+use shoal_queue::{Engine, QueueError};
 
 #[test]
 fn fanout_children_copy_survive_restart_and_leave_when_deleted() {

@@ -1,33 +1,11 @@
 //! Reloading the queue config, and `max_queue_age`, through the engine's API.
 
+mod common;
+
+use common::{cfg, drain, set};
+
 use shoal_queue::queue_config;
-use shoal_queue::{unix_now, Engine, EngineConfig, FsyncPolicy, QueueError, Take};
-use std::path::Path;
-
-fn cfg(dir: &Path, lines: &str) -> EngineConfig {
-    let mut c = EngineConfig::new(dir);
-    c.fsync = FsyncPolicy::Always;
-    c.queue_limits = queue_config::parse(lines).expect("config parses");
-    c
-}
-
-fn set(e: &Engine, q: &str, s: &str, exp: u32) -> Result<(), QueueError> {
-    let q = e.queue_or_create(q)?;
-    e.enqueue_fanout(&q, 0, exp, s.as_bytes(), unix_now())
-        .map(drop)
-}
-
-fn drain(e: &Engine, q: &str) -> Vec<String> {
-    let Some(q) = e.queue(q) else {
-        return Vec::new();
-    };
-    let mut v = Vec::new();
-    while let Some(d) = q.dequeue(Take::Remove, unix_now()).expect("dequeue") {
-        v.push(String::from_utf8(d.data.to_vec()).expect("utf8"));
-    }
-    q.commit().expect("commit");
-    v
-}
+use shoal_queue::{unix_now, Engine, QueueError};
 
 #[test]
 fn reload_applies_limits_to_existing_queues() {
