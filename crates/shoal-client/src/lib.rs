@@ -9,6 +9,14 @@
 //! meta or binary protocol ([`Protocol`]); with text or meta, the raw meta commands (`mg`,
 //! `ms`, `md`, `ma`) are also available through [`Client::meta_get`] and friends.
 //!
+//! [`queue_client`] is a separate client for several shoal-queued (or Kestrel) queue
+//! servers, the Kestrel way: sets spread at random, reads sticky per server, reliable
+//! reads kept on the connection that opened them, `SERVER_ERROR` retried elsewhere.
+//!
+//! Modules: [`backend`] (pipelined connections), [`frame`] (reply framing), [`health`]
+//! (ejection), [`meta`] (meta command replies), [`stats`] (per-server counters),
+//! [`value`], [`error`], [`queue_client`] (the queue client).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), shoal_client::ClientError> {
 //! use shoal_client::{Client, Protocol};
@@ -39,6 +47,7 @@ pub mod error;
 pub mod frame;
 pub mod health;
 pub mod meta;
+pub mod queue_client;
 pub mod stats;
 pub mod value;
 
@@ -47,4 +56,5 @@ pub use codec::Protocol;
 pub use error::{BackendError, ClientError};
 pub use health::EjectPolicy;
 pub use meta::MetaReply;
+pub use queue_client::{QueueClient, QueueClientBuilder, QueueError, SetReceipt};
 pub use value::Value;
