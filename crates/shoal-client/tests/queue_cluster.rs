@@ -150,23 +150,31 @@ fn three_servers_one_killed_mid_run_delivers_every_acknowledged_message_once() {
     let producing = Arc::new(AtomicBool::new(true));
     let restarted = Arc::new(AtomicBool::new(false));
 
-    // The killer: SIGKILL server 1 a third of the way through, restart it 300 ms later.
+    // The killer: SIGKILL server 1 once a third of the messages are acknowledged and the
+    // consumer holds an open read there, restart it 300 ms later.
+    let killed = Arc::new(AtomicBool::new(false));
     let (kill_tx, kill_rx) = mpsc::channel::<()>();
     let (back_tx, back_rx) = mpsc::channel::<Queued>();
     let victim = servers.remove(1);
     let victim_dir = dirs[1].path().to_path_buf();
-    let killer = std::thread::spawn(move || {
-        let mut victim = victim;
-        kill_rx.recv().expect("kill signal");
-        victim.kill();
-        drop(victim);
-        std::thread::sleep(Duration::from_millis(300));
-        back_tx
-            .send(Queued::start(&victim_dir, victim_port))
-            .unwrap();
-    });
+    let killer = {
+        let killed = killed.clone();
+        std::thread::spawn(move || {
+            let mut victim = victim;
+            kill_rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("kill signal");
+            victim.kill();
+            drop(victim);
+            killed.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(300));
+            back_tx
+                .send(Queued::start(&victim_dir, victim_port))
+                .unwrap();
+        })
+    };
 
-    let (produced, delivered, cut) = within(120, async {
+    let (produced, delivered, cut, held_at_kill) = within(120, async {
         let producer = {
             let addrs = addrs.clone();
             let acked_count = acked_count.clone();
@@ -174,7 +182,6 @@ fn three_servers_one_killed_mid_run_delivers_every_acknowledged_message_once() {
             tokio::spawn(async move {
                 let mut q = client(&addrs);
                 let mut p = Produced::default();
-                let mut kill_tx = Some(kill_tx);
                 for i in 0..N {
                     match q.set("orders", format!("m{i}").as_bytes(), 0).await {
                         Ok(r) => {
@@ -190,11 +197,6 @@ fn three_servers_one_killed_mid_run_delivers_every_acknowledged_message_once() {
                             p.unacked.insert(i);
                         }
                     }
-                    if i == N / 3 {
-                        if let Some(tx) = kill_tx.take() {
-                            tx.send(()).unwrap();
-                        }
-                    }
                     if i % 50 == 0 {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
@@ -207,7 +209,11 @@ fn three_servers_one_killed_mid_run_delivers_every_acknowledged_message_once() {
             let addrs = addrs.clone();
             let producing = producing.clone();
             let restarted = restarted.clone();
+            let acked_count = acked_count.clone();
+            let killed = killed.clone();
             tokio::spawn(async move {
+                let mut kill_tx = Some(kill_tx);
+                let mut held_at_kill = None;
                 let mut q = client(&addrs);
                 let mut delivered: BTreeMap<u32, u32> = BTreeMap::new();
                 // Messages whose open read was cut by a connection failure.
@@ -222,6 +228,17 @@ fn three_servers_one_killed_mid_run_delivers_every_acknowledged_message_once() {
                             let i: u32 = s.strip_prefix('m').unwrap().parse().unwrap();
                             *delivered.entry(i).or_default() += 1;
                             pending = Some(i);
+                            if acked_count.load(Ordering::SeqCst) >= N as usize / 3
+                                && q.open_on("orders") == Some(1)
+                            {
+                                if let Some(tx) = kill_tx.take() {
+                                    tx.send(()).unwrap();
+                                    held_at_kill = Some(i);
+                                    while !killed.load(Ordering::SeqCst) {
+                                        tokio::time::sleep(Duration::from_millis(5)).await;
+                                    }
+                                }
+                            }
                         }
                         Ok(None) => {
                             pending = None;
@@ -245,7 +262,7 @@ fn three_servers_one_killed_mid_run_delivers_every_acknowledged_message_once() {
                     }
                 }
                 q.close("orders").await.expect("final close");
-                (delivered, cut)
+                (delivered, cut, held_at_kill)
             })
         };
         // Wait for the restart, outside the runtime's worker threads.
@@ -258,12 +275,17 @@ fn three_servers_one_killed_mid_run_delivers_every_acknowledged_message_once() {
         .unwrap();
         restarted.store(true, Ordering::SeqCst);
         let produced = producer.await.unwrap();
-        let (delivered, cut) = consumer.await.unwrap();
+        let (delivered, cut, held_at_kill) = consumer.await.unwrap();
         servers.insert(1, back);
-        (produced, delivered, cut)
+        (produced, delivered, cut, held_at_kill)
     });
     killer.join().unwrap();
 
+    // The open read held on the victim when it was killed was cut, and delivered again
+    // after the restart.
+    let held = held_at_kill.expect("killed while holding an open read");
+    assert!(cut.contains(&held), "{held} not reported cut: {cut:?}");
+    assert_eq!(delivered.get(&held), Some(&2), "m{held}");
     // Every server took sets (random spread), including the victim before the kill.
     assert_eq!(produced.per_server.len(), 3, "{:?}", produced.per_server);
     assert!(
