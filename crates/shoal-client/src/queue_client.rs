@@ -642,3 +642,60 @@ async fn read_value(conn: &mut BufReader<TcpStream>, req: &[u8]) -> Result<Reply
     }
     Ok(Reply::Value(data))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_shoal_queued_refuses_are_refused_here() {
+        assert!(valid_queue("orders"));
+        assert!(valid_queue("orders+audit"));
+        for bad in ["", "a/b", "a b", "a\r\n", &"x".repeat(129)] {
+            assert!(!valid_queue(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_empty_server_list_is_a_configuration_error() {
+        let none: [&str; 0] = [];
+        assert!(matches!(
+            QueueClient::builder(none).build(),
+            Err(QueueError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn shuffle_is_a_permutation_and_spreads() {
+        let mut q = QueueClient::builder(["a:1", "b:1", "c:1"]).build().unwrap();
+        let mut first = [0usize; 3];
+        for _ in 0..3000 {
+            let mut v = vec![0, 1, 2];
+            q.shuffle(&mut v);
+            let mut s = v.clone();
+            s.sort_unstable();
+            assert_eq!(s, [0, 1, 2]);
+            first[v[0]] += 1;
+        }
+        assert!(first.iter().all(|&n| n > 800), "{first:?}");
+    }
+
+    #[test]
+    fn reads_stay_for_gets_per_server_then_move_round_robin() {
+        let mut q = QueueClient::builder(["a:1", "b:1", "c:1"])
+            .gets_per_server(2)
+            .build()
+            .unwrap();
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            let i = q.pick_read_server();
+            q.reads_here += 1;
+            seen.push(i);
+        }
+        assert_eq!(seen, [0, 0, 1, 1, 2, 2]);
+        // A server whose connection failed is skipped until retry_delay passes.
+        q.slots[0].down_until = Some(Instant::now() + Duration::from_secs(60));
+        q.reads_here = 2;
+        assert_eq!(q.pick_read_server(), 1);
+    }
+}
