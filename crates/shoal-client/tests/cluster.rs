@@ -4,11 +4,9 @@
 //! (when installed) as the protocol peer. Every wait is bounded (client timeouts plus tokio
 //! test timeouts).
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use shoal_client::{CasOutcome, Client, ClientError, EjectPolicy, Protocol};
@@ -27,34 +25,16 @@ struct Shoald {
 
 impl Shoald {
     fn start() -> Shoald {
-        let mut child = Command::new(shoald_bin())
-            .args(["-p", "-1", "-l", "127.0.0.1", "-v", "-t", "1"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn shoald");
-        let err = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines() {
-                let Ok(l) = l else { break };
-                let _ = tx.send(l);
-            }
-        });
-        loop {
-            let Ok(l) = rx.recv_timeout(Duration::from_secs(10)) else {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("shoald did not start");
-            };
-            if let Some(a) = l.split("listening on ").nth(1) {
-                return Shoald {
-                    child,
-                    addr: a.trim().parse().expect("addr"),
-                };
-            }
-        }
+        let (child, addr) = shoal_test_support::spawn_listening(Command::new(shoald_bin()).args([
+            "-p",
+            "-1",
+            "-l",
+            "127.0.0.1",
+            "-v",
+            "-t",
+            "1",
+        ]));
+        Shoald { child, addr }
     }
 
     fn server(&self) -> Server {

@@ -4,10 +4,10 @@
 //! in `status readonly` gets no sets but is drained. Every wait is bounded.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -28,45 +28,21 @@ impl Queued {
     fn start(dir: &Path, port: u16) -> Queued {
         let port = port.to_string();
         let dir = dir.to_str().expect("utf-8 dir");
-        let mut child = Command::new(queued_bin())
-            .args([
-                "-p",
-                &port,
-                "-l",
-                "127.0.0.1",
-                "-d",
-                dir,
-                "--fsync",
-                "always",
-            ])
-            .args(["-v", "-t", "1"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn shoal-queued");
-        let err = child.stderr.take().expect("stderr");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines() {
-                let Ok(l) = l else { break };
-                let _ = tx.send(l);
-            }
-        });
-        loop {
-            let Ok(l) = rx.recv_timeout(Duration::from_secs(10)) else {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("shoal-queued did not start");
-            };
-            if let Some(a) = l.split("listening on ").nth(1) {
-                let a = a.split_whitespace().next().expect("address");
-                return Queued {
-                    child,
-                    addr: a.parse().expect("addr"),
-                };
-            }
-        }
+        let (child, addr) = shoal_test_support::spawn_listening(
+            Command::new(queued_bin())
+                .args([
+                    "-p",
+                    &port,
+                    "-l",
+                    "127.0.0.1",
+                    "-d",
+                    dir,
+                    "--fsync",
+                    "always",
+                ])
+                .args(["-v", "-t", "1"]),
+        );
+        Queued { child, addr }
     }
 
     fn addr(&self) -> String {

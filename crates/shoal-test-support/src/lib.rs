@@ -406,6 +406,47 @@ pub fn promtool_check(page: &str) -> Option<Vec<String>> {
     Some(lines)
 }
 
+/// Spawns `cmd` (stdin and stdout to /dev/null, stderr read here) and waits, at most 10 s,
+/// for a stderr line naming the address it listens on (`... listening on ADDR ...`, as
+/// every Shoal daemon logs at start). Returns the child and that address; stderr goes on
+/// being read (and dropped) so the daemon never blocks on it. Panics, after killing the
+/// child, if no such line comes: a test setup failure.
+pub fn spawn_listening(cmd: &mut Command) -> (std::process::Child, std::net::SocketAddr) {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let err = child.stderr.take().expect("stderr is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines() {
+            let Ok(l) = l else { break };
+            let _ = tx.send(l);
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok(l) = rx.recv_timeout(left) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not say where it listens");
+        };
+        let addr = l
+            .split("listening on ")
+            .nth(1)
+            .and_then(|a| a.split_whitespace().next())
+            .and_then(|a| a.parse().ok());
+        if let Some(addr) = addr {
+            return (child, addr);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
