@@ -781,12 +781,7 @@ impl Conn {
     /// `flush_expired <q>`, `flush_all_expired`, `dump_stats` and `reload`. False if
     /// `line` is none of them (the caller answers `ERROR`).
     async fn queue_command(&mut self, line: &[u8], out: &mut Vec<u8>) -> bool {
-        let line = line.strip_suffix(b"\n").unwrap_or(line);
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let toks: Vec<&[u8]> = line
-            .split(|&b| b == b' ')
-            .filter(|t| !t.is_empty())
-            .collect();
+        let toks = words(line);
         if let (Some(refused), [b"flush" | b"flush_expired" | b"flush_all_expired", ..]) =
             (self.write_refusal(), toks.as_slice())
         {
@@ -908,15 +903,20 @@ impl Conn {
     }
 }
 
+/// The words of a command line (its line end dropped, split on runs of spaces), for the
+/// queue commands memcached has no parser for.
+fn words(line: &[u8]) -> Vec<&[u8]> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    line.split(|&b| b == b' ')
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
 /// `monitor <q> <secs> [max]`: the queue, the seconds and the most messages, if `line` is
 /// one.
 fn parse_monitor(line: &[u8]) -> Option<(&[u8], u64, Option<usize>)> {
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let toks: Vec<&[u8]> = line
-        .split(|&b| b == b' ')
-        .filter(|t| !t.is_empty())
-        .collect();
+    let toks = words(line);
     let num = |t: &[u8]| std::str::from_utf8(t).ok()?.parse::<u64>().ok();
     match toks.as_slice() {
         [b"monitor", name, secs] => Some((name, num(secs)?, None)),
