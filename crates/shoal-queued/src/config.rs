@@ -98,7 +98,8 @@ pub struct Args {
     pub discard_old: bool,
     /// Per-queue config file: lines `<queue> key=value ...` with Kestrel's names
     /// (`max_items`, `max_size`, `max_item_size`, `max_age`, `discard_old_when_full`,
-    /// `max_memory_size`, `expire_to`, `max_expire_sweep`, `fanout_only`; see
+    /// `max_memory_size`, `expire_to`, `max_expire_sweep`, `fanout_only`, `sync_journal`,
+    /// `keep_journal`, `max_queue_age`; see
     /// docs/queue.md), `#` comments. Re-read by the `reload` command and SIGHUP.
     #[arg(long = "queue-config")]
     pub queue_config: Option<PathBuf>,
@@ -183,30 +184,14 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// Reads the queue config file (see [`Args::queue_config`]): each line's settings, by
-/// queue name, applied over the defaults the command line gives. Kestrel settings that
-/// have no effect here are logged (when logging is up: at startup and on `reload`).
+/// queue name, applied over the defaults the command line gives.
 pub fn read_queue_config(
     path: &std::path::Path,
 ) -> Result<HashMap<String, QueueOverrides>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("--queue-config {}: {e}", path.display()))?;
-    let lines = shoal_queue::queue_config::parse(&text)
-        .map_err(|e| format!("--queue-config {}: {e}", path.display()))?;
-    for (name, o) in &lines {
-        if o.ignored.keep_journal_false {
-            tracing::warn!(
-                queue = %name,
-                "keep_journal=false has no effect: every queue is journaled"
-            );
-        }
-        if o.ignored.sync_journal {
-            tracing::warn!(
-                queue = %name,
-                "sync_journal has no effect: fsync is server-wide (--fsync)"
-            );
-        }
-    }
-    Ok(lines)
+    shoal_queue::queue_config::parse(&text)
+        .map_err(|e| format!("--queue-config {}: {e}", path.display()))
 }
 
 /// Why the command line (with its options file) could not be read.

@@ -194,13 +194,15 @@ pub fn kestrel_dump(out: &mut Vec<u8>, engine: &Engine) {
     reply::end(out);
 }
 
-/// Kestrel's `dump_config`: per queue, `queue '<name>' {`, its configuration in force as
+/// Kestrel's `dump_config`: per queue (by name), `queue '<name>' {`, its configuration in force as
 /// indented `key=value` lines in the queue config file's names (0: unlimited or off),
 /// and `}`; then `END`.
 pub fn kestrel_dump_config(out: &mut Vec<u8>, engine: &Engine) {
     let memory = engine.config().memory_per_queue;
     let item = engine.config().max_item_size as u64;
-    for q in engine.queues() {
+    let mut queues = engine.queues();
+    queues.sort_by(|a, b| a.name().cmp(b.name()));
+    for q in queues {
         let l = q.limits();
         let max_item_size = match l.max_item_size {
             0 => item,
@@ -223,6 +225,8 @@ pub fn kestrel_dump_config(out: &mut Vec<u8>, engine: &Engine) {
             ("max_expire_sweep", l.max_expire_sweep.to_string()),
             ("fanout_only", l.fanout_only.to_string()),
             ("max_queue_age", l.max_queue_age_secs.to_string()),
+            ("sync_journal", q.fsync_policy().to_string()),
+            ("keep_journal", (!q.memory_only()).to_string()),
         ];
         out.extend_from_slice(format!("queue '{}' {{\r\n", q.name()).as_bytes());
         for (k, v) in lines {

@@ -59,7 +59,11 @@ fn reload_command_and_sighup_apply_limits_to_existing_queues() {
 fn dump_config_shows_the_config_in_force() {
     let d = tempfile::tempdir().expect("tempdir");
     let conf = d.path().join("queues.conf");
-    std::fs::write(&conf, "jobs max_items=5 expire_to=dead max_age=1m\n").expect("write");
+    std::fs::write(
+        &conf,
+        "jobs max_items=5 expire_to=dead max_age=1m sync_journal=always\nfast keep_journal=false\n",
+    )
+    .expect("write");
     let s = Server::start(
         &d.path().join("data"),
         &[
@@ -71,6 +75,7 @@ fn dump_config_shows_the_config_in_force() {
     );
     let mut c = s.client();
     c.set("jobs", b"x");
+    c.set("fast", b"y");
     let dump = |c: &mut common::Client| {
         c.send(b"dump_config\r\n");
         let mut v = Vec::new();
@@ -83,13 +88,17 @@ fn dump_config_shows_the_config_in_force() {
         }
     };
     let got = dump(&mut c);
-    assert_eq!(got[0], "queue 'jobs' {");
+    assert_eq!(got[0], "queue 'fast' {", "by name");
     for want in [
         "  max_items=5",
         "  max_size=1024",
         "  max_age=60",
         "  expire_to=dead",
         "  discard_old_when_full=false",
+        "  sync_journal=always",
+        "  keep_journal=true",
+        "  keep_journal=false",
+        "  sync_journal=never",
     ] {
         assert!(got.iter().any(|l| l == want), "{want} in {got:?}");
     }

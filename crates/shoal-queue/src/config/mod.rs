@@ -94,6 +94,15 @@ pub struct QueueLimits {
     /// Seconds after its creation (or the server's start, for a queue found on disk)
     /// after which an empty queue is deleted (Kestrel's `max_queue_age`; 0: never).
     pub max_queue_age_secs: u32,
+    /// When this queue's writes are fsynced (Kestrel's `sync_journal`; `None`: the
+    /// engine's [`EngineConfig::fsync`]).
+    pub fsync: Option<FsyncPolicy>,
+    /// Kestrel's `keep_journal=false`: the queue writes no log at all and holds every
+    /// message in memory (whatever `max_memory`), so nothing of it survives a restart;
+    /// bound it with `max_items`/`max_bytes`. Fixed when the queue is opened: a `reload`
+    /// that changes it applies at the next start, when a queue found on disk with it set
+    /// has its files discarded, as Kestrel erases such a queue's journal.
+    pub memory_only: bool,
 }
 
 /// Test hooks: log writes that fail as on a full disk, and a sync thread that panics, so

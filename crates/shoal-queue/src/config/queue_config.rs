@@ -16,12 +16,13 @@
 //! | `max_expire_sweep` | messages per sweep (0: all) |
 //! | `fanout_only` | `true`/`false` |
 //! | `max_queue_age` | a duration as `max_age`: an empty queue this old is deleted |
-//! | `sync_journal`, `keep_journal` | accepted for Kestrel configs; no effect here (see [`Ignored`]) |
+//! | `sync_journal` | this queue's fsync: `always` (or `0`, `0ms`, `true`), `never` (or `false`), or an interval (`5ms`, `1s`) |
+//! | `keep_journal` | `false`: a memory-only queue, no log, emptied by a restart |
 //!
 //! A line `<alias> destination_queues=a,b` (and nothing else) is Kestrel's alias instead:
 //! a name whose sets are written to each destination queue.
 
-use crate::config::{FullPolicy, QueueLimits};
+use crate::config::{FsyncPolicy, FullPolicy, QueueLimits};
 use crate::name::validate_name;
 use std::collections::HashMap;
 
@@ -71,18 +72,6 @@ pub enum QueueConfigError {
     },
 }
 
-/// Kestrel settings accepted but without effect in this engine, reported so the operator
-/// can be told: every queue is journaled (`keep_journal=false` would make a queue
-/// memory-only in Kestrel), and fsync is server-wide (`--fsync`), not per queue
-/// (`sync_journal`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Ignored {
-    /// `keep_journal=false` was given.
-    pub keep_journal_false: bool,
-    /// `sync_journal` was given.
-    pub sync_journal: bool,
-}
-
 /// One line's settings: only what it names; the rest is inherited.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct QueueOverrides {
@@ -106,10 +95,12 @@ pub struct QueueOverrides {
     pub fanout_only: Option<bool>,
     /// `max_queue_age`, in seconds.
     pub max_queue_age_secs: Option<u32>,
+    /// `sync_journal`.
+    pub fsync: Option<FsyncPolicy>,
+    /// `keep_journal` (`Some(false)`: memory-only).
+    pub keep_journal: Option<bool>,
     /// `destination_queues`: the line is an alias of these queues, not a queue.
     pub destination_queues: Option<Vec<String>>,
-    /// Kestrel settings given that have no effect here.
-    pub ignored: Ignored,
 }
 
 impl QueueOverrides {
@@ -144,6 +135,12 @@ impl QueueOverrides {
         }
         if let Some(v) = self.max_queue_age_secs {
             l.max_queue_age_secs = v;
+        }
+        if let Some(v) = self.fsync {
+            l.fsync = Some(v);
+        }
+        if let Some(v) = self.keep_journal {
+            l.memory_only = !v;
         }
     }
 }
@@ -201,6 +198,28 @@ pub fn parse_secs(s: &str) -> Option<u32> {
     };
     let ms = num.parse::<u64>().ok()?.checked_mul(ms_per)?;
     u32::try_from(ms.div_ceil(1000)).ok()
+}
+
+/// Kestrel's `sync_journal`: a duration between fsyncs, where 0 means every write
+/// (`always`) and Kestrel 1's booleans mean every write (`true`) or none (`false`).
+pub fn parse_sync_journal(s: &str) -> Option<FsyncPolicy> {
+    match s {
+        "always" | "true" => return Some(FsyncPolicy::Always),
+        "never" | "false" => return Some(FsyncPolicy::Never),
+        _ => {}
+    }
+    let ms: u64 = if let Some(n) = s.strip_suffix("ms") {
+        n.parse().ok()?
+    } else if let Some(n) = s.strip_suffix('s') {
+        n.parse::<u64>().ok()?.checked_mul(1000)?
+    } else {
+        s.parse().ok()?
+    };
+    match ms {
+        0 => Some(FsyncPolicy::Always),
+        1..=60_000 => Some(FsyncPolicy::Every(std::time::Duration::from_millis(ms))),
+        _ => None,
+    }
 }
 
 fn parse_bool(s: &str) -> Option<bool> {
@@ -276,15 +295,8 @@ pub fn parse(text: &str) -> Result<HashMap<String, QueueOverrides>, QueueConfigE
                     }
                     o.destination_queues = Some(dests);
                 }
-                "keep_journal" => {
-                    o.ignored.keep_journal_false |= !parse_bool(v).ok_or_else(bad)?;
-                }
-                "sync_journal" => {
-                    if !matches!(v, "never" | "always") {
-                        parse_secs(v).ok_or_else(bad)?;
-                    }
-                    o.ignored.sync_journal = true;
-                }
+                "keep_journal" => o.keep_journal = Some(parse_bool(v).ok_or_else(bad)?),
+                "sync_journal" => o.fsync = Some(parse_sync_journal(v).ok_or_else(bad)?),
                 _ => {
                     return Err(QueueConfigError::UnknownKey {
                         line: line_no,
@@ -329,7 +341,15 @@ mod tests {
         assert_eq!(o.max_memory, Some(1024));
         assert_eq!(o.expire_to.as_deref(), Some("dead"));
         assert_eq!((o.max_expire_sweep, o.fanout_only), (5, true));
-        assert!(m["orders"].ignored.keep_journal_false && m["orders"].ignored.sync_journal);
+        assert!(o.memory_only);
+        assert_eq!(
+            o.fsync,
+            Some(FsyncPolicy::Every(std::time::Duration::from_millis(10)))
+        );
+        assert!(
+            !jobs.memory_only && jobs.fsync.is_none(),
+            "not named: inherited"
+        );
         assert_eq!(resolve(&d, &m, "d").max_age_secs, 2, "ms round up");
         assert_eq!(resolve(&d, &m, "d").max_queue_age_secs, 3600);
         assert!(parse("a/b max_items=1").is_err());
@@ -349,6 +369,33 @@ mod tests {
         assert!(parse("all destination_queues=a max_items=1").is_err());
         assert!(parse("all destination_queues=a,,b").is_err());
         assert!(parse("all destination_queues=all").is_err());
+    }
+
+    #[test]
+    fn sync_journal_values() {
+        use std::time::Duration;
+        let p = parse_sync_journal;
+        assert_eq!(p("always"), Some(FsyncPolicy::Always));
+        assert_eq!(p("0"), Some(FsyncPolicy::Always));
+        assert_eq!(p("0ms"), Some(FsyncPolicy::Always));
+        assert_eq!(p("true"), Some(FsyncPolicy::Always));
+        assert_eq!(p("never"), Some(FsyncPolicy::Never));
+        assert_eq!(p("false"), Some(FsyncPolicy::Never));
+        assert_eq!(p("5"), Some(FsyncPolicy::Every(Duration::from_millis(5))));
+        assert_eq!(p("2s"), Some(FsyncPolicy::Every(Duration::from_secs(2))));
+        assert_eq!(p("61s"), None);
+        assert_eq!(p("soon"), None);
+        let m = parse(
+            "orders sync_journal=always keep_journal=false
+",
+        )
+        .expect("ok");
+        let child = resolve(&QueueLimits::default(), &m, "orders+audit");
+        assert_eq!(
+            (child.fsync, child.memory_only),
+            (Some(FsyncPolicy::Always), true)
+        );
+        assert!(parse("q keep_journal=perhaps").is_err());
     }
 
     #[test]

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 /// The default queue configuration and the queue config file's lines.
 struct Configs {
@@ -59,7 +60,7 @@ struct Inner {
 }
 
 /// All queues of one data directory. Dropping it stops the sync thread after a final
-/// fsync of every queue (unless the policy is `never`).
+/// fsync of every queue (but those whose policy is `never`).
 pub struct Engine {
     inner: Arc<Inner>,
     syncer: Option<JoinHandle<()>>,
@@ -160,32 +161,32 @@ impl Engine {
             _lock: lock,
             cfg,
         });
-        let syncer = match inner.cfg.fsync {
-            FsyncPolicy::Never => None,
-            _ => {
-                let inner = inner.clone();
-                Some(
-                    std::thread::Builder::new()
-                        .name("shoal-queue-sync".into())
-                        .spawn(move || {
-                            // Caught here rather than at the join (at exit) because
-                            // connections waiting for an fsync would otherwise wait
-                            // forever, and the operator should hear of it now.
-                            let run = std::panic::AssertUnwindSafe(|| sync_main(&inner));
-                            if let Err(panic) = std::panic::catch_unwind(run) {
-                                tracing::error!(
-                                    "the fsync thread panicked: {}; no more writes will be \
-                                     fsynced, and writes waiting for an fsync are refused",
-                                    shoal_net::panic_message(&*panic)
-                                );
-                                inner.sync_died();
-                            }
-                        })
-                        .map_err(EngineError::Thread)?,
-                )
-            }
+        // Started whatever `--fsync` says: a queue's `sync_journal` may ask for fsyncs
+        // under `never` (and a reload may add one later).
+        let syncer = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("shoal-queue-sync".into())
+                .spawn(move || {
+                    // Caught here rather than at the join (at exit) because connections
+                    // waiting for an fsync would otherwise wait forever, and the
+                    // operator should hear of it now.
+                    let run = std::panic::AssertUnwindSafe(|| sync_main(&inner));
+                    if let Err(panic) = std::panic::catch_unwind(run) {
+                        tracing::error!(
+                            "the fsync thread panicked: {}; no more writes will be fsynced, \
+                             and writes waiting for an fsync are refused",
+                            shoal_net::panic_message(&*panic)
+                        );
+                        inner.sync_died();
+                    }
+                })
+                .map_err(EngineError::Thread)?
         };
-        Ok(Engine { inner, syncer })
+        Ok(Engine {
+            inner,
+            syncer: Some(syncer),
+        })
     }
 
     /// The engine's configuration.
@@ -231,6 +232,8 @@ impl Engine {
         drop(map);
         if created {
             self.inner.creates.fetch_add(1, Ordering::Relaxed);
+            // Its fsync interval, if it has one, starts now.
+            self.inner.ctx.sync.rescan();
         }
         if created && fanout_parent(name).is_some() {
             // A child exists from its first use, and must still exist after a restart
@@ -278,6 +281,7 @@ impl Engine {
             let limits = self.inner.configs.read().limits_for(q.name());
             q.set_limits(limits);
         }
+        self.inner.ctx.sync.rescan();
     }
 
     /// Deletes a queue and its files. False if it did not exist.
@@ -395,7 +399,7 @@ impl Engine {
     /// promises: immediately for `never` and interval policies (the write already reached
     /// the kernel), after an fsync shared with every concurrent writer for `always`.
     pub async fn durable(&self, q: &Arc<Queue>, lsn: u64) -> Result<(), QueueError> {
-        if self.inner.ctx.fsync != FsyncPolicy::Always {
+        if q.fsync_policy() != FsyncPolicy::Always {
             return Ok(());
         }
         let mut rx = q.synced.subscribe();
@@ -478,61 +482,87 @@ fn log_report(name: &str, r: &RecoveryReport) {
             p.display()
         );
     }
+    if r.discarded_segments > 0 {
+        tracing::warn!(
+            queue = name,
+            "keep_journal=false: discarded {} segment files unread (a memory-only queue starts empty)",
+            r.discarded_segments
+        );
+    }
     if r.messages > 0 {
         tracing::info!(queue = name, "recovered {} messages", r.messages);
     }
 }
 
-/// The sync thread: for `always`, fsyncs each queue that has waiters, sharing one fsync
-/// among every write that arrived before it started (group commit: the writes that
-/// arrive during an fsync share the next), and each queue that sealed a segment; for an
-/// interval, fsyncs every queue with unsynced writes or sealed segments once per interval.
+/// The sync thread. Each queue has its own policy (its `sync_journal`, else the engine's
+/// `--fsync`):
+/// - `always`: fsyncs a queue when it has waiters, sharing one fsync among every write
+///   that arrived before it started (group commit: the writes that arrive during an
+///   fsync share the next), and when it sealed a segment;
+/// - an interval: fsyncs the queue (its unsynced writes and sealed segments) once per
+///   interval, timed per queue;
+/// - `never`: never, not even at shutdown.
 fn sync_main(inner: &Inner) {
     let sync = &inner.ctx.sync;
-    let interval = match inner.cfg.fsync {
-        FsyncPolicy::Every(d) => Some(d),
-        _ => None,
-    };
+    // When the next interval queue is due (`None`: no interval queue). Starts due, so the
+    // first pass finds the queues recovered at startup.
+    let mut next_due = Some(Instant::now());
     loop {
+        let mut g = sync.lock();
+        loop {
+            if !g.queues.is_empty() || g.sealed || g.rescan || sync.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            match next_due {
+                None => g = sync.cv.wait(g).unwrap_or_else(|e| e.into_inner()),
+                Some(due) => {
+                    let now = Instant::now();
+                    if now >= due {
+                        break;
+                    }
+                    g = sync
+                        .cv
+                        .wait_timeout(g, due - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
         let stop = sync.stop.load(Ordering::SeqCst);
+        let sealed = std::mem::take(&mut g.sealed);
+        let rescan = std::mem::take(&mut g.rescan);
+        // No waiting for more writes to gather: writes that arrive during this fsync are
+        // covered by the next one, which starts the moment this one ends. (Gathering by
+        // sleeping cost a lone writer a timer wake-up, ~150 µs here, on top of a ~200 µs
+        // fdatasync, and lost throughput at every connection count measured.)
+        let mut batch = std::mem::take(&mut g.queues);
         // The request list's lock is released before the queue map's is taken (see
         // `SyncRequests`).
-        let batch: Vec<Arc<Queue>> = match interval {
-            Some(d) => {
-                let g = sync.lock();
-                if !stop {
-                    let _ = sync.cv.wait_timeout(g, d);
-                }
-                inner.queues.read().values().cloned().collect()
-            }
-            None => {
-                let mut g = sync.lock();
-                while g.queues.is_empty() && !g.sealed && !sync.stop.load(Ordering::SeqCst) {
-                    g = sync.cv.wait(g).unwrap_or_else(|e| e.into_inner());
-                }
-                let sealed = std::mem::take(&mut g.sealed);
-                // No waiting for more writes to gather: writes that arrive during this
-                // fsync are covered by the next one, which starts the moment this one
-                // ends. (Gathering by sleeping cost a lone writer a timer wake-up,
-                // ~150 µs here, on top of a ~200 µs fdatasync, and lost throughput
-                // at every connection count measured.)
-                let mut batch = std::mem::take(&mut g.queues);
-                drop(g);
-                if batch.is_empty() && !sealed {
-                    // Woken to stop.
-                    inner.queues.read().values().cloned().collect()
-                } else {
-                    if sealed {
-                        for q in inner.queues.read().values() {
-                            if q.has_unsynced_files() && !batch.iter().any(|b| Arc::ptr_eq(b, q)) {
-                                batch.push(q.clone());
-                            }
+        drop(g);
+        let now = Instant::now();
+        if sealed || rescan || next_due.is_some_and(|due| now >= due) {
+            next_due = None;
+            for q in inner.queues.read().values() {
+                let wanted = match q.fsync_policy() {
+                    FsyncPolicy::Never => false,
+                    FsyncPolicy::Always => sealed && q.has_unsynced_files(),
+                    FsyncPolicy::Every(d) => {
+                        let mut at = q.interval_synced_at.lock();
+                        let due = at.map_or(now, |t| t + d);
+                        let is_due = due <= now;
+                        if is_due {
+                            *at = Some(now);
                         }
+                        let next = if is_due { now + d } else { due };
+                        next_due = Some(next_due.map_or(next, |n: Instant| n.min(next)));
+                        is_due
                     }
-                    batch
+                };
+                if wanted && !batch.iter().any(|b| Arc::ptr_eq(b, q)) {
+                    batch.push(q.clone());
                 }
             }
-        };
+        }
         if inner
             .cfg
             .fault
@@ -546,10 +576,12 @@ fn sync_main(inner: &Inner) {
             q.sync_queued.store(false, Ordering::Release);
             q.sync_now();
         }
-        if stop || sync.stop.load(Ordering::SeqCst) {
+        if stop {
             // One last pass so everything written before shutdown is durable.
             for q in inner.queues.read().values() {
-                q.sync_now();
+                if q.fsync_policy() != FsyncPolicy::Never {
+                    q.sync_now();
+                }
             }
             return;
         }

@@ -99,7 +99,7 @@ impl Queue {
         if let Some(s) = st.segments.get_mut(&to) {
             s.live += n;
         }
-        let durable_first = self.ctx.fsync != FsyncPolicy::Never;
+        let durable_first = self.fsync_policy() != FsyncPolicy::Never;
         let written = st.written;
         if let Some(s) = st.segments.get_mut(&oldest) {
             s.live = s.live.saturating_sub(n);

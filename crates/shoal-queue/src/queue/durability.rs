@@ -394,4 +394,75 @@ mod tests {
         drop(e);
         assert!(testlog::under(t.path()).is_empty());
     }
+
+    /// Per-queue policies (`sync_journal`) under an engine that never fsyncs: `always`
+    /// queues are fsynced before each acknowledgement, interval queues on their own
+    /// tick, and the rest never; a reload that turns fsync on for a queue covers the
+    /// segments it sealed before.
+    #[test]
+    fn each_queue_its_own_policy() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let mut c = EngineConfig::new(t.path());
+        c.fsync = FsyncPolicy::Never;
+        c.segment_size = 4096;
+        c.memory_per_queue = 0;
+        c.queue_limits = crate::queue_config::parse(
+            "now sync_journal=always\ntick sync_journal=10ms\nlater sync_journal=never\n",
+        )
+        .expect("parses");
+        let e = Engine::open(c).expect("open");
+        let rt = runtime();
+        let root = t.path().join("queues");
+        let now_q = e.queue_or_create("now").expect("queue");
+        let tick = e.queue_or_create("tick").expect("queue");
+        let none = e.queue_or_create("none").expect("queue");
+        assert_eq!(now_q.fsync_policy(), FsyncPolicy::Always);
+        assert_eq!(none.fsync_policy(), FsyncPolicy::Never);
+        for i in 0..40u32 {
+            let body = format!("{i:04}{}", "a".repeat(196));
+            let lsn = now_q
+                .enqueue(0, 0, body.as_bytes(), unix_now())
+                .expect("enqueue");
+            let before = synced_segments(&testlog::under(&root.join("now"))).len();
+            durable(&rt, &e, &now_q, lsn);
+            assert!(
+                synced_segments(&testlog::under(&root.join("now"))).len() > before,
+                "write {i} acknowledged without an fsync"
+            );
+            tick.enqueue(0, 0, body.as_bytes(), unix_now())
+                .expect("enqueue");
+            none.enqueue(0, 0, body.as_bytes(), unix_now())
+                .expect("enqueue");
+        }
+        let tick_ids = segment_ids(&tick);
+        assert!(tick_ids.len() >= 2);
+        wait_until("the interval queue fsynced on its tick", || {
+            let synced = synced_segments(&testlog::under(&root.join("tick")));
+            tick_ids.iter().all(|id| synced.contains(id)) && !tick.has_unsynced_files()
+        });
+        assert!(
+            testlog::under(&root.join("none")).is_empty(),
+            "a queue under never was fsynced"
+        );
+
+        // A reload turning fsync on for `none`: the segments it sealed under `never`
+        // are fsynced on the next pass too, not only the active one.
+        let none_ids = segment_ids(&none);
+        assert!(none_ids.len() >= 2);
+        e.reload(
+            e.config().default_limits.clone(),
+            crate::queue_config::parse("none sync_journal=always\n").expect("parses"),
+        );
+        let lsn = none.enqueue(0, 0, b"after", unix_now()).expect("enqueue");
+        durable(&rt, &e, &none, lsn);
+        let synced = synced_segments(&testlog::under(&root.join("none")));
+        for id in none_ids {
+            assert!(synced.contains(&id), "segment {id:x} sealed under never");
+        }
+        // The dropped engine's last pass leaves `later` (never) alone.
+        let later = e.queue_or_create("later").expect("queue");
+        later.enqueue(0, 0, b"x", unix_now()).expect("enqueue");
+        drop(e);
+        assert!(testlog::under(&root.join("later")).is_empty());
+    }
 }

@@ -19,6 +19,12 @@ impl Queue {
         st: &mut State,
         msg: Option<(u32, u64, u64, &[u8])>,
     ) -> io::Result<(u64, u64)> {
+        if self.memory_only {
+            // Nothing to record: consumption is final the moment it happens, and the
+            // message lives only in the index (seg 0 names no segment).
+            st.acks.clear();
+            return Ok((0, 0));
+        }
         let mut buf = std::mem::take(&mut st.wbuf);
         buf.clear();
         for &(first, count) in &st.acks {
@@ -45,7 +51,7 @@ impl Queue {
     fn ensure_dir(&self, st: &mut State) -> io::Result<()> {
         if !st.dir_ready {
             fs::create_dir_all(&self.dir)?;
-            if self.ctx.fsync != FsyncPolicy::Never {
+            if self.fsync_policy() != FsyncPolicy::Never {
                 st.unsynced.parent = true;
             }
             st.dir_ready = true;
@@ -103,7 +109,7 @@ impl Queue {
             let _ = fs::remove_file(&path);
             return Err(e);
         }
-        if self.ctx.fsync != FsyncPolicy::Never {
+        if self.fsync_policy() != FsyncPolicy::Never {
             if let Some((&old, s)) = st.segments.iter().next_back() {
                 st.unsynced.sealed.push((old, s.file.clone()));
             }
@@ -119,7 +125,7 @@ impl Queue {
             },
         );
         st.disk += HEADER_LEN as u64;
-        if self.ctx.fsync == FsyncPolicy::Always {
+        if self.fsync_policy() == FsyncPolicy::Always {
             // A roll that no write follows (a drained queue's, on a dequeue or expiry)
             // has no waiter to ask for an fsync; without this the sealed segment's file
             // (deleted a moment later) would stay open, its disk space held, until the
@@ -159,7 +165,7 @@ impl Queue {
     /// Deletes the oldest segments while all their messages are consumed (and, for one
     /// whose open reads were carried forward, once the copies are durable).
     fn delete_consumed_prefix(&self, st: &mut State) {
-        let durable = match self.ctx.fsync {
+        let durable = match self.fsync_policy() {
             FsyncPolicy::Never => u64::MAX,
             _ => self.synced.borrow().lsn,
         };

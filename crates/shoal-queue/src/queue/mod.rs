@@ -143,6 +143,12 @@ pub struct Queue {
     /// When this queue was created, or found on disk at startup (unix seconds): what
     /// `max_queue_age` counts from, as Kestrel's queue creation time.
     created: u32,
+    /// Kestrel's `keep_journal=false`, as configured when the queue was opened: no log,
+    /// every payload in memory (see [`QueueLimits::memory_only`]).
+    memory_only: bool,
+    /// When the sync thread last fsynced this queue on its interval (`None`: not yet).
+    /// Only the sync thread touches it.
+    pub(crate) interval_synced_at: Mutex<Option<std::time::Instant>>,
 }
 
 /// A blocking read counted in its queue's `waiters` while it lives (see
@@ -158,6 +164,7 @@ impl Drop for Waiting<'_> {
 
 impl Queue {
     pub(crate) fn new(name: &str, dir: PathBuf, ctx: Arc<Ctx>, limits: QueueLimits) -> Queue {
+        let limits_memory_only = limits.memory_only;
         Queue {
             name: name.to_string(),
             dir,
@@ -179,6 +186,8 @@ impl Queue {
             sync_metrics: SyncMetrics::default(),
             waiters: AtomicU64::new(0),
             created: crate::clock::unix_now(),
+            memory_only: limits_memory_only,
+            interval_synced_at: Mutex::new(None),
         }
     }
 
@@ -194,9 +203,45 @@ impl Queue {
 
     /// Replaces the configuration (`reload`): new limits apply to the next enqueue, a new
     /// age cap to messages enqueued from then on; nothing already stored is dropped for
-    /// it, except that expiry now moves to the new `expire_to`.
+    /// it, except that expiry now moves to the new `expire_to`. A new fsync policy applies
+    /// to the next acknowledgement; one that starts fsyncing a queue that did not fsync
+    /// covers the segments written before it too. `memory_only` applies at the next start.
     pub fn set_limits(&self, limits: QueueLimits) {
+        let was = self.fsync_policy();
+        if limits.memory_only != self.memory_only {
+            tracing::warn!(
+                queue = %self.name,
+                "keep_journal changed: applies when the server next starts"
+            );
+        }
         *self.limits.write() = Arc::new(limits);
+        if was == FsyncPolicy::Never && self.fsync_policy() != FsyncPolicy::Never {
+            // Segments sealed under `never` were never handed to the sync thread.
+            let mut st = self.state.lock();
+            let st = &mut *st;
+            let sealed: Vec<_> = st
+                .segments
+                .iter()
+                .map(|(&id, s)| (id, s.file.clone()))
+                .collect();
+            st.unsynced.sealed.extend(sealed);
+            st.unsynced.dir |= st.dir_ready;
+            st.unsynced.parent |= st.dir_ready;
+        }
+    }
+
+    /// When this queue's writes are fsynced: its own `sync_journal`, else the engine's
+    /// policy; `never` for a memory-only queue, which writes nothing.
+    pub fn fsync_policy(&self) -> FsyncPolicy {
+        if self.memory_only {
+            return FsyncPolicy::Never;
+        }
+        self.limits.read().fsync.unwrap_or(self.ctx.fsync)
+    }
+
+    /// Whether the queue keeps no log (Kestrel's `keep_journal=false`, as opened).
+    pub fn memory_only(&self) -> bool {
+        self.memory_only
     }
 
     /// Whether an fsync of this queue's files has failed. From then on nothing written

@@ -53,7 +53,7 @@ impl Queue {
             .map_err(QueueError::Write)?;
         st.next_seq += 1;
         let budget = lim.max_memory.unwrap_or(self.ctx.memory_per_queue);
-        let data = if st.mem + payload.len() as u64 <= budget {
+        let data = if self.memory_only || st.mem + payload.len() as u64 <= budget {
             st.mem += payload.len() as u64;
             st.mem_items += 1;
             Some(Bytes::copy_from_slice(payload))

@@ -21,6 +21,9 @@ pub struct RecoveryReport {
     pub torn: Vec<(PathBuf, u64)>,
     /// Segments renamed aside as corrupt, with the messages in their valid prefix.
     pub quarantined: Vec<(PathBuf, u64)>,
+    /// Segment files deleted unread because the queue is configured memory-only
+    /// (`keep_journal=false`): Kestrel erases such a queue's journal at startup.
+    pub discarded_segments: u64,
 }
 
 impl Queue {
@@ -49,6 +52,13 @@ impl Queue {
             }
         }
         ids.sort_unstable();
+        if limits.memory_only {
+            for &id in &ids {
+                fs::remove_file(segment::segment_path(&dir, id))?;
+            }
+            report.discarded_segments = ids.len() as u64;
+            ids.clear();
+        }
         let mut st = State {
             dir_ready: true,
             next_seg,

@@ -1,5 +1,6 @@
 //! What the engine's sync thread is asked to do: the queues whose writers wait for an
-//! fsync, and whether a segment was sealed since its last pass. Queues post here and the
+//! fsync, whether a segment was sealed since its last pass, and whether the queues'
+//! fsync policies must be looked at again. Queues post here and the
 //! engine's thread takes the work, so the request list lives beside the queue rather than
 //! in the engine that owns the thread.
 
@@ -7,7 +8,7 @@ use super::Queue;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex};
 
-/// Work for the sync thread under `always`: queues with writers waiting for an fsync, and
+/// Work for the sync thread: queues with writers waiting for an fsync, and
 /// whether a segment was sealed since it last looked. Its mutex is a leaf lock: it may be
 /// taken under a queue's lock, so nothing else is locked while it is held.
 #[derive(Debug, Default)]
@@ -28,6 +29,9 @@ pub(crate) struct Wanted {
     pub(crate) queues: Vec<Arc<Queue>>,
     /// Some queue has a sealed segment or a new directory entry awaiting its fsync.
     pub(crate) sealed: bool,
+    /// A queue was created or the configuration reloaded: the interval queues (and the
+    /// next time one is due) must be looked at again.
+    pub(crate) rescan: bool,
 }
 
 impl SyncRequests {
@@ -40,6 +44,13 @@ impl SyncRequests {
     /// writer is waiting.
     pub(crate) fn sealed(&self) {
         self.lock().sealed = true;
+        self.cv.notify_one();
+    }
+
+    /// Wakes the sync thread to look at every queue's fsync policy again (a queue was
+    /// created, or a reload may have changed policies).
+    pub(crate) fn rescan(&self) {
+        self.lock().rescan = true;
         self.cv.notify_one();
     }
 }
