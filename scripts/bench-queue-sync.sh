@@ -3,7 +3,10 @@
 #   1. enqueue throughput and latency of 256-byte messages into one queue, for
 #      shoal-queued --fsync always / 5 ms / never beside redis LPUSH with
 #      appendfsync always / everysec / no (an append-only file, no RDB snapshots);
-#   2. fanout: the same enqueues into a parent queue with 0, 1 and 4 children
+#   2. the same modes set per queue (Kestrel's sync_journal in --queue-config, under a
+#      server-wide --fsync never), and a memory-only queue (keep_journal=false) beside
+#      redis with no persistence at all;
+#   3. fanout: the same enqueues into a parent queue with 0, 1 and 4 children
 #      (`parent+child` queues; the load's one key is `benchq0`), every message copied to each child, at --fsync 5.
 # Each configuration runs REPEATS times (default 3) for SECS seconds (default 5), fresh
 # server and data directory each time; the table gives medians (and min-max of ops/s).
@@ -100,9 +103,18 @@ queued() { # fsync, children
     done
   fi
 }
-redis() { # appendfsync
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes \
-    --appendfsync "$1" --dir "$tmp/data" --daemonize no >/dev/null 2>&1 &
+queued_conf() { # one queue-config line for the load's queue, under --fsync never
+  echo "benchq0 $1" >"$tmp/queues.conf"
+  "$bin/shoal-queued" -p "$port" -l 127.0.0.1 -d "$tmp/data" --fsync never -t 2 \
+    --queue-config "$tmp/queues.conf" >/dev/null 2>&1 &
+  pid=$!
+  proto=text
+}
+redis() { # appendfsync, or "off" for no persistence
+  local aof=(--appendonly yes --appendfsync "$1")
+  [ "$1" = off ] && aof=(--appendonly no)
+  redis-server --port "$port" --bind 127.0.0.1 --save '' "${aof[@]}" \
+    --dir "$tmp/data" --daemonize no >/dev/null 2>&1 &
   pid=$!
   proto=resp-list
 }
@@ -112,6 +124,10 @@ q_never() { queued never; }
 r_always() { redis always; }
 r_everysec() { redis everysec; }
 r_no() { redis no; }
+pq_always() { queued_conf sync_journal=always; }
+pq_5ms() { queued_conf sync_journal=5ms; }
+pq_memory() { queued_conf keep_journal=false; }
+r_off() { redis off; }
 f_1() { queued 5 1; }
 f_4() { queued 5 4; }
 
@@ -123,6 +139,10 @@ measure "shoal-queued --fsync 5 (ms)" q_5ms
 measure "redis appendfsync everysec" r_everysec
 measure "shoal-queued --fsync never" q_never
 measure "redis appendfsync no" r_no
+measure "queue sync_journal=always (server --fsync never)" pq_always
+measure "queue sync_journal=5ms (server --fsync never)" pq_5ms
+measure "queue keep_journal=false (memory only)" pq_memory
+measure "redis without persistence" r_off
 measure "shoal-queued --fsync 5, parent + 1 child" f_1
 measure "shoal-queued --fsync 5, parent + 4 children" f_4
 

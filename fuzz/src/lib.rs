@@ -122,3 +122,20 @@ pub fn replay(run: impl Fn(&[u8])) {
         println!("{path}: ok");
     }
 }
+
+/// Parses `data` as the key of a queue `get` (Kestrel's `name/t=500/close/open`),
+/// checking what shoal-queued and shoal-proxy's queue pools rely on: the queue name is
+/// the key's first part, a wait is capped, and no accepted combination conflicts.
+pub fn drive_kestrel_key(data: &[u8]) {
+    use shoal_protocol::kestrel::{parse_key, MAX_WAIT};
+    let Ok(o) = parse_key(data) else { return };
+    assert!(data.starts_with(o.queue), "the queue is the key's first part");
+    assert!(!o.queue.contains(&b'/'));
+    assert!(o.timeout.is_none_or(|t| t <= MAX_WAIT), "wait not capped");
+    assert!(!(o.peek && (o.open || o.close)), "peek with open/close accepted");
+    assert!(!(o.abort && (o.open || o.close || o.peek)), "abort with more accepted");
+    assert_eq!(
+        shoal_protocol::kestrel::carries_options(data),
+        data.contains(&b'/')
+    );
+}

@@ -402,6 +402,46 @@ impl QueueClient {
         self.read(i, queue, &key, true).await
     }
 
+    /// Look at the head of `queue` on the current read server without taking it (Kestrel's
+    /// `/peek`); `None` when that server had none (the next read goes to the next one).
+    pub async fn peek(&mut self, queue: &str) -> Result<Option<Vec<u8>>, QueueError> {
+        if !valid_queue(queue) {
+            return Err(QueueError::BadQueueName);
+        }
+        let i = self.pick_read_server();
+        let key = self.read_key(queue, "/peek");
+        self.read(i, queue, &key, false).await
+    }
+
+    /// How long reads wait on a server for a message to arrive (`/t=<ms>`) from now on;
+    /// `None`: reads answer at once. The same setting as
+    /// [`QueueClientBuilder::read_wait`], changed per read by a caller that forwards its
+    /// own clients' waits (shoal-proxy's queue pools).
+    pub fn set_read_wait(&mut self, wait: Option<Duration>) {
+        self.cfg.read_wait = wait;
+    }
+
+    /// Sends one single-line command (`delete <q>`, `flush <q>`, `flush_all`, ...) to
+    /// every server, one after the other, and returns each server's reply line (or why
+    /// it has none), in the builder's order. Queues live on every server, so commands
+    /// about a whole queue must reach them all. `command` is sent as given, followed by
+    /// `\r\n`; it must not hold a line break.
+    pub async fn broadcast(&mut self, command: &str) -> Vec<Result<String, QueueError>> {
+        if command.contains(['\r', '\n']) {
+            let e = QueueError::Config("a broadcast command is one line".into());
+            return vec![Err(e); self.slots.len()];
+        }
+        let req = format!("{command}\r\n").into_bytes();
+        let mut replies = Vec::with_capacity(self.slots.len());
+        for i in 0..self.slots.len() {
+            replies.push(match self.exchange_line(i, &req).await {
+                Ok(line) => Ok(line),
+                Err(Fail::Connect(r) | Fail::Io(r)) => Err(self.conn_failed(i, r)),
+            });
+        }
+        replies
+    }
+
     /// Confirm (consume) this client's open read on `queue`, on its own connection.
     /// Nothing to do when none is open.
     pub async fn close(&mut self, queue: &str) -> Result<(), QueueError> {

@@ -13,6 +13,7 @@
 pub mod binary;
 pub mod binary_client;
 mod error;
+pub mod kestrel;
 pub mod limits;
 pub mod meta;
 mod num;

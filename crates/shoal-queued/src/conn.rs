@@ -19,12 +19,12 @@
 //!   at most the budget; a line is refused with `SERVER_ERROR out of memory reading
 //!   request` and the connection closed, as memcached does.
 
-use crate::options::{carries_options, parse_key, ReadOptions};
 use crate::shared::Shared;
 use crate::stats::bump;
 use crate::status::{ServerStatus, StatusError};
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_net::{NoValue, OUTPUT_HIGH_WATER};
+use shoal_protocol::kestrel::{carries_options, parse_key, ReadOptions};
 use shoal_protocol::reply;
 use shoal_protocol::{parse, Limits, Parsed, ProtocolError, Request, StatsGroup, StoreKind};
 use shoal_queue::{

@@ -9,7 +9,6 @@
 pub mod config;
 pub mod conn;
 pub mod metrics;
-pub mod options;
 pub mod server;
 pub mod shared;
 pub mod stats;

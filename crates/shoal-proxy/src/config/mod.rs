@@ -99,7 +99,35 @@ pub struct PoolConfig {
     pub tls: Option<ListenTls>,
     /// Shoal extension `server_tls:` (see [`crate::tls`]): TLS to the servers.
     pub server_tls: Option<ServerTls>,
+    /// Shoal extension `queue: true`: the servers are shoal-queued (or Kestrel) queue
+    /// servers and the pool spreads queues over them the Kestrel way (see
+    /// [`crate::session`]'s queue mode); `None` for a cache pool.
+    pub queue: Option<QueuePool>,
 }
+
+/// A queue pool's settings (`queue: true` and the directives beside it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueuePool {
+    /// `gets_per_server` (default 100, kestrel-client's): reads a client connection
+    /// makes on one server before moving to the next.
+    pub gets_per_server: u32,
+}
+
+/// The directives a queue pool may have: its clients' and its servers' addresses, and
+/// what [`QueuePool`] and the queue client use. Placement (`hash`, `distribution`,
+/// `replicas`...) means nothing to it: sets go to a random server.
+const QUEUE_POOL_DIRECTIVES: &[&str] = &[
+    "listen",
+    "servers",
+    "queue",
+    "gets_per_server",
+    "timeout",
+    "server_retry_timeout",
+    "backlog",
+    "client_connections",
+    "client_idle_timeout",
+    "tls",
+];
 
 /// Directives a route pool may have besides `route`: those about its clients (where
 /// they connect, TLS on that listener, SASL for them). The others, `server_tls`
@@ -191,6 +219,22 @@ impl ProxyConfig {
             })
             .collect();
         route_config::validate(&infos)?;
+        for p in &parsed {
+            if let Some(r) = p
+                .refs
+                .iter()
+                .find(|r| pools.iter().any(|o| o.name == r.name && o.queue.is_some()))
+            {
+                return Err(ConfigError::at(
+                    r.line,
+                    r.key,
+                    format!(
+                        "'{}' is a queue pool: routes carry cache requests only",
+                        r.name
+                    ),
+                ));
+            }
+        }
         Ok(ProxyConfig { pools })
     }
 }
@@ -241,7 +285,9 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, Config
         sasl: None,
         tls: None,
         server_tls: None,
+        queue: None,
     };
+    let mut gets_per_server = None;
     let mut server_tls_line = pool_line;
     let mut servers_line = None;
     let mut route_line = 0;
@@ -351,6 +397,20 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, Config
             "tcpkeepalive" | "redis_auth" | "redis_db" => {
                 scalar(k, line, &value)?;
             }
+            "queue" => {
+                if boolean(k, line, &value)? {
+                    pool.queue = Some(QueuePool {
+                        gets_per_server: 100,
+                    });
+                }
+            }
+            "gets_per_server" => {
+                let n: u32 = number(k, line, &value)?;
+                if n == 0 {
+                    return Err(ConfigError::at(line, k, "must be at least 1"));
+                }
+                gets_per_server = Some((n, line));
+            }
             "sasl" => pool.sasl = Some(SaslConfig::parse(k, line, value)?),
             "tls" => pool.tls = Some(ListenTls::parse(k, line, value)?),
             "server_tls" => {
@@ -396,6 +456,39 @@ fn parse_pool(name: &str, pool_line: usize, node: Node) -> Result<Parsed, Config
                     "pool '{name}' has no listen address, so it has no clients of its own \
                      to apply '{k}' to (set it on the pool they connect to)"
                 ),
+            ));
+        }
+    }
+    match (&mut pool.queue, gets_per_server) {
+        (Some(q), Some((n, _))) => q.gets_per_server = n,
+        (None, Some((_, line))) => {
+            return Err(ConfigError::at(
+                line,
+                "gets_per_server",
+                format!("pool '{name}' is not a queue pool (queue: true)"),
+            ))
+        }
+        _ => {}
+    }
+    if pool.queue.is_some() {
+        if let Some((k, line)) = seen
+            .iter()
+            .find(|(k, _)| !QUEUE_POOL_DIRECTIVES.contains(&k.as_str()))
+        {
+            return Err(ConfigError::at(
+                *line,
+                k,
+                format!(
+                    "pool '{name}' is a queue pool: its sets go to a random server and its \
+                     reads move from server to server, so '{k}' does not apply"
+                ),
+            ));
+        }
+        if pool.listen.is_none() {
+            return Err(ConfigError::at(
+                pool_line,
+                name,
+                format!("queue pool '{name}' needs a listen address (routes cannot reach one)"),
             ));
         }
     }

@@ -22,7 +22,9 @@
 //! - `window.rs` keeps the requests in flight and collects their replies in order;
 //! - `wait.rs` is what a request can wait for beyond one pool's replies (batches, route
 //!   flights);
-//! - `binary.rs`, `translate.rs` and `getrun.rs` are the binary front end.
+//! - `binary.rs`, `translate.rs` and `getrun.rs` are the binary front end;
+//! - `queue.rs` serves the clients of a queue pool (`queue: true`) instead: shoal-queued
+//!   or Kestrel servers used the Kestrel way, with a queue client per connection.
 //!
 //! Placement, fan-out, failover and reply assembly within a pool are
 //! [`crate::pool_request`]'s, which routes ([`crate::route`]) use too. So a request is
@@ -50,6 +52,7 @@
 mod binary;
 mod forward;
 mod getrun;
+mod queue;
 mod stream;
 mod translate;
 mod wait;
@@ -145,8 +148,12 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let generation = slot.generation();
+    let target = slot.load();
+    if let Some(q) = target.config().queue {
+        return queue::serve(stream, target, q, &budget).await;
+    }
     let mut s = Session {
-        target: slot.load(),
+        target,
         slot: &slot,
         generation,
         budget: &budget,

@@ -298,6 +298,11 @@ impl Conn {
         self.s.write_all(data).expect("write");
     }
 
+    /// The socket, for a test that reads it raw (bytes buffered here are dropped).
+    pub fn into_stream(self) -> TcpStream {
+        self.s
+    }
+
     fn fill(&mut self) {
         let mut tmp = [0u8; 65536];
         let n = loop {

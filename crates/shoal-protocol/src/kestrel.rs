@@ -1,7 +1,8 @@
 //! Kestrel's read options, carried in the key of a `get`: `name/t=500/close/open`.
 //!
-//! A key carrying options is a Kestrel client's: the server answers it in Kestrel's reply
-//! mode (see `conn`). As in Kestrel 2.4, an option it does not know is ignored.
+//! A key carrying options is a Kestrel client's: shoal-queued answers it in Kestrel's
+//! reply mode, and shoal-proxy's queue pools act on the options themselves. As in
+//! Kestrel 2.4, an option it does not know is ignored.
 
 use std::time::Duration;
 
