@@ -331,6 +331,11 @@ impl QueueClient {
                             })
                         }
                         "NOT_STORED" => return Err(QueueError::NotStored { server }),
+                        // Too large for one server is too large for all: a definite
+                        // answer, not a reason to send the value everywhere.
+                        l if l.starts_with("SERVER_ERROR object too large") => {
+                            return Err(QueueError::Server { server, line })
+                        }
                         l if l.starts_with("SERVER_ERROR") => {
                             self.slots[i].no_sets_until =
                                 Some(Instant::now() + self.cfg.set_skip_time);
@@ -442,6 +447,12 @@ impl QueueClient {
         replies
     }
 
+    /// Forgets this client's open read on `queue` without a word to its server: for a
+    /// caller that ended it another way (deleting the queue ends every open read on it).
+    pub fn forget_open(&mut self, queue: &str) {
+        self.open.remove(queue);
+    }
+
     /// Confirm (consume) this client's open read on `queue`, on its own connection.
     /// Nothing to do when none is open.
     pub async fn close(&mut self, queue: &str) -> Result<(), QueueError> {
@@ -460,7 +471,14 @@ impl QueueClient {
         let req = format!("get {queue}{how}\r\n").into_bytes();
         match self.exchange_line(i, &req).await {
             Ok(line) if line == "END" => Ok(()),
-            Ok(line) => Err(self.bad_reply(i, line)),
+            Ok(line) => {
+                if line.starts_with("SERVER_ERROR") {
+                    // The connection stays, and with it the open read: it can be ended
+                    // again later.
+                    self.open.insert(queue.to_string(), i);
+                }
+                Err(self.bad_reply(i, line))
+            }
             Err(Fail::Connect(r) | Fail::Io(r)) => {
                 // The read was on that connection: lost with it, given back by the
                 // server.
@@ -544,10 +562,15 @@ impl QueueClient {
                 Ok(None)
             }
             Ok(Reply::Line(line)) => {
-                if closing && !line.starts_with("SERVER_ERROR") {
-                    // Kestrel answers a refused read with a disconnect; shoal-queued in
-                    // Kestrel mode too. The open read goes back to the queue.
+                if closing {
+                    // Refused (`ERROR`, `CLIENT_ERROR`): Kestrel disconnects, which
+                    // gives the open read back. `SERVER_ERROR` (a quiescent or failing
+                    // server): shoal-queued has closed it before refusing the read.
                     self.open.remove(queue);
+                }
+                if line.starts_with("SERVER_ERROR") {
+                    // Reads go elsewhere rather than stay on a server that refuses them.
+                    self.move_on();
                 }
                 Err(self.bad_reply(i, line))
             }
@@ -649,6 +672,9 @@ async fn read_line(conn: &mut BufReader<TcpStream>) -> Result<String, Fail> {
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// The largest message a reply may carry.
+const MAX_MESSAGE: usize = 128 << 20;
+
 enum Reply {
     Value(Vec<u8>),
     Empty,
@@ -669,6 +695,9 @@ async fn read_value(conn: &mut BufReader<TcpStream>, req: &[u8]) -> Result<Reply
         .split(' ')
         .nth(2)
         .and_then(|n| n.parse::<usize>().ok())
+        // Nothing larger is a message any server sends (shoal-queued's largest item is
+        // 128 MiB): a bigger length is a broken server, not an allocation to make.
+        .filter(|&n| n <= MAX_MESSAGE)
         .ok_or_else(|| Fail::Io(format!("bad VALUE line: {line}")))?;
     let mut data = vec![0; len + 2];
     conn.read_exact(&mut data).await.map_err(io_fail)?;

@@ -59,6 +59,15 @@ pub enum ReloadError {
     /// A new listen address could not be bound, or a ring could not be built.
     #[error(transparent)]
     Start(#[from] StartError),
+    /// A pool would turn from a cache pool into a queue pool or back. Its open
+    /// connections speak one or the other, so it takes a restart (or a new pool name).
+    #[error(
+        "pool '{pool}': 'queue' cannot change on reload (restart, or give the pool a new name)"
+    )]
+    QueueToggled {
+        /// The pool.
+        pool: String,
+    },
 }
 
 /// What a successful reload changed, one human-readable line per change (pools added,
@@ -117,6 +126,16 @@ impl Shared {
         })?;
         // Held throughout, so reloads never interleave.
         let mut state = self.state();
+        for pc in &config.pools {
+            if state
+                .iter()
+                .any(|e| e.config.name == pc.name && e.config.queue.is_some() != pc.queue.is_some())
+            {
+                return Err(ReloadError::QueueToggled {
+                    pool: pc.name.clone(),
+                });
+            }
+        }
         Ok(self.apply(config, &mut state)?)
     }
 

@@ -181,6 +181,41 @@ fn sets_spread_reads_drain_every_server_with_kestrel_replies() {
         "no cache commands on a queue pool"
     );
     assert_eq!(c.cmd("get bad\x01name"), "CLIENT_ERROR bad queue name");
+
+    // A negative exptime has expired already: acknowledged, stored nowhere.
+    c.send(b"set neg 0 -1 1\r\nx\r\n");
+    assert_eq!(c.line(), "STORED");
+    assert_eq!(qs.iter().map(|q| q.items("neg")).sum::<u64>(), 0);
+
+    // Deleting a queue ends this client's open read on it: a plain read afterwards is
+    // not refused as one with a read open.
+    assert_eq!(c.set("held", "h"), "STORED");
+    let mut opened = false;
+    for _ in 0..3 {
+        c.send(b"get held/open\r\n");
+        if !c.values().expect("read").is_empty() {
+            opened = true;
+            break;
+        }
+    }
+    assert!(opened);
+    assert_eq!(c.cmd("delete held"), "END");
+    assert_eq!(c.get(&["held"]), Ok(vec![]));
+
+    // Bad read options: CLIENT_ERROR and a disconnect, as Kestrel does.
+    assert_eq!(c.cmd("get held/t=soon"), "CLIENT_ERROR bad timeout");
+    let mut s = c.into_stream();
+    assert_eq!(s.read(&mut closed).expect("EOF"), 0, "disconnected");
+
+    // A reload may not turn the queue pool into a cache pool under its clients.
+    let text = std::fs::read_to_string(&proxy.conf).expect("conf");
+    std::fs::write(
+        &proxy.conf,
+        text.replace("  queue: true\n  gets_per_server: 4\n", ""),
+    )
+    .expect("write");
+    let r = reload(&proxy);
+    assert!(r.contains("'queue' cannot change on reload"), "{r}");
 }
 
 #[test]

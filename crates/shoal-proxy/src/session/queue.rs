@@ -204,6 +204,12 @@ impl QueueSession {
         match request {
             Request::Get { keys, .. } => {
                 for key in keys.iter() {
+                    // What is ready goes out before the next read: a read may wait
+                    // (`/t=`), and the replies of a long multi-get must not pile up. A
+                    // client gone by then ends the request before more is taken.
+                    if !out.is_empty() && out.flush().await.is_err() {
+                        return false;
+                    }
                     match self.read(key, out.buf()).await {
                         KeyStep::Next => {}
                         // An error line ends the reply, as a server's would.
@@ -223,10 +229,14 @@ impl QueueSession {
             } => {
                 let r = match std::str::from_utf8(key).ok().filter(|q| valid_name(q)) {
                     None => BAD_NAME.to_vec(),
+                    // A negative exptime has expired already: the servers would accept
+                    // the message and drop it, so it is answered as they would answer.
+                    Some(_) if exptime < 0 => reply::STORED.to_vec(),
                     Some(q) => {
-                        // The exptime goes to the server as sent, which reads it by its
-                        // own rule (memcached's, or Kestrel's in --kestrel mode).
-                        let exptime = u32::try_from(exptime).unwrap_or(0);
+                        // Otherwise the exptime goes to the server as sent, which reads
+                        // it by its own rule (memcached's, or Kestrel's in --kestrel
+                        // mode).
+                        let exptime = u32::try_from(exptime).unwrap_or(u32::MAX);
                         match self.client.set(q, data, exptime).await {
                             Ok(_) => reply::STORED.to_vec(),
                             Err(e) => self.failed(&e),
@@ -242,6 +252,8 @@ impl QueueSession {
                 match std::str::from_utf8(key).ok().filter(|q| valid_name(q)) {
                     Some(q) => {
                         let replies = self.client.broadcast(&format!("delete {q}")).await;
+                        // Deleting a queue ends the open reads on it, ours included.
+                        self.client.forget_open(q);
                         everywhere(&mut buf, replies, reply::END);
                     }
                     None => buf.extend_from_slice(BAD_NAME),
@@ -273,8 +285,10 @@ impl QueueSession {
         let opts = match parse_key(key) {
             Ok(o) => o,
             Err(e) => {
+                // Kestrel (and shoal-queued) refuse bad options with a disconnect.
                 out.extend_from_slice(format!("CLIENT_ERROR {e}\r\n").as_bytes());
-                return KeyStep::Stop;
+                self.client_err = true;
+                return KeyStep::Close;
             }
         };
         let Some(queue) = std::str::from_utf8(opts.queue)

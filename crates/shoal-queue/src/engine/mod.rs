@@ -545,7 +545,7 @@ fn sync_main(inner: &Inner) {
             for q in inner.queues.read().values() {
                 let wanted = match q.fsync_policy() {
                     FsyncPolicy::Never => false,
-                    FsyncPolicy::Always => sealed && q.has_unsynced_files(),
+                    FsyncPolicy::Always => (sealed || rescan) && q.has_unsynced_files(),
                     FsyncPolicy::Every(d) => {
                         let mut at = q.interval_synced_at.lock();
                         let due = at.map_or(now, |t| t + d);

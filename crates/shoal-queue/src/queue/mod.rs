@@ -215,7 +215,13 @@ impl Queue {
             );
         }
         *self.limits.write() = Arc::new(limits);
-        if was == FsyncPolicy::Never && self.fsync_policy() != FsyncPolicy::Never {
+        let now = self.fsync_policy();
+        if now == FsyncPolicy::Never && was != FsyncPolicy::Never {
+            // Nothing will fsync them now: their files (of segments maybe deleted since)
+            // are closed rather than held open until a restart.
+            self.state.lock().unsynced = index::Unsynced::default();
+        }
+        if was == FsyncPolicy::Never && now != FsyncPolicy::Never {
             // Segments sealed under `never` were never handed to the sync thread.
             let mut st = self.state.lock();
             let st = &mut *st;

@@ -54,7 +54,11 @@ impl Queue {
         ids.sort_unstable();
         if limits.memory_only {
             for &id in &ids {
-                fs::remove_file(segment::segment_path(&dir, id))?;
+                match fs::remove_file(segment::segment_path(&dir, id)) {
+                    // Unlinked since the directory was listed (see below): gone already.
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
             }
             report.discarded_segments = ids.len() as u64;
             ids.clear();
