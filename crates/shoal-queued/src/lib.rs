@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod conn;
+pub mod error;
 pub mod metrics;
 pub mod server;
 pub mod shared;

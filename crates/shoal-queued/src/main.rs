@@ -63,7 +63,7 @@ fn main() -> ExitCode {
     match run(settings, engine, listener) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{}", shoal_net::logging::error_text(e.as_ref()));
+            tracing::error!("{}", shoal_net::logging::error_text(&e));
             ExitCode::FAILURE
         }
     }

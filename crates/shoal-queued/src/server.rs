@@ -3,6 +3,7 @@
 
 use crate::config::Settings;
 use crate::conn;
+use crate::error::ServeError;
 use crate::shared::Shared;
 use shoal_net::{Acceptor, Event, Incoming, Listener, WorkerPool, WorkerService};
 use shoal_queue::Engine;
@@ -32,7 +33,7 @@ pub fn bind(settings: &Settings) -> std::io::Result<Listener> {
 /// shoald's thread model ([`shoal_net`]): one acceptor hands each connection to one of
 /// `-t` worker threads, each running its own single-threaded event loop, so a connection
 /// never migrates between cores and no request pays for work stealing.
-pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Result<()> {
+pub fn run(settings: Settings, engine: Engine, listener: Listener) -> Result<(), ServeError> {
     shoal_net::tune_allocator();
     let shared = Shared::new(settings, engine);
     let make = {
@@ -47,27 +48,29 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Re
         &shared.shutdown_signal(),
         DRAIN_TIMEOUT,
         make,
-    )?;
+    )
+    .map_err(ServeError::io("starting the worker threads"))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(ServeError::io("starting the acceptor's runtime"))?;
     // On the acceptor's runtime, off the workers; dropped with `rt` below, before the
     // engine is taken back out of `shared`.
     if let Some(addr) = shared.settings.metrics_listen {
         let metrics = shoal_net::metrics::MetricsServer::bind(addr)
-            .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: {e}"))?;
-        tracing::info!("metrics on http://{}/metrics", metrics.local_addr()?);
+            .map_err(|source| ServeError::Metrics { addr, source })?;
+        let bound = metrics
+            .local_addr()
+            .map_err(|source| ServeError::Metrics { addr, source })?;
+        tracing::info!("metrics on http://{bound}/metrics");
         let sh = shared.clone();
         rt.spawn(metrics.serve(Arc::new(move || crate::metrics::render(&sh))));
-    }
-    if let Some(p) = &shared.settings.queue_config {
-        // Read again now that logging is up, so that settings without effect are reported.
-        let _ = crate::config::read_queue_config(p);
     }
     let sweeper = rt.spawn(sweep_loop(shared.clone()));
     {
         let _in_rt = rt.enter();
-        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(ServeError::io("handling SIGHUP"))?;
         rt.spawn(reload_on_sighup(shared.clone(), hup));
     }
     let served = rt.block_on(accept_loop(&shared, listener, &mut pool));
@@ -77,7 +80,7 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> anyhow::Re
     let _ = rt.block_on(sweeper);
     pool.join();
     drop(rt);
-    served?;
+    served.map_err(ServeError::io("accepting connections"))?;
     if let Some(path) = &shared.settings.unix_socket {
         let _ = std::fs::remove_file(path);
     }
@@ -124,7 +127,7 @@ async fn accept_loop(
     shared: &Arc<Shared>,
     listener: Listener,
     pool: &mut WorkerPool,
-) -> anyhow::Result<()> {
+) -> std::io::Result<()> {
     let mut acceptor = Acceptor::new(listener, shared.shutdown_signal())?;
     loop {
         let incoming = match acceptor.next().await {

@@ -10,6 +10,7 @@ pub mod config;
 pub mod conn;
 pub mod conns;
 pub mod detail;
+pub mod error;
 pub mod latency;
 pub mod lru_crawler;
 pub mod maintenance;

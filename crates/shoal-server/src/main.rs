@@ -83,8 +83,8 @@ enum StartupError {
         source: io::Error,
     },
     /// The server failed.
-    #[error("{}", shoal_net::logging::error_text(.0.as_ref()))]
-    Run(anyhow::Error),
+    #[error("{}", shoal_net::logging::error_text(.0))]
+    Run(shoal_server::error::ServeError),
 }
 
 impl StartupError {

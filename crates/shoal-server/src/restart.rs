@@ -87,7 +87,7 @@ const DEFAULT_HASHPOWER: u8 = 16;
 /// The store for these settings: on the heap, or in the `-e` memory file with whatever a
 /// graceful stop left there. Called before privileges are dropped (`-u`), as the TLS and
 /// SASL files are read, so a memory file in a root-owned tmpfs directory works.
-pub fn open_store(settings: &Settings) -> anyhow::Result<OpenedStore> {
+pub fn open_store(settings: &Settings) -> Result<OpenedStore, crate::error::ServeError> {
     let cfg = StoreConfig {
         memory_limit: settings.memory_limit,
         max_item_size: settings.max_item_size,
@@ -129,14 +129,14 @@ fn must_match(settings: &Settings) -> Vec<(&'static str, String)> {
 
 /// After a graceful stop: writes the restart metadata if the store lives in a memory
 /// file. Called once every worker has stopped writing.
-pub fn save(store: &Store) -> anyhow::Result<()> {
+pub fn save(store: &Store) -> Result<(), crate::error::ServeError> {
     let Some(path) = store.memory_file() else {
         return Ok(());
     };
     let started = std::time::Instant::now();
     let saved = store
         .save_restart()
-        .map_err(|e| anyhow::anyhow!("[restart] not saved, the next start will be cold: {e}"))?;
+        .map_err(crate::error::ServeError::Save)?;
     tracing::info!(
         "[restart] saved {} items ({} bytes of metadata) for {} in {:.3} s",
         saved.items,

@@ -10,6 +10,7 @@ use crate::config::Settings;
 use crate::conn;
 use crate::conns::{ConnInfo, ConnRegistry};
 use crate::detail::PrefixStats;
+use crate::error::ServeError;
 use crate::lru_crawler::LruCrawler;
 use crate::restart::OpenedStore;
 use crate::stats::{StatsRegistry, ThreadStats};
@@ -61,7 +62,7 @@ pub fn bind_extra(settings: &Settings) -> io::Result<Vec<Listener>> {
 /// Runs the server until SIGINT/SIGTERM/SIGUSR1 or the `shutdown` command, then returns once
 /// every connection has finished its in-flight replies (and, after SIGUSR1, once a `-e`
 /// memory file's restart metadata is saved).
-pub fn run(settings: Settings, listener: Listener, opened: OpenedStore) -> anyhow::Result<()> {
+pub fn run(settings: Settings, listener: Listener, opened: OpenedStore) -> Result<(), ServeError> {
     run_all(settings, Some(listener), Vec::new(), None, opened)
 }
 
@@ -74,7 +75,7 @@ pub fn run_all(
     extra: Vec<Listener>,
     udp: Option<std::net::UdpSocket>,
     opened: OpenedStore,
-) -> anyhow::Result<()> {
+) -> Result<(), ServeError> {
     shoal_net::tune_allocator();
     let store = opened.store;
     if let Some(outcome) = &opened.restart {
@@ -157,10 +158,12 @@ pub fn run_all(
         settings,
     });
 
-    let maintenance = crate::maintenance::start(shared.clone())?;
+    let maintenance = crate::maintenance::start(shared.clone())
+        .map_err(ServeError::io("starting the maintenance thread"))?;
     let udp_thread = udp
         .map(|socket| crate::udp::start(shared.clone(), socket))
-        .transpose()?;
+        .transpose()
+        .map_err(ServeError::io("starting the UDP thread"))?;
 
     let make = {
         let shared = shared.clone();
@@ -182,17 +185,22 @@ pub fn run_all(
         &shared.shutdown_signal(),
         DRAIN_TIMEOUT,
         make,
-    )?;
+    )
+    .map_err(ServeError::io("starting the worker threads"))?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(ServeError::io("starting the acceptor's runtime"))?;
     // The metrics endpoint shares the acceptor's runtime: both are idle between events,
     // and neither runs on a worker, so scrapes never delay requests.
     if let Some(addr) = shared.settings.metrics_listen {
         let metrics = shoal_net::metrics::MetricsServer::bind(addr)
-            .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: {e}"))?;
-        tracing::info!("metrics on http://{}/metrics", metrics.local_addr()?);
+            .map_err(|source| ServeError::Metrics { addr, source })?;
+        let bound = metrics
+            .local_addr()
+            .map_err(|source| ServeError::Metrics { addr, source })?;
+        tracing::info!("metrics on http://{bound}/metrics");
         shoal_net::metrics::clock::calibrate();
         let sh = shared.clone();
         rt.spawn(metrics.serve(Arc::new(move || crate::metrics::render(&sh))));
@@ -213,7 +221,7 @@ pub fn run_all(
             shoal_net::panic_message(&*panic)
         );
     }
-    let stop = served?;
+    let stop = served.map_err(ServeError::io("accepting connections"))?;
     if stop == Stop::Restart || shared.save_on_stop.load(Ordering::Relaxed) {
         // Every worker (and so every writer) has stopped: the store is at rest.
         crate::restart::save(&shared.store)?;
