@@ -14,6 +14,7 @@
 
 mod common;
 
+use common::deliveries::{consume, parse_msg, Deliveries, Msg};
 use common::{Client, Server};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,25 +25,6 @@ const PRODUCERS: u32 = 4;
 const RELIABLE_CONSUMERS: usize = 2;
 const PLAIN_CONSUMERS: usize = 1;
 const LOAD_TIME: Duration = Duration::from_millis(700);
-
-type Msg = (u32, u64);
-
-fn parse_msg(d: &[u8]) -> Msg {
-    let s = std::str::from_utf8(d).expect("utf8 message");
-    let (p, rest) = s.split_once(':').expect("producer:seq:padding");
-    let seq = rest.split(':').next().expect("seq");
-    (p.parse().expect("producer"), seq.parse().expect("seq"))
-}
-
-#[derive(Default)]
-struct Consumed {
-    /// Messages a consumer has received, in order per consumer.
-    streams: Vec<Vec<Msg>>,
-    /// Received through an open read whose close was confirmed, or by a plain get.
-    confirmed: HashSet<Msg>,
-    /// Received through an open read not known to be closed.
-    unconfirmed: HashSet<Msg>,
-}
 
 /// Bytes a message of this test takes in the log at the least: the 32-byte record header
 /// and a body of `<p>:<seq>:` and 64 bytes of padding.
@@ -68,7 +50,7 @@ fn scenario(fsync: &str, segment_size: usize, min_segments: usize) {
     let addr = server.addr;
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Arc<Mutex<HashMap<u32, Vec<u64>>>> = Arc::default();
-    let consumed: Arc<Mutex<Consumed>> = Arc::default();
+    let consumed: Arc<Mutex<Deliveries>> = Arc::default();
 
     let mut threads = Vec::new();
     for p in 0..PRODUCERS {
@@ -92,37 +74,18 @@ fn scenario(fsync: &str, segment_size: usize, min_segments: usize) {
     }
     for i in 0..RELIABLE_CONSUMERS + PLAIN_CONSUMERS {
         let (stop, consumed) = (stop.clone(), consumed.clone());
-        let reliable = i < RELIABLE_CONSUMERS;
-        consumed.lock().expect("lock").streams.push(Vec::new());
+        let stream = consumed.lock().expect("lock").new_stream();
         threads.push(std::thread::spawn(move || {
-            let mut c = Client::connect(addr);
-            let mut open: Option<Msg> = None;
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) && n < 400_000 {
-                n += 1;
-                let key = match (reliable, open.is_some()) {
-                    (false, _) => "kq/t=20",
-                    (true, false) => "kq/t=20/open",
-                    (true, true) => "kq/t=20/close/open",
-                };
-                let Ok(got) = c.try_get(key) else { return };
-                let mut g = consumed.lock().expect("lock");
-                // The reply arrived, so the close it carried has been committed.
-                if let Some(m) = open.take() {
-                    g.unconfirmed.remove(&m);
-                    g.confirmed.insert(m);
-                }
-                if let Some((_, data)) = got {
-                    let m = parse_msg(&data);
-                    g.streams[i].push(m);
-                    if reliable {
-                        g.unconfirmed.insert(m);
-                        open = Some(m);
-                    } else {
-                        g.confirmed.insert(m);
-                    }
-                }
-            }
+            // Bounded even if the kill never came.
+            consume(
+                addr,
+                i < RELIABLE_CONSUMERS,
+                stream,
+                &consumed,
+                |d| d,
+                &stop,
+                400_000,
+            );
         }));
     }
 
@@ -221,7 +184,7 @@ fn scenario(fsync: &str, segment_size: usize, min_segments: usize) {
     eprintln!(
         "kill9 --fsync {fsync}: acked {total_acked} (filling at least {segments} segments of {segment_size} bytes), consumed before kill {}, open-unconfirmed {}, drained after restart {}, missing (plain get in flight) {}",
         consumed.confirmed.len(),
-        consumed.unconfirmed.len(),
+        consumed.open.len(),
         drained.len(),
         missing.len()
     );

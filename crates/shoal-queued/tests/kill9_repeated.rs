@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::deliveries::{consume, parse_msg, Deliveries, Msg};
 use common::{Client, Server};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,29 +22,14 @@ const PRODUCERS: u32 = 3;
 const RELIABLE_CONSUMERS: usize = 1;
 const PLAIN_CONSUMERS: usize = 1;
 
-type Msg = (u32, u64);
-
-fn parse_msg(d: &[u8]) -> Msg {
-    let s = std::str::from_utf8(d).expect("utf8 message");
-    let mut parts = s.split(':');
-    let p = parts.next().and_then(|p| p.parse().ok()).expect("producer");
-    let q = parts.next().and_then(|q| q.parse().ok()).expect("seq");
-    (p, q)
-}
-
 #[derive(Default)]
 struct Ledger {
     /// Per producer, the sequence numbers acknowledged (STORED).
     acked: HashMap<u32, HashSet<u64>>,
     /// Per producer, sequence numbers whose set got no reply (the kill came first).
     in_flight: HashMap<u32, HashSet<u64>>,
-    /// Every delivery, in order, per consumer per round.
-    streams: Vec<Vec<Msg>>,
-    /// Delivered and known consumed (plain get, or an open read whose close was
-    /// confirmed by the next reply).
-    confirmed: HashSet<Msg>,
-    /// Open reads not (yet) known closed.
-    open: HashSet<Msg>,
+    /// What the consumers got, one stream per consumer per round.
+    got: Deliveries,
     /// Open reads a kill cut short: they may be delivered again.
     redeliverable: HashSet<Msg>,
 }
@@ -105,38 +91,18 @@ fn twenty_kills_at_random_points_lose_nothing_acknowledged() {
         }
         for i in 0..RELIABLE_CONSUMERS + PLAIN_CONSUMERS {
             let (stop, ledger) = (stop.clone(), ledger.clone());
-            let reliable = i < RELIABLE_CONSUMERS;
-            let stream = {
-                let mut l = ledger.lock().expect("lock");
-                l.streams.push(Vec::new());
-                l.streams.len() - 1
-            };
+            let stream = ledger.lock().expect("lock").got.new_stream();
             threads.push(std::thread::spawn(move || {
-                let mut c = Client::connect(addr);
-                let mut open: Option<Msg> = None;
-                while !stop.load(Ordering::Relaxed) {
-                    let key = match (reliable, open.is_some()) {
-                        (false, _) => "kq/t=20",
-                        (true, false) => "kq/t=20/open",
-                        (true, true) => "kq/t=20/close/open",
-                    };
-                    let Ok(got) = c.try_get(key) else { return };
-                    let mut l = ledger.lock().expect("lock");
-                    if let Some(m) = open.take() {
-                        l.open.remove(&m);
-                        l.confirmed.insert(m);
-                    }
-                    if let Some((_, data)) = got {
-                        let m = parse_msg(&data);
-                        l.streams[stream].push(m);
-                        if reliable {
-                            l.open.insert(m);
-                            open = Some(m);
-                        } else {
-                            l.confirmed.insert(m);
-                        }
-                    }
-                }
+                let reliable = i < RELIABLE_CONSUMERS;
+                consume(
+                    addr,
+                    reliable,
+                    stream,
+                    &ledger,
+                    |l| &mut l.got,
+                    &stop,
+                    u64::MAX,
+                );
             }));
         }
         let load = Duration::from_millis(50 + next(&mut seed) % 250);
@@ -147,7 +113,7 @@ fn twenty_kills_at_random_points_lose_nothing_acknowledged() {
             t.join().expect("client thread");
         }
         let mut l = ledger.lock().expect("lock");
-        let cut: Vec<Msg> = l.open.drain().collect();
+        let cut: Vec<Msg> = l.got.open.drain().collect();
         l.redeliverable.extend(cut);
         drop(l);
         eprintln!("round {round}: killed after {load:?}");
@@ -169,26 +135,27 @@ fn twenty_kills_at_random_points_lose_nothing_acknowledged() {
         "too little load: {total_acked} acknowledged"
     );
     assert!(
-        l.confirmed.len() > 50,
+        l.got.confirmed.len() > 50,
         "too little consumed: {}",
-        l.confirmed.len()
+        l.got.confirmed.len()
     );
 
     // Delivered more than once only if a kill cut its open read short.
     let mut delivered: HashSet<Msg> = HashSet::new();
-    for m in l.streams.iter().flatten().chain(drained.iter()) {
+    for m in l.got.streams.iter().flatten().chain(drained.iter()) {
         assert!(
             delivered.insert(*m) || l.redeliverable.contains(m),
             "delivered twice without a kill between: {m:?}"
         );
         assert!(
-            !drained.contains(m) || !l.confirmed.contains(m),
+            !drained.contains(m) || !l.got.confirmed.contains(m),
             "consumed and confirmed, yet still in the queue: {m:?}"
         );
     }
     // Order per producer in every stream and in the drain (redeliveries come first,
     // from the head, so they are checked only against what follows them).
     for (i, s) in l
+        .got
         .streams
         .iter()
         .chain(std::iter::once(&drained))
@@ -225,7 +192,7 @@ fn twenty_kills_at_random_points_lose_nothing_acknowledged() {
     recovery.sort_unstable();
     eprintln!(
         "kill9 x{ROUNDS}: acknowledged {total_acked}, consumed {}, redelivered-allowed {}, drained {}, missing (plain gets cut) {}, restart to serving: median {:?}, max {:?}",
-        l.confirmed.len(),
+        l.got.confirmed.len(),
         l.redeliverable.len(),
         drained.len(),
         missing.len(),

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod deliveries;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
