@@ -147,7 +147,21 @@ pub(crate) enum Evicted {
 
 impl Inner {
     /// Finds a fresh segment for a writer, evicting if memory is full.
+    ///
+    /// Memory already in use goes first: a free segment, else a sealed one whose items
+    /// are all gone (overwritten, deleted, expired), and only then one never used. A
+    /// log-structured store that took untouched memory first would, under overwrites,
+    /// fault in (and keep resident) all of `-m` while most of it held dead items, where
+    /// memcached reuses the chunk an overwrite frees.
     pub(crate) fn acquire_segment(&self) -> Result<SegId, crate::error::StoreError> {
+        if let Some(id) = self.segs.take_reused(PROBATION) {
+            return Ok(id);
+        }
+        if self.reclaim_dead() {
+            if let Some(id) = self.segs.take_reused(PROBATION) {
+                return Ok(id);
+            }
+        }
         if let Some(id) = self.segs.take_free(PROBATION) {
             return Ok(id);
         }
@@ -192,6 +206,18 @@ impl Inner {
             }
         }
         Err(crate::error::StoreError::OutOfMemory)
+    }
+
+    /// Puts a sealed segment with no live item back on the free list (nothing to copy
+    /// or drop: its items are already unlinked). False if there is none, or if a reply
+    /// still reads from it (it is freed when the reply is written).
+    fn reclaim_dead(&self) -> bool {
+        // Under the evictor's lock, as every other taking of sealed segments.
+        let _ev = self.evictor.lock();
+        match self.segs.take_dead() {
+            Some(id) => self.segs.release_evicted(id),
+            None => false,
+        }
     }
 
     /// `-M`: memory full means out of memory, once expired items and emptied segments

@@ -453,6 +453,14 @@ impl Segments {
         self.take(queue, 1)
     }
 
+    /// A segment to write for `queue` from the free list only: memory already in use,
+    /// never a segment not allocated yet. `None` when the free list is empty.
+    pub fn take_reused(&self, queue: usize) -> Option<SegId> {
+        let mut pool = self.pool.lock();
+        let id = pool.free.pop()?;
+        Some(self.open(&mut pool, id, queue))
+    }
+
     fn take(&self, queue: usize, beyond_limit: usize) -> Option<SegId> {
         let mut pool = self.pool.lock();
         if let Some(id) = pool.free.pop() {
