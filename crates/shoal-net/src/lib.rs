@@ -22,7 +22,8 @@
 //! - [`metrics`]: the Prometheus text format, histograms and the `--metrics-listen`
 //!   endpoint the three daemons share;
 //! - [`logging`]: `--log-format text|json|journal`;
-//! - [`options_file`]: `--config FILE`, options in memcached.conf's syntax.
+//! - [`options_file`]: `--config FILE`, options in memcached.conf's syntax;
+//! - [`peer`]: noticing a client gone while its request waits.
 
 mod accept;
 mod budget;
@@ -32,6 +33,7 @@ pub mod logging;
 mod malloc;
 pub mod metrics;
 pub mod options_file;
+pub mod peer;
 mod pool;
 mod read_buffer;
 mod reply;

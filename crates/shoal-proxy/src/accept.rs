@@ -18,6 +18,7 @@ use crate::route::Target;
 use crate::session::serve;
 use crate::shared::{Bound, ClientConn, ConnGuard, Live, Shared};
 use crate::slot::PoolSlot;
+use std::os::fd::AsRawFd;
 
 /// One worker thread's service: serves the connections handed to it, on its own event
 /// loop, with its own server connections.
@@ -173,11 +174,12 @@ async fn serve_client(conn: Incoming, slot: Arc<PoolSlot>, budget: Budget, guard
         Incoming::Tcp(s, addr) => {
             let _ = s.set_nodelay(true);
             if let Ok(s) = TcpStream::from_std(s) {
+                let fd = Some(s.as_raw_fd());
                 match tls {
-                    None => serve(s, slot, budget).await,
+                    None => serve(s, slot, budget, fd).await,
                     Some(acceptor) => {
                         if let Some(s) = handshake(&acceptor, s, &addr.to_string()).await {
-                            serve(s, slot, budget).await;
+                            serve(s, slot, budget, fd).await;
                         }
                     }
                 }
@@ -185,11 +187,12 @@ async fn serve_client(conn: Incoming, slot: Arc<PoolSlot>, budget: Budget, guard
         }
         Incoming::Unix(s) => {
             if let Ok(s) = UnixStream::from_std(s) {
+                let fd = Some(s.as_raw_fd());
                 match tls {
-                    None => serve(s, slot, budget).await,
+                    None => serve(s, slot, budget, fd).await,
                     Some(acceptor) => {
                         if let Some(s) = handshake(&acceptor, s, "a unix socket client").await {
-                            serve(s, slot, budget).await;
+                            serve(s, slot, budget, fd).await;
                         }
                     }
                 }

@@ -35,9 +35,14 @@ impl Queued {
 
     /// Messages waiting in queue `q` (0 if it does not exist).
     fn items(&self, q: &str) -> u64 {
+        self.stat(&format!("queue_{q}_items"))
+    }
+
+    /// A numeric `stats` line (0 if absent).
+    fn stat(&self, name: &str) -> u64 {
         let mut c = self.conn();
         c.send(b"stats\r\n");
-        let want = format!("STAT queue_{q}_items ");
+        let want = format!("STAT {name} ");
         let mut n = 0;
         loop {
             let l = c.line();
@@ -255,6 +260,32 @@ fn a_readonly_server_is_drained_and_a_killed_one_costs_no_acknowledged_set() {
     }
     let got: BTreeSet<String> = drain_reliably(&mut c, "work", 3).into_iter().collect();
     assert_eq!(got, acked);
+}
+
+/// A client that leaves while its blocking read waits on a backend takes no message with
+/// it: the proxy closes that backend connection, which ends the server's wait.
+#[test]
+fn a_blocking_read_whose_client_left_takes_no_message() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let qs: Vec<Queued> = dirs.iter().map(|d| Queued::start(d.path())).collect();
+    let proxy = Proxy::start(&queue_conf(&qs.iter().collect::<Vec<_>>(), ""), 1);
+    let mut gone = proxy.conn();
+    gone.send(b"get w/t=5000\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    drop(gone);
+    // Bounded: every server stops waiting for it, or the test fails.
+    let mut waiting = u64::MAX;
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waiting = qs.iter().map(|q| q.stat("queue_w_waiters")).sum();
+        if waiting == 0 {
+            break;
+        }
+    }
+    assert_eq!(waiting, 0, "a server still waits for the gone client");
+    let mut c = proxy.conn();
+    assert_eq!(c.set("w", "kept"), "STORED");
+    assert_eq!(drain_reliably(&mut c, "w", 3), ["kept"]);
 }
 
 #[test]

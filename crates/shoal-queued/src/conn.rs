@@ -23,6 +23,7 @@ use crate::shared::Shared;
 use crate::stats::bump;
 use crate::status::{ServerStatus, StatusError};
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
+use shoal_net::peer::PeerWatch;
 use shoal_net::{NoValue, OUTPUT_HIGH_WATER};
 use shoal_protocol::kestrel::{carries_options, parse_key, ReadOptions};
 use shoal_protocol::reply;
@@ -32,6 +33,7 @@ use shoal_queue::{
     Take,
 };
 use std::collections::HashMap;
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -85,11 +87,16 @@ struct Conn {
     /// This connection's open reads, by queue name.
     open: HashMap<String, OpenReads>,
     shutdown: watch::Receiver<bool>,
+    /// The client's socket, watched while a blocking read waits so that a client gone
+    /// meanwhile takes no message with it (`None`: not watched).
+    peer: Option<RawFd>,
 }
 
 /// Serves one connection until the client quits, an error closes it, or shutdown. Open
-/// reads still held when it ends go back to the head of their queues.
-pub async fn serve<S>(stream: &mut S, shared: Arc<Shared>)
+/// reads still held when it ends go back to the head of their queues. `peer`: the
+/// stream's socket, so that a blocking read ends without taking a message when the
+/// client closes during the wait.
+pub async fn serve<S>(stream: &mut S, shared: Arc<Shared>, peer: Option<RawFd>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -103,6 +110,7 @@ where
         to_commit: Vec::new(),
         to_sync: Vec::new(),
         open: HashMap::new(),
+        peer,
     };
     let config = connection::Config {
         // Only time spent waiting for a request counts: a blocking read waits inside its
@@ -623,6 +631,8 @@ impl Conn {
         deadline: Option<Instant>,
         out: &mut Output<'_, W, NoValue>,
     ) -> Result<Option<(Arc<Queue>, shoal_queue::Delivery)>, KeyStep> {
+        // Made only for a read that may wait; watched only while it waits.
+        let watch = deadline.and_then(|_| self.peer.and_then(PeerWatch::new));
         let got = loop {
             // A blocking read looks the queue up again after each wake-up, so a queue
             // deleted and recreated meanwhile is still seen.
@@ -662,10 +672,18 @@ impl Conn {
                 return Err(KeyStep::Close);
             }
             let _waiting = q.waiting();
+            let gone = async {
+                match &watch {
+                    Some(w) => w.closed().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = &mut notified => {}
                 _ = tokio::time::sleep_until(dl) => {}
                 _ = self.shutdown.changed() => {}
+                // The client closed while waiting: nothing is taken for it.
+                _ = gone => return Err(KeyStep::Close),
             }
         };
         Ok(got)

@@ -9,6 +9,7 @@ use shoal_net::{Acceptor, Event, Incoming, Listener, WorkerPool, WorkerService};
 use shoal_queue::Engine;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -213,12 +214,14 @@ impl WorkerService for QueueWorker {
                 Incoming::Tcp(stream, _) => {
                     let _ = stream.set_nodelay(true);
                     if let Ok(mut s) = tokio::net::TcpStream::from_std(stream) {
-                        conn::serve(&mut s, shared).await;
+                        let fd = s.as_raw_fd();
+                        conn::serve(&mut s, shared, Some(fd)).await;
                     }
                 }
                 Incoming::Unix(stream) => {
                     if let Ok(mut s) = tokio::net::UnixStream::from_std(stream) {
-                        conn::serve(&mut s, shared).await;
+                        let fd = s.as_raw_fd();
+                        conn::serve(&mut s, shared, Some(fd)).await;
                     }
                 }
             }

@@ -166,6 +166,43 @@ fn blocking_get_waits_and_wakes() {
     producer.join().expect("producer");
 }
 
+/// A client that closes while its blocking read waits takes nothing with it: the next
+/// message goes to the next reader, not to the closed socket. Plain, reliable and
+/// monitor reads alike.
+#[test]
+fn a_waiting_read_whose_client_left_takes_no_message() {
+    let d = dir();
+    let s = Server::start(d.path(), &[]);
+    for (i, wait) in ["w/t=5000", "w/t=5000/open", "monitor w 5 1"]
+        .iter()
+        .enumerate()
+    {
+        let mut gone = s.client();
+        gone.send(
+            format!("get {wait}\r\n")
+                .replace("get monitor", "monitor")
+                .as_bytes(),
+        );
+        // The read is waiting; then its client goes.
+        std::thread::sleep(Duration::from_millis(100));
+        drop(gone);
+        // Bounded: the server notices the close within this wait or the test fails below.
+        let mut waiters = None;
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(20));
+            waiters = s.client().stat("queue_w_waiters");
+            if waiters.as_deref() == Some("0") {
+                break;
+            }
+        }
+        assert_eq!(waiters.as_deref(), Some("0"), "{wait}: still waiting");
+        let mut p = s.client();
+        let msg = format!("m{i}");
+        assert_eq!(p.set("w", msg.as_bytes()), "STORED");
+        assert_eq!(p.get_str("w").as_deref(), Some(msg.as_str()), "{wait}");
+    }
+}
+
 #[test]
 fn flush_flush_all_and_expiry() {
     let d = dir();

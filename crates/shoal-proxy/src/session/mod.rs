@@ -59,6 +59,7 @@ mod wait;
 mod window;
 
 use std::collections::VecDeque;
+use std::os::fd::RawFd;
 use std::sync::Arc;
 
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
@@ -142,15 +143,17 @@ struct Session<'a> {
 /// connection (as memcached would). Never panics on client input. `budget` is the
 /// process-wide read-buffer budget every connection draws its large requests from.
 /// Requests use the pool `slot` holds when they arrive: a reload changes the pool of the
-/// connection's later requests, never of those already in flight.
-pub async fn serve<S>(mut stream: S, slot: Arc<PoolSlot>, budget: Budget)
+/// connection's later requests, never of those already in flight. `peer`: the client's
+/// socket (under TLS, the TCP socket beneath), watched by a queue pool's blocking reads
+/// so that a client gone during one takes no message with it.
+pub async fn serve<S>(mut stream: S, slot: Arc<PoolSlot>, budget: Budget, peer: Option<RawFd>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let generation = slot.generation();
     let target = slot.load();
     if let Some(q) = target.config().queue {
-        return queue::serve(stream, target, q, &budget).await;
+        return queue::serve(stream, target, q, &budget, peer).await;
     }
     let mut s = Session {
         target,

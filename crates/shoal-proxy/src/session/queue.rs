@@ -27,9 +27,11 @@
 
 use shoal_client::queue_client::{QueueClient, QueueError};
 use shoal_net::connection::{self, End, Handler, Output, Step};
+use shoal_net::peer::PeerWatch;
 use shoal_net::{Budget, NoValue};
 use shoal_protocol::kestrel::{parse_key, ReadOptions};
 use shoal_protocol::{parse, reply, Parsed, Request, StoreKind};
+use std::os::fd::RawFd;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{LIMITS, REFUSE_VALUES};
@@ -50,11 +52,18 @@ struct QueueSession {
     client: QueueClient,
     target: Target,
     client_err: bool,
+    /// The client's socket, watched during blocking reads.
+    peer: Option<RawFd>,
 }
 
 /// Serves one client of queue pool `target` until it quits or disconnects.
-pub(super) async fn serve<S>(mut stream: S, target: Target, queue: QueuePool, budget: &Budget)
-where
+pub(super) async fn serve<S>(
+    mut stream: S,
+    target: Target,
+    queue: QueuePool,
+    budget: &Budget,
+    peer: Option<RawFd>,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let config = target.config();
@@ -73,6 +82,7 @@ where
         client,
         target: target.clone(),
         client_err: false,
+        peer,
     };
     let end = connection::serve(&mut stream, &mut s, budget, &conn_config).await;
     match end {
@@ -307,7 +317,30 @@ impl QueueSession {
             return KeyStep::Close;
         }
         self.client.set_read_wait(opts.timeout);
-        match self.take(queue, &opts).await {
+        // A read that may wait is raced against the client leaving: if it leaves first,
+        // the session ends, and closing its backend connections ends the server's wait
+        // too, so no message is taken for a client that is gone.
+        let watch = opts
+            .timeout
+            .and_then(|_| self.peer.and_then(PeerWatch::new));
+        let taken = {
+            let take = self.take(queue, &opts);
+            let gone = async {
+                match &watch {
+                    Some(w) => w.closed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                r = take => Some(r),
+                _ = gone => None,
+            }
+        };
+        let Some(taken) = taken else {
+            return KeyStep::Close;
+        };
+        match taken {
             Ok(Some(data)) => reply::value(out, queue.as_bytes(), 0, &data, None),
             Ok(None) => {}
             Err(e) => {
