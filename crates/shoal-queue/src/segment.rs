@@ -70,7 +70,17 @@ pub fn scan(buf: &[u8]) -> Scan {
                 records.push((pos, h));
                 pos += h.total();
             }
-            Decoded::Truncated | Decoded::Invalid => {
+            // A record that runs past the end of the file is a write cut short (kill -9
+            // during a large write, or a power loss). Not searched past: its own payload,
+            // a client's bytes, may hold what looks like a valid record, and taking that
+            // for corruption would quarantine every acknowledged message before it.
+            Decoded::Truncated => {
+                return Scan {
+                    records,
+                    end: ScanEnd::Torn { at: pos },
+                };
+            }
+            Decoded::Invalid => {
                 let end = if valid_record_after(buf, pos + 1) {
                     ScanEnd::Corrupt { at: pos }
                 } else {
@@ -147,6 +157,19 @@ mod tests {
         let mut z = v.clone();
         z.extend_from_slice(&[0u8; 500]);
         assert_eq!(scan(&z).end, ScanEnd::Torn { at: v.len() });
+
+        // A write cut short inside a payload that holds an encoded record (a client's
+        // bytes): still a torn tail, not corruption.
+        let mut inner = Vec::new();
+        encode(&mut inner, Kind::Message, 0, 99, 0, b"looks valid");
+        let mut p = v.clone();
+        let mut payload = vec![b'y'; 40];
+        payload.extend_from_slice(&inner);
+        payload.extend_from_slice(&[b'z'; 200]);
+        encode(&mut p, Kind::Message, 0, 5, 0, &payload);
+        let cut = &p[..v.len() + HEADER_LEN + 40 + inner.len() + 10];
+        assert_eq!(scan(cut).end, ScanEnd::Torn { at: v.len() });
+        assert_eq!(scan(cut).records.len(), 6);
 
         // A flipped byte in the middle, with valid records after it, is corruption.
         let mut c = v.clone();

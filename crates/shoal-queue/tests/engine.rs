@@ -424,3 +424,73 @@ fn flush_leaves_open_reads_to_their_holders() {
     assert_eq!(take(&e, "q"), Some("0".into()));
     assert_eq!(take(&e, "q"), None);
 }
+
+/// A queue deleted while a writer keeps setting into it: the writer's sets after the
+/// delete go to a queue of their own, and survive a restart. (The old directory used to
+/// be removed after the new queue had started writing into it.)
+#[test]
+fn a_queue_recreated_during_its_delete_keeps_its_messages() {
+    use shoal_queue::{unix_now, Engine, EngineConfig, FsyncPolicy, Take};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let t = tempfile::tempdir().expect("tempdir");
+    let cfg = || {
+        let mut c = EngineConfig::new(t.path());
+        c.fsync = FsyncPolicy::Never;
+        c.segment_size = 4096;
+        c
+    };
+    for round in 0..3 {
+        let e = Arc::new(Engine::open(cfg()).expect("open"));
+        // A long queue, so that removing its files takes a while.
+        let q = e.queue_or_create("q").expect("queue");
+        for _ in 0..100_000 {
+            q.enqueue(0, 0, &[b'o'; 100], unix_now()).expect("enqueue");
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (e, done) = (e.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut acked = Vec::new();
+                let mut n = 0u64;
+                while !done.load(Ordering::Relaxed) && n < 1_000_000 {
+                    let body = format!("new{n}");
+                    if let Ok(q) = e.queue_or_create("q") {
+                        if q.enqueue(0, 0, body.as_bytes(), unix_now()).is_ok() {
+                            acked.push(n);
+                        }
+                    }
+                    n += 1;
+                }
+                acked
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert!(e.delete("q"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        done.store(true, Ordering::Relaxed);
+        let acked = writer.join().expect("writer");
+        drop(e);
+        // After a restart, the queue holds an unbroken run of the writer's messages
+        // ending with its last acknowledged one: what was set after the delete.
+        let e = Engine::open(cfg()).expect("reopen");
+        let q = e.queue("q").expect("the recreated queue");
+        let mut got = Vec::new();
+        while let Some(d) = q.dequeue(Take::Remove, unix_now()).expect("dequeue") {
+            let s = String::from_utf8(d.data.to_vec()).expect("utf8");
+            assert!(
+                s.starts_with("new"),
+                "round {round}: an old message survived"
+            );
+            got.push(s[3..].parse::<u64>().expect("number"));
+        }
+        assert!(
+            !got.is_empty(),
+            "round {round}: nothing set after the delete survived"
+        );
+        let first = got[0];
+        let expected: Vec<u64> = acked.iter().copied().filter(|&n| n >= first).collect();
+        assert_eq!(got, expected, "round {round}: acknowledged messages lost");
+        assert!(e.delete("q"));
+    }
+}

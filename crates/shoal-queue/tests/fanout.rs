@@ -54,6 +54,24 @@ fn fanout_only_parent_stores_nothing_and_children_inherit() {
         "full at 2: the third refused"
     );
     assert_eq!(drain(&e, "feed+b"), ["1", "2", "3"]);
+
+    // When every child refuses, the message is stored nowhere: not STORED.
+    let e2t = tempfile::tempdir().expect("tempdir");
+    let e2 = Engine::open(cfg(
+        e2t.path(),
+        "only fanout_only=true max_items=1\nsolo fanout_only=true\n",
+    ))
+    .expect("open");
+    e2.queue_or_create("only+a").expect("child");
+    set(&e2, "only", "kept", 0).expect("the child takes it");
+    assert!(
+        matches!(set(&e2, "only", "nowhere", 0), Err(QueueError::Full)),
+        "the only child is full"
+    );
+    assert_eq!(drain(&e2, "only+a"), ["kept"]);
+    // With no child at all nobody refused: accepted and kept by no one, as in Kestrel.
+    set(&e2, "solo", "x", 0).expect("no child to refuse");
+    assert_eq!(drain(&e2, "solo"), Vec::<String>::new());
 }
 
 #[test]

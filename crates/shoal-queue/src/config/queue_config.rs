@@ -165,6 +165,11 @@ pub fn resolve(
     if let Some(o) = lines.get(name) {
         o.apply(&mut l);
     }
+    // A child inheriting `p expire_to=p+dead` would expire into itself: its expired
+    // messages could never move, and would hold its log forever. They expire plainly.
+    if l.expire_to.as_deref() == Some(name) {
+        l.expire_to = None;
+    }
     l
 }
 
@@ -414,6 +419,9 @@ mod tests {
         assert_eq!((other.max_items, other.max_age_secs), (5, 10));
         assert_eq!(resolve(&d, &m, "x").max_bytes, 100);
         assert_eq!(fanout_parent("a+b+c"), Some("a"));
+        let m = parse("p expire_to=p+dead\n").expect("ok");
+        assert_eq!(resolve(&d, &m, "p").expire_to.as_deref(), Some("p+dead"));
+        assert_eq!(resolve(&d, &m, "p+dead").expire_to, None, "not into itself");
         assert_eq!(fanout_parent("a"), None);
     }
 }

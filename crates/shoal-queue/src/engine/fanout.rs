@@ -83,17 +83,24 @@ impl Engine {
         now: u32,
     ) -> Result<Stored, QueueError> {
         let mut stored = Stored::default();
+        // Why the last child refused its copy: what a `fanout_only` parent answers when
+        // every child refused, since then the message is stored nowhere.
+        let mut refused = None;
         for name in self.children(q.name()) {
             let Some(child) = self.queue(&name) else {
                 continue;
             };
             if child.sync_failed() {
                 tracing::warn!(queue = %name, "fanout copy skipped: the queue's fsync failed");
+                refused = Some(QueueError::SyncFailed);
                 continue;
             }
             match child.enqueue(flags, exp, payload, now) {
                 Ok(lsn) => stored.writes.push((child, lsn)),
-                Err(e) => tracing::warn!(queue = %name, "fanout copy not stored: {e}"),
+                Err(e) => {
+                    tracing::warn!(queue = %name, "fanout copy not stored: {e}");
+                    refused = Some(e);
+                }
             }
         }
         let lim = q.limits();
@@ -104,6 +111,12 @@ impl Engine {
             || (lim.max_item_size > 0 && payload.len() as u64 > lim.max_item_size)
         {
             return Err(QueueError::TooLarge);
+        } else if stored.writes.is_empty() {
+            // A `fanout_only` parent keeps nothing: if it has children and none took the
+            // message, answering STORED would acknowledge a message stored nowhere.
+            if let Some(e) = refused {
+                return Err(e);
+            }
         }
         Ok(stored)
     }

@@ -22,6 +22,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+/// Where a deleted queue's directory is moved before its removal (see `Engine::entomb`).
+const TOMBSTONE_PREFIX: &str = ".deleted-";
+
 /// The default queue configuration and the queue config file's lines.
 struct Configs {
     default: QueueLimits,
@@ -123,6 +126,13 @@ impl Engine {
             let Some(name) = ent.file_name().to_str().map(str::to_string) else {
                 continue;
             };
+            if name.starts_with(TOMBSTONE_PREFIX) {
+                // A deleted queue's files, left by a crash before their removal.
+                if let Err(e) = fs::remove_dir_all(ent.path()) {
+                    tracing::warn!("removing {}: {e}", ent.path().display());
+                }
+                continue;
+            }
             if !validate_name(name.as_bytes()) || !ent.path().is_dir() {
                 tracing::warn!("ignoring {} in the data directory", ent.path().display());
                 continue;
@@ -286,12 +296,41 @@ impl Engine {
 
     /// Deletes a queue and its files. False if it did not exist.
     pub fn delete(&self, name: &str) -> bool {
-        let Some(q) = self.inner.queues.write().remove(name) else {
-            return false;
+        let (q, tomb) = {
+            let mut map = self.inner.queues.write();
+            let Some(q) = map.remove(name) else {
+                return false;
+            };
+            (q, self.entomb(name))
         };
         q.mark_deleted();
-        self.forget(name);
+        self.forget(name, tomb);
         true
+    }
+
+    /// Renames a deleted queue's directory out of the way, under the queue map's lock:
+    /// a `set` that recreates the queue the moment the lock is released then starts in a
+    /// directory of its own, rather than in the old one the removal is about to unlink,
+    /// which would lose its acknowledged messages. The tombstone's name starts with `.`,
+    /// which no queue name does, so recovery never takes it for a queue (and clears any
+    /// left by a crash).
+    fn entomb(&self, name: &str) -> Option<PathBuf> {
+        let dir = self.inner.queues_dir.join(name);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let tomb = self
+            .inner
+            .queues_dir
+            .join(format!("{TOMBSTONE_PREFIX}{name}-{nanos}"));
+        match fs::rename(&dir, &tomb) {
+            Ok(()) => Some(tomb),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                tracing::warn!("moving {} aside: {e}", dir.display());
+                None
+            }
+        }
     }
 
     /// Deletes the queues that `max_queue_age` says are empty and old enough (Kestrel's
@@ -311,14 +350,14 @@ impl Engine {
                 if gone {
                     map.remove(q.name());
                 }
-                gone
+                gone.then(|| self.entomb(q.name()))
             };
-            if gone {
+            if let Some(tomb) = gone {
                 tracing::info!(
                     queue = q.name(),
                     "deleted: empty and older than max_queue_age"
                 );
-                self.forget(q.name());
+                self.forget(q.name(), tomb);
                 self.inner.expires.fetch_add(1, Ordering::Relaxed);
                 n += 1;
             }
@@ -326,14 +365,16 @@ impl Engine {
         n
     }
 
-    /// After a queue left the map: out of its parent's fanout, counted, files removed.
-    fn forget(&self, name: &str) {
+    /// After a queue left the map: out of its parent's fanout, counted, its files (moved
+    /// to `tomb` by [`Engine::entomb`]) removed.
+    fn forget(&self, name: &str, tomb: Option<PathBuf>) {
         self.inner.fanout.remove(name);
         self.inner.deletes.fetch_add(1, Ordering::Relaxed);
-        let dir = self.inner.queues_dir.join(name);
-        if let Err(e) = fs::remove_dir_all(&dir) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!("removing {}: {e}", dir.display());
+        if let Some(dir) = tomb {
+            if let Err(e) = fs::remove_dir_all(&dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!("removing {}: {e}", dir.display());
+                }
             }
         }
     }

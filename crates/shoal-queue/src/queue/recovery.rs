@@ -70,7 +70,7 @@ impl Queue {
         };
         let mut msgs: BTreeMap<u64, Entry> = BTreeMap::new();
         let mut mem = 0u64;
-        for (i, &id) in ids.iter().enumerate() {
+        for &id in &ids {
             let path = segment::segment_path(&dir, id);
             let buf = match fs::read(&path) {
                 Ok(b) => b,
@@ -81,18 +81,20 @@ impl Queue {
                 Err(e) => return Err(e),
             };
             let scan = segment::scan(&buf);
-            let last = i + 1 == ids.len();
             let mut keep_messages = true;
             let len = match scan.end {
                 ScanEnd::Clean => buf.len() as u64,
-                ScanEnd::Torn { at } if last => {
+                // Also in a segment that is not the last: after a power loss the next
+                // segment's directory entry can be durable while this one's last write
+                // is not (none of it was acknowledged), and what precedes it was.
+                ScanEnd::Torn { at } => {
                     let f = OpenOptions::new().write(true).open(&path)?;
                     f.set_len(at as u64)?;
                     f.sync_all()?;
                     report.torn.push((path.clone(), (buf.len() - at) as u64));
                     at as u64
                 }
-                ScanEnd::Torn { .. } | ScanEnd::Corrupt { .. } => {
+                ScanEnd::Corrupt { .. } => {
                     keep_messages = false;
                     0
                 }
