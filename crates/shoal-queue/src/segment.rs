@@ -70,18 +70,8 @@ pub fn scan(buf: &[u8]) -> Scan {
                 records.push((pos, h));
                 pos += h.total();
             }
-            // A record that runs past the end of the file is a write cut short (kill -9
-            // during a large write, or a power loss). Not searched past: its own payload,
-            // a client's bytes, may hold what looks like a valid record, and taking that
-            // for corruption would quarantine every acknowledged message before it.
-            Decoded::Truncated => {
-                return Scan {
-                    records,
-                    end: ScanEnd::Torn { at: pos },
-                };
-            }
-            Decoded::Invalid => {
-                let end = if valid_record_after(buf, pos + 1) {
+            Decoded::Truncated | Decoded::Invalid => {
+                let end = if records_resume_after(buf, pos + 1) {
                     ScanEnd::Corrupt { at: pos }
                 } else {
                     ScanEnd::Torn { at: pos }
@@ -96,20 +86,57 @@ pub fn scan(buf: &[u8]) -> Scan {
     }
 }
 
-/// Whether any offset at or after `from` starts a record with a valid checksum. Only
-/// run on the damaged region; a cheap header plausibility check gates the CRC.
-fn valid_record_after(buf: &[u8], from: usize) -> bool {
+/// Most candidate record starts examined after damage: bounds the work a segment full of
+/// record-like client bytes can cause at recovery.
+const MAX_RESUME_CANDIDATES: usize = 4096;
+
+/// Whether, at some offset at or after `from`, valid records resume and run on to the
+/// end of the file (the last one possibly cut short): then the damage at `from - 1` is
+/// corruption with acknowledged records after it. A write cut short instead leaves, after
+/// its header, only the part of its payload that was written; a client's payload may
+/// hold what decodes as a record, but not a run of them ending exactly at the end of the
+/// file, so a torn tail is never taken for corruption (which would quarantine every
+/// message before it). A cheap header check gates the checksum.
+fn records_resume_after(buf: &[u8], from: usize) -> bool {
+    let mut candidates = 0;
     let mut p = from;
     while p + HEADER_LEN <= buf.len() {
         let h = &buf[p..];
         if (1..=3).contains(&h[8]) && h[9..12] == [0, 0, 0] {
-            if let Decoded::Record(_) = record::decode(h) {
-                return true;
+            if let Decoded::Record(first) = record::decode(h) {
+                if runs_to_end(buf, p + first.total()) {
+                    return true;
+                }
+                candidates += 1;
+                if candidates >= MAX_RESUME_CANDIDATES {
+                    return false;
+                }
             }
         }
         p += 1;
     }
     false
+}
+
+/// Whether valid records follow one another from `at` to the end of `buf`, the last one
+/// possibly cut short by the end.
+fn runs_to_end(buf: &[u8], mut at: usize) -> bool {
+    loop {
+        if at == buf.len() {
+            return true;
+        }
+        match record::decode(&buf[at..]) {
+            Decoded::Record(h) => at += h.total(),
+            Decoded::Truncated => return plausible_header_start(&buf[at..]),
+            Decoded::Invalid => return false,
+        }
+    }
+}
+
+/// Whether the bytes (fewer than a record) could begin a record header: its kind byte
+/// and the zero bytes after it, as far as they are there.
+fn plausible_header_start(b: &[u8]) -> bool {
+    b.get(8).is_none_or(|k| (1..=3).contains(k)) && b.iter().skip(9).take(3).all(|&z| z == 0)
 }
 
 #[cfg(test)]
@@ -170,6 +197,16 @@ mod tests {
         let cut = &p[..v.len() + HEADER_LEN + 40 + inner.len() + 10];
         assert_eq!(scan(cut).end, ScanEnd::Torn { at: v.len() });
         assert_eq!(scan(cut).records.len(), 6);
+
+        // A length field corrupted so that its record seems to run past the end of the
+        // file, with valid records after it: corruption, not a torn tail.
+        let mut l = v.clone();
+        l[HEADER_LEN + HEADER_LEN + 4 + 4] ^= 0x7F;
+        assert!(
+            matches!(scan(&l).end, ScanEnd::Corrupt { .. }),
+            "{:?}",
+            scan(&l).end
+        );
 
         // A flipped byte in the middle, with valid records after it, is corruption.
         let mut c = v.clone();

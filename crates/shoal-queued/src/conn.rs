@@ -25,7 +25,7 @@ use crate::status::{ServerStatus, StatusError};
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_net::peer::PeerWatch;
 use shoal_net::{NoValue, OUTPUT_HIGH_WATER};
-use shoal_protocol::kestrel::{carries_options, parse_key, ReadOptions};
+use shoal_protocol::kestrel::{carries_options, parse_key};
 use shoal_protocol::reply;
 use shoal_protocol::{parse, Limits, Parsed, ProtocolError, Request, StatsGroup, StoreKind};
 use shoal_queue::{
@@ -344,9 +344,16 @@ impl Conn {
         out: &mut Output<'_, W, NoValue>,
     ) -> Flow {
         match req {
-            Request::Get { keys, .. } => {
+            Request::Get { keys, with_cas } => {
+                // Every key is checked before any is read: a bad key after good ones
+                // would otherwise end the reply with an error after messages were taken,
+                // which a client raises on, losing them.
+                if let Some((error, close)) = keys.iter().skip(1).find_map(key_error) {
+                    out.buf().extend_from_slice(error);
+                    return if close { Flow::Close } else { Flow::Continue };
+                }
                 for key in keys.iter() {
-                    match self.get_one(key, out).await {
+                    match self.get_one(key, with_cas, out).await {
                         KeyStep::Next => {}
                         KeyStep::Stop => return Flow::Continue,
                         KeyStep::Close => return Flow::Close,
@@ -420,6 +427,10 @@ impl Conn {
                 crate::stats::memcacheq_queues(out.buf(), &self.shared.engine)
             }
             Request::Version => reply::version(out.buf(), crate::config::VERSION.as_bytes()),
+            Request::Verbosity { .. } if self.shared.settings.kestrel => {
+                out.buf().extend_from_slice(KESTREL_CLIENT_ERROR);
+                return Flow::Close;
+            }
             Request::Verbosity { noreply, .. } => {
                 if !noreply {
                     out.buf().extend_from_slice(reply::OK);
@@ -446,7 +457,12 @@ impl Conn {
                 out.buf().extend_from_slice(SHUTDOWN_DISABLED);
             }
             // add/replace/append/prepend/cas, arithmetic, touch, meta commands and the
-            // other stats groups mean nothing for a queue.
+            // other stats groups mean nothing for a queue. Kestrel answers every command
+            // it has no handler for with CLIENT_ERROR and a disconnect.
+            _ if self.shared.settings.kestrel => {
+                out.buf().extend_from_slice(KESTREL_CLIENT_ERROR);
+                return Flow::Close;
+            }
             _ => out.buf().extend_from_slice(reply::ERROR),
         }
         Flow::Continue
@@ -539,28 +555,25 @@ impl Conn {
     /// it cannot act on, `ERROR` and a disconnect for a second open read on a queue or a
     /// plain read of a queue this connection holds an open read on. A plain key keeps
     /// MemcacheQ's reply: the key and the flags given at `set`.
+    /// One key of a `get`: `with_cas` (`gets`) adds the message's sequence number as its
+    /// CAS unique, which memcached clients expect on every `gets` value line.
     async fn get_one<W: AsyncWrite + Unpin>(
         &mut self,
         key: &[u8],
+        with_cas: bool,
         out: &mut Output<'_, W, NoValue>,
     ) -> KeyStep {
         bump(&self.shared.counters.cmd_get);
         let kestrel = self.shared.settings.kestrel || carries_options(key);
-        let o: ReadOptions<'_> = match parse_key(key) {
-            Ok(o) if !o.queue.is_empty() => o,
-            // Only a key with options can fail, or be empty (`/open`): a Kestrel client's,
-            // answered as Kestrel does.
-            _ => {
-                out.buf().extend_from_slice(KESTREL_CLIENT_ERROR);
-                return KeyStep::Close;
-            }
+        if let Some((error, close)) = key_error(key) {
+            out.buf().extend_from_slice(error);
+            return if close { KeyStep::Close } else { KeyStep::Stop };
+        }
+        let Ok(o) = parse_key(key) else {
+            return KeyStep::Close;
         };
-        let name = match std::str::from_utf8(o.queue) {
-            Ok(n) if validate_name(o.queue) => n,
-            _ => {
-                out.buf().extend_from_slice(BAD_NAME);
-                return KeyStep::Stop;
-            }
+        let Ok(name) = std::str::from_utf8(o.queue) else {
+            return KeyStep::Close;
         };
         if o.close || o.abort {
             if o.close {
@@ -605,10 +618,11 @@ impl Conn {
         match got {
             Some((q, d)) => {
                 bump(&self.shared.counters.get_hits);
+                let cas = with_cas.then_some(d.seq);
                 if kestrel {
-                    reply::value(out.buf(), o.queue, 0, &d.data, None);
+                    reply::value(out.buf(), o.queue, 0, &d.data, cas);
                 } else {
-                    reply::value(out.buf(), key, d.flags, &d.data, None);
+                    reply::value(out.buf(), key, d.flags, &d.data, cas);
                 }
                 match take {
                     Take::Remove => push_unique(&mut self.to_commit, &q),
@@ -837,8 +851,12 @@ impl Conn {
                 let r = self.flush_expired(&self.shared.engine.queues()).await;
                 out.extend_from_slice(&r);
             }
-            [b"dump_stats"] => crate::stats::kestrel_dump(out, &self.shared.engine),
-            [b"dump_config"] => crate::stats::kestrel_dump_config(out, &self.shared.engine),
+            [b"dump_stats", names @ ..] => {
+                crate::stats::kestrel_dump(out, &self.shared.engine, names)
+            }
+            [b"dump_config", names @ ..] => {
+                crate::stats::kestrel_dump_config(out, &self.shared.engine, names)
+            }
             [b"confirm", name, n] => {
                 let n = std::str::from_utf8(n)
                     .ok()
@@ -948,6 +966,21 @@ fn parse_monitor(line: &[u8]) -> Option<(&[u8], u64, Option<usize>)> {
 }
 
 /// The outcome of one key of a `get`.
+/// What is wrong with a `get` key before anything is read for it: its error reply,
+/// and whether the connection closes. A key with options that fail, or with no queue
+/// name (`/open`), is a Kestrel client's, answered as Kestrel does (CLIENT_ERROR and a
+/// disconnect); a bad queue name is answered and the connection goes on.
+fn key_error(key: &[u8]) -> Option<(&'static [u8], bool)> {
+    match parse_key(key) {
+        Ok(o) if o.queue.is_empty() => Some((KESTREL_CLIENT_ERROR, true)),
+        Err(_) => Some((KESTREL_CLIENT_ERROR, true)),
+        Ok(o) if std::str::from_utf8(o.queue).is_err() || !validate_name(o.queue) => {
+            Some((BAD_NAME, false))
+        }
+        Ok(_) => None,
+    }
+}
+
 enum KeyStep {
     /// Go on with the next key.
     Next,

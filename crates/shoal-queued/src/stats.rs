@@ -3,8 +3,10 @@
 use crate::config::VERSION;
 use shoal_net::Budget;
 use shoal_protocol::reply;
+use shoal_queue::Queue;
 use shoal_queue::{unix_now, Engine, QueueStats};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Counters shared by every connection. Relaxed atomics: they are statistics, not
@@ -176,11 +178,23 @@ fn queue_fields(s: &QueueStats) -> [(&'static str, u64); 21] {
     ]
 }
 
-/// Kestrel's `dump_stats`: per queue, `queue '<name>' {`, one indented `key=value` line per
-/// counter and `}`; then `END`.
-pub fn kestrel_dump(out: &mut Vec<u8>, engine: &Engine) {
+/// The queues `dump_stats`/`dump_config` report: those named (`names`, when any are
+/// given, as Kestrel takes them), else all; by name.
+fn named_queues(engine: &Engine, names: &[&[u8]]) -> Vec<Arc<Queue>> {
+    let mut queues: Vec<Arc<Queue>> = engine
+        .queues()
+        .into_iter()
+        .filter(|q| names.is_empty() || names.iter().any(|n| *n == q.name().as_bytes()))
+        .collect();
+    queues.sort_by(|a, b| a.name().cmp(b.name()));
+    queues
+}
+
+/// Kestrel's `dump_stats [queue...]`: per queue, `queue '<name>' {`, one indented
+/// `key=value` line per counter and `}`; then `END`.
+pub fn kestrel_dump(out: &mut Vec<u8>, engine: &Engine, names: &[&[u8]]) {
     let now = unix_now();
-    for q in engine.queues() {
+    for q in named_queues(engine, names) {
         out.extend_from_slice(format!("queue '{}' {{\r\n", q.name()).as_bytes());
         for (k, v) in queue_fields(&q.stats(now)) {
             out.extend_from_slice(format!("  {k}={v}\r\n").as_bytes());
@@ -194,15 +208,14 @@ pub fn kestrel_dump(out: &mut Vec<u8>, engine: &Engine) {
     reply::end(out);
 }
 
-/// Kestrel's `dump_config`: per queue (by name), `queue '<name>' {`, its configuration in force as
+/// Kestrel's `dump_config [queue...]`: per queue (by name; only those named, if any),
+/// `queue '<name>' {`, its configuration in force as
 /// indented `key=value` lines in the queue config file's names (0: unlimited or off),
 /// and `}`; then `END`.
-pub fn kestrel_dump_config(out: &mut Vec<u8>, engine: &Engine) {
+pub fn kestrel_dump_config(out: &mut Vec<u8>, engine: &Engine, names: &[&[u8]]) {
     let memory = engine.config().memory_per_queue;
     let item = engine.config().max_item_size as u64;
-    let mut queues = engine.queues();
-    queues.sort_by(|a, b| a.name().cmp(b.name()));
-    for q in queues {
+    for q in named_queues(engine, names) {
         let l = q.limits();
         let max_item_size = match l.max_item_size {
             0 => item,

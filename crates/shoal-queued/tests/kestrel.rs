@@ -114,6 +114,13 @@ fn kestrel_flag_for_every_request() {
     let mut c = s.client();
     assert_eq!(c.cmd("bogus"), "CLIENT_ERROR");
     assert!(c.closed());
+    // Commands the parser knows but a queue has no use for: the same as Kestrel's
+    // catch-all, CLIENT_ERROR and a disconnect.
+    for cmd in ["incr q 1", "verbosity 1", "touch q 10"] {
+        let mut c = s.client();
+        assert_eq!(c.cmd(cmd), "CLIENT_ERROR", "{cmd}");
+        assert!(c.closed(), "{cmd}");
+    }
     let mut c = s.client();
     wait_for_head(&mut c, "q", "y");
     assert_eq!(

@@ -20,9 +20,14 @@ fn memcacheq_basics() {
     assert_eq!(c.try_set("jobs", 42, 0, b"one").expect("set"), "STORED");
     assert_eq!(c.set("jobs", b"two"), "STORED");
     assert_eq!(c.get("jobs"), Some((42, b"one".to_vec())));
-    // gets is an alias.
+    // gets reads as get does, with the message's sequence number as the CAS field
+    // memcached clients parse on every gets value line.
     c.send(b"gets jobs\r\n");
-    assert_eq!(c.line(), "VALUE jobs 0 3");
+    let line = c.line();
+    let cas = line
+        .strip_prefix("VALUE jobs 0 3 ")
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(cas.parse::<u64>().is_ok(), "{line}");
     assert_eq!(c.line(), "two");
     assert_eq!(c.line(), "END");
     assert_eq!(c.get("jobs"), None);
@@ -164,6 +169,36 @@ fn blocking_get_waits_and_wakes() {
     assert_eq!(c.get_str("w/t=5000").as_deref(), Some("late"));
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     producer.join().expect("producer");
+}
+
+/// A multi-key get with a bad key takes nothing: the error is the whole reply, not
+/// something sent after values already dequeued (a client raising on it would lose them).
+#[test]
+fn a_multi_get_with_a_bad_key_takes_nothing() {
+    let d = dir();
+    let s = Server::start(d.path(), &[]);
+    let mut c = s.client();
+    assert_eq!(c.set("a", b"x"), "STORED");
+    assert_eq!(c.cmd("get a .bad"), "CLIENT_ERROR bad queue name");
+    assert_eq!(c.get_str("a").as_deref(), Some("x"), "still there");
+    assert_eq!(c.set("a", b"y"), "STORED");
+    assert_eq!(c.cmd("get a b/t=soon"), "CLIENT_ERROR");
+    assert!(c.closed(), "bad options: Kestrel's disconnect");
+    let mut c = s.client();
+    assert_eq!(c.get_str("a").as_deref(), Some("y"), "still there");
+    // dump_stats and dump_config name the queues to report, or report all.
+    assert_eq!(c.set("b", b"z"), "STORED");
+    c.send(b"dump_stats b\r\n");
+    let mut lines = Vec::new();
+    loop {
+        let l = c.line();
+        if l == "END" {
+            break;
+        }
+        lines.push(l);
+    }
+    assert_eq!(lines.first().map(String::as_str), Some("queue 'b' {"));
+    assert!(!lines.iter().any(|l| l == "queue 'a' {"), "{lines:?}");
 }
 
 /// A client that closes while its blocking read waits takes nothing with it: the next
