@@ -136,7 +136,7 @@ fn runs_to_end(buf: &[u8], mut at: usize) -> bool {
 /// Whether the bytes (fewer than a record) could begin a record header: its kind byte
 /// and the zero bytes after it, as far as they are there.
 fn plausible_header_start(b: &[u8]) -> bool {
-    b.get(8).is_none_or(|k| (1..=3).contains(k)) && b.iter().skip(9).take(3).all(|&z| z == 0)
+    b.get(8).map_or(true, |k| (1..=3).contains(k)) && b.iter().skip(9).take(3).all(|&z| z == 0)
 }
 
 #[cfg(test)]
