@@ -344,6 +344,11 @@ impl Conn {
         out: &mut Output<'_, W, NoValue>,
     ) -> Flow {
         match req {
+            // Kestrel has no `gets`: its catch-all answers it.
+            Request::Get { with_cas: true, .. } if self.shared.settings.kestrel => {
+                out.buf().extend_from_slice(KESTREL_CLIENT_ERROR);
+                return Flow::Close;
+            }
             Request::Get { keys, with_cas } => {
                 // Every key is checked before any is read: a bad key after good ones
                 // would otherwise end the reply with an error after messages were taken,

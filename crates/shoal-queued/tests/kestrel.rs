@@ -116,7 +116,7 @@ fn kestrel_flag_for_every_request() {
     assert!(c.closed());
     // Commands the parser knows but a queue has no use for: the same as Kestrel's
     // catch-all, CLIENT_ERROR and a disconnect.
-    for cmd in ["incr q 1", "verbosity 1", "touch q 10"] {
+    for cmd in ["incr q 1", "verbosity 1", "touch q 10", "gets q"] {
         let mut c = s.client();
         assert_eq!(c.cmd(cmd), "CLIENT_ERROR", "{cmd}");
         assert!(c.closed(), "{cmd}");
