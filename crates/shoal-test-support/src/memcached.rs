@@ -6,9 +6,12 @@
 //! here instead of each spawning `memcached` and treating a failed spawn as "not
 //! installed", which let a missing memcached pass a test silently.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
+#[cfg(test)]
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A running memcached listening on `127.0.0.1`, killed (and reaped) when dropped.
@@ -33,40 +36,58 @@ impl Memcached {
     /// Like [`Memcached::start`] with a binary the caller already found with
     /// [`peer`](crate::peer) (tests that start many and check the peer rule once).
     ///
-    /// Panics if memcached does not accept connections within 5 s on any of five ports
-    /// (a port can be taken by another process between choosing and binding it).
+    /// memcached picks its own port (`-p -1`) and says which in the file named by
+    /// `MEMCACHED_PORT_FILENAME`, as its own test suite starts it. Choosing a free port
+    /// here and passing it instead raced with the other tests starting servers in
+    /// parallel: another process could take the port first, memcached would exit, and the
+    /// readiness probe would reach the other process. Panics if memcached exits or has not
+    /// written its port within 10 s.
     pub fn start_bin(bin: &Path, args: &[&str]) -> Memcached {
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("ephemeral port")
-                .port();
-            // `-u root` is only read (and only needed) when the tests run as root.
-            let child = Command::new(bin)
-                .args(["-p", &port.to_string(), "-l", "127.0.0.1", "-U", "0"])
-                .args(["-u", "root", "-t", "2"])
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
-            let mut mc = Memcached {
-                child,
-                addr: ([127, 0, 0, 1], port).into(),
-            };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = mc.child.try_wait() {
-                    break; // Most likely the port was taken meanwhile: try another.
-                }
-                if TcpStream::connect_timeout(&mc.addr, Duration::from_millis(200)).is_ok() {
-                    return mc;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let port_file = std::env::temp_dir().join(format!(
+            "shoal-memcached-port-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&port_file);
+        // `-u root` is only read (and only needed) when the tests run as root.
+        let child = Command::new(bin)
+            .args(["-p", "-1", "-l", "127.0.0.1", "-U", "0"])
+            .args(["-u", "root", "-t", "2"])
+            .args(args)
+            .env("MEMCACHED_PORT_FILENAME", &port_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
+        let mut mc = Memcached {
+            child,
+            addr: ([127, 0, 0, 1], 0).into(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            // memcached writes the file under another name and renames it once every
+            // socket is bound, so a file that exists is complete.
+            let port = std::fs::read_to_string(&port_file).ok().and_then(|text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("TCP INET: "))
+                    .and_then(|p| p.trim().parse::<u16>().ok())
+            });
+            if let Some(port) = port {
+                let _ = std::fs::remove_file(&port_file);
+                mc.addr.set_port(port);
+                return mc;
             }
+            if let Ok(Some(status)) = mc.child.try_wait() {
+                panic!("memcached {args:?} exited at startup: {status}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "memcached {args:?} did not say its port within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(10));
         }
-        panic!("memcached {args:?} did not start");
     }
 
     /// The address it listens on.
