@@ -116,35 +116,44 @@ impl Shoald {
     }
 }
 
-/// A real memcached on a free loopback port, in a [`Shoald`] (same handle), or `None`
-/// after a visible skip when memcached is not installed (CI requires it).
+/// A real memcached on a loopback port of its choosing, in a [`Shoald`] (same handle), or
+/// `None` after a visible skip when memcached is not installed (CI requires it).
+/// memcached picks the port (`-p -1`) and names it in `MEMCACHED_PORT_FILENAME`: a port
+/// chosen here could be taken by a server of a test running in parallel first.
 pub fn memcached() -> Option<Shoald> {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
     let bin = shoal_test_support::peer("memcached", "memcached")?;
-    let port = free_port();
+    let port_file = std::env::temp_dir().join(format!(
+        "shoal-proxy-memcached-port-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&port_file);
     let mut cmd = Command::new(bin);
     // `-u root` only matters (and is only needed) when the tests run as root.
-    cmd.args([
-        "-p",
-        &port.to_string(),
-        "-U",
-        "0",
-        "-l",
-        "127.0.0.1",
-        "-m",
-        "64",
-    ])
-    .args(["-u", "root"]);
+    cmd.args(["-p", "-1", "-U", "0", "-l", "127.0.0.1", "-m", "64"])
+        .args(["-u", "root"])
+        .env("MEMCACHED_PORT_FILENAME", &port_file);
     let proc = Proc::spawn(cmd);
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "memcached did not start on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some(Shoald { proc, addr })
+    let port = loop {
+        // Written under another name and renamed once the sockets are bound.
+        let port = std::fs::read_to_string(&port_file).ok().and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("TCP INET: "))
+                .and_then(|p| p.trim().parse::<u16>().ok())
+        });
+        if let Some(port) = port {
+            let _ = std::fs::remove_file(&port_file);
+            break port;
+        }
+        assert!(Instant::now() < deadline, "memcached did not say its port");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Some(Shoald {
+        proc,
+        addr: ([127, 0, 0, 1], port).into(),
+    })
 }
 
 /// Three shoald backends.
