@@ -79,6 +79,12 @@ while [ \$# -gt 0 ]; do
   args+=("\$1")
   shift
 done
+# Dies with the test that started it: a test killed by its timeout (the known failures
+# wait until killed) must not leave a server holding prove's output pipe, which would
+# hold prove, and CI, forever.
+if command -v setpriv >/dev/null; then
+  exec setpriv --pdeathsig KILL "$shoald" -o debug_time "\${args[@]}"
+fi
 exec "$shoald" -o debug_time "\${args[@]}"
 WRAPPER
   chmod +x "$run/memcached-debug"
