@@ -4,7 +4,7 @@ use crate::error::StoreError;
 use crate::index::{Ref as Loc, Shard};
 use crate::inner::Inner;
 use crate::item::Item;
-use crate::layout::{self, with_freq, ItemSpec, CAS_SEEN, FETCHED, STALE, WIN_SENT};
+use crate::layout::{self, with_freq, ItemSpec, CAS_SEEN, FETCHED, FLASH, STALE, WIN_SENT};
 use crate::writer::Writer;
 
 /// Options for storing a new value.
@@ -37,6 +37,9 @@ pub(crate) enum EntryErrorKind {
     /// slab class, counted there if no room can be made): `update` makes room and re-runs
     /// the closure.
     NeedSpace(usize, usize),
+    /// The live item is a stub and the closure needs its value: `update` reads it from
+    /// flash without the lock and re-runs the closure with it.
+    NeedValue(Loc, crate::flash::Locator),
     Store(StoreError),
 }
 
@@ -55,9 +58,13 @@ pub struct Entry<'a> {
     key: &'a [u8],
     now: u32,
     current: Option<Loc>,
+    /// The value of the stub at `current`, read from flash by `update`.
+    loaded: Option<&'a [u8]>,
 }
 
 impl<'a> Entry<'a> {
+    // The key's place in the index and its item, unpacked: one call site, in `update`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         inner: &'a Inner,
         shard: &'a mut Shard,
@@ -66,6 +73,7 @@ impl<'a> Entry<'a> {
         key: &'a [u8],
         now: u32,
         current: Option<Loc>,
+        loaded: Option<&'a [u8]>,
     ) -> Self {
         Entry {
             inner,
@@ -75,7 +83,30 @@ impl<'a> Entry<'a> {
             key,
             now,
             current,
+            loaded,
         }
+    }
+
+    /// Makes the live item's value readable through [`item`](Self::item) when it is on
+    /// flash (a no-op otherwise). Call it, and propagate its error with `?`, before
+    /// reading the value: the store then reads the value from flash without the lock and
+    /// runs the closure again. Replacing, deleting or touching an item never needs it.
+    pub fn load_value(&self) -> Result<(), EntryError> {
+        match self.current {
+            Some(loc) if self.loaded.is_none() => {
+                let raw = self.inner.item_at(loc);
+                match Inner::locator(&raw).filter(|_| raw.is_flash()) {
+                    Some(locator) => Err(EntryError(EntryErrorKind::NeedValue(loc, locator))),
+                    None => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Where the live item is, for the store's own checks that it did not change.
+    pub(crate) fn current(&self) -> Option<Loc> {
+        self.current
     }
 
     /// The key.
@@ -94,10 +125,16 @@ impl<'a> Entry<'a> {
     }
 
     /// The live item, if any.
+    /// Its value is empty for an item on flash until [`load_value`](Self::load_value)
+    /// has been called ([`Item::value_len`] is right either way).
     pub fn item(&self) -> Option<Item<'_>> {
         self.current.map(|loc| {
             let raw = self.inner.item_at(loc);
-            self.inner.view(loc, raw, self.now)
+            let item = self.inner.view(loc, raw, self.now);
+            match self.loaded {
+                Some(v) if raw.is_flash() => item.with_flash_value(v),
+                _ => item,
+            }
         })
     }
 
@@ -114,13 +151,17 @@ impl<'a> Entry<'a> {
         let Some(loc) = self.current else {
             return Ok(None);
         };
+        self.load_value()?;
         let old = self.inner.item_at(loc);
         let opts = StoreOptions {
             flags: old.flags(),
             exptime: old.exptime(),
             ..StoreOptions::default()
         };
-        let old_value = old.value();
+        let old_value = match self.loaded {
+            Some(v) if old.is_flash() => v,
+            _ => old.value(),
+        };
         let parts: [&[u8]; 2] = if prepend {
             [data, old_value]
         } else {
@@ -153,7 +194,8 @@ impl<'a> Entry<'a> {
             cas: Some(self.inner.cas_of(loc, &old)),
             ..StoreOptions::default()
         };
-        let state = old.bits() & (FETCHED | STALE | WIN_SENT);
+        // A stub is copied as a stub: its value stays where it is on flash.
+        let state = old.bits() & (FETCHED | STALE | WIN_SENT | FLASH);
         let value = old.value();
         self.write(&[value], value.len(), opts, state)?;
         Ok(true)
@@ -174,7 +216,9 @@ impl<'a> Entry<'a> {
         // `set_exptime`.
         let old = self.inner.item_at(loc);
         let value: &[u8] = if keep_value { old.value() } else { &[] };
-        self.write(&[value], value.len(), opts, 0).map(Some)
+        // A stub whose value is kept is rewritten as a stub of the same flash record.
+        let state = if keep_value { old.bits() & FLASH } else { 0 };
+        self.write(&[value], value.len(), opts, state).map(Some)
     }
 
     /// Removes the live item. Returns false if there was none.

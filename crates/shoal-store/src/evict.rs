@@ -453,6 +453,7 @@ impl Inner {
                         (loc, raw),
                         (class, freq_after),
                         cap - kept,
+                        None,
                     );
                     if let Some(size) = moved {
                         kept += size;
@@ -468,6 +469,21 @@ impl Inner {
                         }
                         return;
                     }
+                }
+            }
+            // With a flash tier, a value worth a disk read leaves memory but not the cache.
+            if retain && kept < cap && self.flushable(&raw) {
+                let moved = self.flush_to_flash(
+                    ev,
+                    &mut shard,
+                    hash,
+                    (loc, raw),
+                    freq.saturating_sub(1),
+                    cap - kept,
+                );
+                if let Some(size) = moved {
+                    kept += size;
+                    return;
                 }
             }
             if self.remove_loc(&mut shard, hash, loc) {
@@ -502,7 +518,9 @@ impl Inner {
     /// `freq`, and points the index at the copy. Returns the copy's size, or `None`
     /// (nothing changed) if it would exceed `room` bytes or no segment can be had for it.
     /// The caller holds the item's shard lock and the eviction lock.
-    fn move_item(
+    // The item, where it goes and what it carries: one call per way of keeping an item.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn move_item(
         &self,
         ev: &mut Evictor,
         shard: &mut Shard,
@@ -510,18 +528,25 @@ impl Inner {
         (old, raw): (Ref, RawItem),
         (queue, freq): (usize, u32),
         room: usize,
+        stub: Option<&[u8; crate::flash::LOCATOR_LEN]>,
     ) -> Option<usize> {
         let bits = raw.bits();
+        // A new stub carries its locator in the value's place; anything else (a stub
+        // moved included) carries what it stores.
+        let (payload, flash_bit): (&[u8], u32) = match stub {
+            Some(locator) => (locator, crate::layout::FLASH),
+            None => (raw.value(), bits & crate::layout::FLASH),
+        };
         // A CAS unique a client may hold (or one set explicitly) must not change; one no
         // client has seen is derived afresh from the new place, saving 8 bytes.
         let cas = (bits & (HAS_CAS | CAS_SEEN) != 0).then(|| self.cas_of(old, &raw));
         let spec = ItemSpec {
             key_len: raw.key_len(),
-            value_len: raw.value_len(),
+            value_len: payload.len(),
             flags: raw.flags(),
             exptime: raw.exptime(),
             cas,
-            state: with_freq(bits & (FETCHED | STALE | WIN_SENT | CAS_SEEN), freq),
+            state: with_freq(bits & (FETCHED | STALE | WIN_SENT | CAS_SEEN), freq) | flash_bit,
         };
         let size = self.refs.aligned(spec.size());
         if size > room {
@@ -534,7 +559,7 @@ impl Inner {
         // readers only change under the shard lock this caller holds.
         unsafe {
             let dst = self.segs.base(seg).add(off as usize);
-            layout::write(dst, &spec, raw.key(), &[raw.value()], raw.atime());
+            layout::write(dst, &spec, raw.key(), &[payload], raw.atime());
         }
         self.expires_in(seg, spec.exptime);
         let new = self.refs.make(seg, off);

@@ -62,6 +62,10 @@ pub(crate) struct Inner {
     class_table: Box<[u8]>,
     /// What happened to each slab class's items (evictions, expiry, refusals).
     pub(crate) class_events: AllClassEvents,
+    /// The writer reads from flash bring values back to memory with (see `Store::recache`).
+    pub(crate) recache_writer: Mutex<Option<crate::writer::Writer>>,
+    /// The flash tier, if the store has one (see `tier`).
+    pub(crate) flash: std::sync::OnceLock<std::sync::Arc<crate::flash::Flash>>,
 }
 
 impl Inner {
@@ -89,6 +93,8 @@ impl Inner {
             slab_classes: cfg.slab_classes,
             class_table: cfg.slab_classes.lookup_table(),
             class_events: AllClassEvents::default(),
+            flash: std::sync::OnceLock::new(),
+            recache_writer: Mutex::new(None),
         }
     }
 
@@ -186,7 +192,11 @@ impl Inner {
         m.live_items.fetch_add(1, Ordering::Relaxed);
         m.live_bytes.fetch_add(size as u32, Ordering::Relaxed);
         shard.counters.bytes += size as u64;
-        let (class, total) = self.slab_class(&self.item_at(r));
+        let raw = self.item_at(r);
+        if raw.is_flash() {
+            self.retain_stub(&raw);
+        }
+        let (class, total) = self.slab_class(&raw);
         shard.classes.link(class, total, size as u64);
     }
 
@@ -204,6 +214,9 @@ impl Inner {
         m.live_bytes.fetch_sub(size as u32, Ordering::Relaxed);
         m.live_items.fetch_sub(1, Ordering::Release);
         shard.counters.bytes -= size as u64;
+        if raw.is_flash() {
+            self.release_stub(&raw);
+        }
         let (class, total) = self.slab_class(&raw);
         shard.classes.unlink(class, total, size as u64);
     }

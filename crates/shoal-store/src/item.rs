@@ -17,6 +17,8 @@ pub struct Item<'e> {
     pub(crate) seg: SegId,
     /// Its segment's count of items read since they arrived (raised at the first read).
     active_items: &'e AtomicU32,
+    /// For a stub of a flash-resident value: the value, once read from flash.
+    pub(crate) flash_value: Option<&'e [u8]>,
 }
 
 impl<'e> Item<'e> {
@@ -37,7 +39,14 @@ impl<'e> Item<'e> {
             owner,
             seg,
             active_items,
+            flash_value: None,
         }
+    }
+
+    /// The same item with its flash-resident value read into `value`.
+    pub(crate) fn with_flash_value(mut self, value: &'e [u8]) -> Self {
+        self.flash_value = Some(value);
+        self
     }
 
     /// The key.
@@ -45,9 +54,29 @@ impl<'e> Item<'e> {
         self.raw.key()
     }
 
-    /// The value.
+    /// The value. For an item whose value is on flash, this is the value read back
+    /// ([`Store::get`](crate::Store::get) reads it before calling back;
+    /// [`Entry::load_value`](crate::Entry::load_value) inside an update), and empty until it is read.
     pub fn value(&self) -> &[u8] {
-        self.raw.value()
+        match (self.flash_value, self.raw.is_flash()) {
+            (Some(v), _) => v,
+            (None, true) => &[],
+            (None, false) => self.raw.value(),
+        }
+    }
+
+    /// The value's length, without reading a flash-resident value.
+    pub fn value_len(&self) -> usize {
+        if self.raw.is_flash() {
+            crate::flash::Locator::from_bytes(self.raw.value()).map_or(0, |l| l.len as usize)
+        } else {
+            self.raw.value_len()
+        }
+    }
+
+    /// Whether the value is on flash (the item in memory is a stub).
+    pub fn on_flash(&self) -> bool {
+        self.raw.is_flash()
     }
 
     /// Client flags.

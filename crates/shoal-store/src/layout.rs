@@ -54,6 +54,9 @@ pub const FREQ_MAX: u32 = 3;
 pub const ACTIVE: u32 = 1 << 9;
 /// The item's CAS unique has been handed to a client, so it must survive a move.
 pub const CAS_SEEN: u32 = 1 << 10;
+/// The item is a stub: its value is on flash, and the bytes stored in its place are a
+/// [`Locator`](crate::flash::Locator) (see `flash`). Fixed at write time.
+pub const FLASH: u32 = 1 << 11;
 
 /// Bits of flags in word0.
 const BITS_MASK: u32 = 0xfff;
@@ -65,7 +68,7 @@ const VLEN_SHIFT: u32 = 20;
 const VLEN_LOW_MAX: usize = 0xfff;
 
 /// Bits that describe which optional fields exist; fixed once the item is written.
-const SHAPE: u32 = HAS_FLAGS | HAS_EXPTIME | HAS_CAS | BIG_LEN;
+const SHAPE: u32 = HAS_FLAGS | HAS_EXPTIME | HAS_CAS | BIG_LEN | FLASH;
 
 /// Longest key the layout can hold.
 pub const MAX_KEY: usize = 255;
@@ -93,7 +96,8 @@ pub struct ItemSpec {
     pub exptime: u32,
     /// Explicit CAS unique to store, if any.
     pub cas: Option<u64>,
-    /// Initial state bits (FETCHED, STALE, WIN_SENT, CAS_SEEN, a read count).
+    /// Initial state bits (FETCHED, STALE, WIN_SENT, CAS_SEEN, a read count), and FLASH
+    /// for a stub.
     pub state: u32,
 }
 
@@ -113,7 +117,7 @@ impl ItemSpec {
         if self.value_len > VLEN_LOW_MAX {
             bits |= BIG_LEN;
         }
-        bits
+        bits | (self.state & FLASH)
     }
 
     /// Total bytes the item occupies in a segment, padding included.
@@ -186,7 +190,14 @@ impl RawItem {
         ((self.word0() >> KEY_SHIFT) & 0xff) as usize
     }
 
-    /// Value length in bytes.
+    /// Whether the item is a stub of a flash-resident value.
+    #[inline]
+    pub fn is_flash(&self) -> bool {
+        self.word0() & FLASH != 0
+    }
+
+    /// Length in bytes of what is stored in the value's place: the value, or a stub's
+    /// locator.
     #[inline]
     pub fn value_len(&self) -> usize {
         let w = self.word0();
@@ -329,12 +340,23 @@ impl RawItem {
         unsafe { std::slice::from_raw_parts(self.ptr.add(self.data_offset()), self.key_len()) }
     }
 
-    /// The value bytes.
+    /// The bytes stored in the value's place: the value, or a stub's locator.
     #[inline]
     pub fn value(&self) -> &[u8] {
         let start = self.data_offset() + self.key_len();
         // SAFETY: as for `key`.
         unsafe { std::slice::from_raw_parts(self.ptr.add(start), self.value_len()) }
+    }
+
+    /// Overwrites a stub's locator in place (compaction moved its value). Only under the
+    /// item's shard lock, under which every reader of a stub's locator reads it.
+    pub fn set_locator(&self, bytes: &[u8]) {
+        debug_assert!(self.is_flash() && bytes.len() == self.value_len());
+        let start = self.data_offset() + self.key_len();
+        let len = bytes.len().min(self.value_len());
+        // SAFETY: the stub's stored value is `value_len` bytes at `start`, inside the
+        // item; the caller holds the shard lock, so no reader sees the bytes change.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(start), len) }
     }
 
     /// Bytes the item occupies in its segment.

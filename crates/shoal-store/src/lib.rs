@@ -27,6 +27,7 @@ mod dump;
 mod entry;
 mod error;
 mod evict;
+pub mod flash;
 mod ghost;
 mod index;
 mod inner;
@@ -40,6 +41,7 @@ mod slab_class;
 mod stats;
 mod store;
 mod store_id;
+mod tier;
 mod value_ref;
 mod writer;
 
@@ -48,6 +50,7 @@ pub use clock::{is_expired, Clock, MAX_RELATIVE_EXPTIME};
 pub use config::StoreConfig;
 pub use entry::{Entry, EntryError, StoreOptions};
 pub use error::{ConfigError, StoreError};
+pub use flash::{Flash, FlashConfig, FlashError, FlashStats};
 pub use inner::EvictObserver;
 pub use item::Item;
 pub use restart::{

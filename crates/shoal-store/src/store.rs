@@ -74,10 +74,105 @@ impl Store {
             shard.counters.get_expired += 1;
             return None;
         }
+        if raw.is_flash() {
+            let locator = Inner::locator(&raw)?;
+            drop(shard);
+            return self.get_from_flash(key, hash, (loc, locator), now, f);
+        }
         let item = inner.view(loc, raw, now);
         let r = f(&item);
         item.record_read();
         Some(r)
+    }
+
+    /// [`get`](Self::get) of a stub: reads the value without the shard lock, then serves
+    /// what the index holds for the key by then (the same stub, perhaps moved, or what
+    /// replaced it).
+    fn get_from_flash<R>(
+        &self,
+        key: &[u8],
+        hash: u64,
+        (loc, locator): (crate::index::Ref, crate::flash::Locator),
+        now: u32,
+        f: impl FnOnce(&Item<'_>) -> R,
+    ) -> Option<R> {
+        let inner = &*self.inner;
+        let loaded = match inner.load_stub(loc, locator, key) {
+            Ok(loaded) => loaded,
+            Err(_) => {
+                inner.drop_unreadable(hash, loc);
+                return None;
+            }
+        };
+        let mut shard = inner.shard(hash);
+        let now_loc = match inner.same_stub(&mut shard, hash, key, locator) {
+            Some(l) => l,
+            None => {
+                // Changed while the disk was read: serve what is there now, if it is in
+                // memory (a newer stub is a newer value, not read here: a miss).
+                let l = shard.find(inner, hash, key)?;
+                let raw = inner.item_at(l);
+                if raw.is_flash() || is_expired(raw.exptime(), now) {
+                    return None;
+                }
+                let item = inner.view(l, raw, now);
+                let r = f(&item);
+                item.record_read();
+                return Some(r);
+            }
+        };
+        let raw = inner.item_at(now_loc);
+        if is_expired(raw.exptime(), now) {
+            return None;
+        }
+        let item = inner
+            .view(now_loc, raw, now)
+            .with_flash_value(loaded.value());
+        let r = f(&item);
+        item.record_read();
+        let recache = inner.flash().is_some_and(|fl| fl.recache_due()).then(|| {
+            let opts = crate::entry::StoreOptions {
+                flags: item.flags(),
+                exptime: item.exptime(),
+                cas: Some(item.cas()),
+                stale: item.stale(),
+                win_sent: item.win_sent(),
+                private_cas: false,
+            };
+            (opts, now_loc)
+        });
+        drop(shard);
+        if let Some((opts, stub)) = recache {
+            self.recache(key, stub, loaded.value(), opts);
+        }
+        Some(r)
+    }
+
+    /// Writes a value read from flash back into memory, if its stub is still the item
+    /// (nothing replaced it meanwhile). Uses the store's one recache writer and gives up
+    /// rather than wait for it: a read never waits on another read's recache.
+    fn recache(
+        &self,
+        key: &[u8],
+        stub: crate::index::Ref,
+        value: &[u8],
+        opts: crate::entry::StoreOptions,
+    ) {
+        let inner = &*self.inner;
+        let Some(mut slot) = inner.recache_writer.try_lock() else {
+            return;
+        };
+        let writer = slot.get_or_insert_with(|| self.writer());
+        let done = self.update(writer, key, |e| {
+            if e.current() != Some(stub) {
+                return Ok(false);
+            }
+            e.store(&[value], opts)?;
+            Ok(true)
+        });
+        if let (Ok(true), Some(flash)) = (done, inner.flash()) {
+            flash.counters.recache.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Runs a read-modify-write on one key under its shard lock. `f` sees the live item (if
@@ -114,6 +209,7 @@ impl Store {
         inner.check_flush(now);
         let hash = inner.hash(key);
         let mut class = 0;
+        let mut loaded: Option<crate::tier::Loaded> = None;
         for _ in 0..8 {
             let needed = {
                 let mut shard = inner.shard(hash);
@@ -124,12 +220,27 @@ impl Store {
                         current = None;
                     }
                 }
-                let mut entry = Entry::new(inner, &mut shard, writer, hash, key, now, current);
+                let value = loaded
+                    .as_ref()
+                    .filter(|l| Some(l.loc) == current)
+                    .map(|l| l.value());
+                let mut entry =
+                    Entry::new(inner, &mut shard, writer, hash, key, now, current, value);
                 match f(&mut entry) {
                     Ok(r) => return Ok(r),
                     Err(EntryError(EntryErrorKind::NeedSpace(n, c))) => {
                         class = c;
                         n
+                    }
+                    Err(EntryError(EntryErrorKind::NeedValue(loc, locator))) => {
+                        drop(shard);
+                        match inner.load_stub(loc, locator, key) {
+                            Ok(l) => loaded = Some(l),
+                            // Unreadable: the item is gone, and the closure runs again
+                            // without it.
+                            Err(_) => inner.drop_unreadable(hash, loc),
+                        }
+                        continue;
                     }
                     Err(EntryError(EntryErrorKind::Store(e))) => return Err(e),
                 }
@@ -193,6 +304,8 @@ impl Store {
         // The ghost remembers half as many evictions as the cache holds items.
         let items: usize = inner.shards.iter().map(|s| s.0.lock().len()).sum();
         inner.ghost.set_window(items / 2);
+        // Flash compaction reads a page and takes shard locks; not under the eviction lock.
+        inner.compact_flash();
         let mut ev = inner.evictor.lock();
         inner.segs.reclaim_dead();
         // Shrinking to a lowered limit evicts without keeping anything: it must free

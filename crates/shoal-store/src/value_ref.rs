@@ -24,9 +24,11 @@ use std::ptr::NonNull;
 /// to take and one decrement to drop.
 pub struct ValueRef<'s> {
     inner: &'s Inner,
-    seg: SegId,
+    /// The pinned segment, or `None` for a value read from flash (held in `owned`).
+    seg: Option<SegId>,
     ptr: NonNull<u8>,
     len: usize,
+    owned: Option<Box<[u8]>>,
 }
 
 // SAFETY: a ValueRef is a shared, immutable view of bytes that no one writes while the
@@ -51,6 +53,9 @@ impl ValueRef<'_> {
 impl AsRef<[u8]> for ValueRef<'_> {
     #[inline]
     fn as_ref(&self) -> &[u8] {
+        if let Some(owned) = &self.owned {
+            return owned;
+        }
         // SAFETY: `ptr..ptr+len` was the value of a published item when the pin was taken
         // (under its shard lock), and the segment holding it is neither reused nor freed
         // nor written at those bytes until the pin is dropped in `drop`.
@@ -69,7 +74,9 @@ impl std::fmt::Debug for ValueRef<'_> {
 
 impl Drop for ValueRef<'_> {
     fn drop(&mut self) {
-        self.inner.segs.unpin(self.seg);
+        if let Some(seg) = self.seg {
+            self.inner.segs.unpin(seg);
+        }
     }
 }
 
@@ -89,14 +96,26 @@ impl Store {
             item.owner == inner.id(),
             "Store::pin: the item belongs to a different Store"
         );
+        if let Some(value) = item.flash_value {
+            // Read from flash into a buffer that dies with the callback: the reply keeps
+            // a copy (a disk read's cost dwarfs it).
+            return ValueRef {
+                inner,
+                seg: None,
+                ptr: NonNull::dangling(),
+                len: value.len(),
+                owned: Some(value.into()),
+            };
+        }
         inner.segs.pin(item.seg);
         let value = item.value();
         ValueRef {
             inner,
-            seg: item.seg,
+            seg: Some(item.seg),
             // A slice's pointer is never null (an empty one is dangling but non-null).
             ptr: NonNull::from(value).cast(),
             len: value.len(),
+            owned: None,
         }
     }
 

@@ -1,0 +1,102 @@
+//! Compaction's side of the flash file: which page to compact, and its records.
+//!
+//! Deletes, overwrites and expiry leave holes in pages that only a page's last live value
+//! going frees. When free pages run short (`ext_compact_under`), the sealed page with the
+//! smallest live share under `ext_max_frag` is compacted: its records are read in order,
+//! and the store moves each one a stub still points at (see `tier`).
+
+use super::pages::SEALED;
+use super::record::{self, RECORD_HEADER};
+use super::Flash;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
+
+/// Bytes read from a page at a time (a record longer than this is read whole).
+const CHUNK: usize = 1 << 20;
+
+impl Flash {
+    /// The page to compact now, with its version: the sealed page with the least live
+    /// share below `max_frag`, when fewer pages than `compact_under` are free.
+    pub(crate) fn compaction_candidate(&self) -> Option<(u32, u32)> {
+        let under = self.tune.compact_under.load(Ordering::Relaxed) as usize;
+        let max_frag = f64::from(self.tune.max_frag_milli.load(Ordering::Relaxed)) / 1000.0;
+        let st = self.state.lock();
+        if st.free.len() >= under.max(1) {
+            return None;
+        }
+        st.sealed
+            .iter()
+            .map(|&p| (p, &self.pages[p as usize]))
+            .filter(|(_, pg)| pg.state.load(Ordering::Acquire) == SEALED && pg.fill() < max_frag)
+            .min_by(|a, b| a.1.fill().total_cmp(&b.1.fill()))
+            .map(|(p, pg)| (p, pg.version.load(Ordering::Acquire)))
+    }
+
+    /// Whether compaction drops values never read rather than moving them: always with
+    /// `drop_unread`, and when fewer pages than `drop_under` are free.
+    pub(crate) fn drop_unread_now(&self) -> bool {
+        let under = self.tune.drop_under.load(Ordering::Relaxed) as usize;
+        self.tune.drop_unread.load(Ordering::Relaxed) != 0 || self.state.lock().free.len() < under
+    }
+
+    /// Calls `f(offset, key, value)` for each sound record of `page` (while it keeps
+    /// `version`), in order, until `f` returns false or a record does not check (the
+    /// rest of the page is left as it is). Reads without holding any lock.
+    pub(crate) fn for_each_record(
+        &self,
+        page: u32,
+        version: u32,
+        mut f: impl FnMut(u32, &[u8], &[u8]) -> bool,
+    ) {
+        let Some(pg) = self.pages.get(page as usize) else {
+            return;
+        };
+        let written = pg.written.load(Ordering::Acquire);
+        let base = u64::from(page) * self.cfg.page_size;
+        let mut buf = Vec::new();
+        let mut offset = 0u64;
+        while offset + RECORD_HEADER as u64 <= written {
+            if pg.version.load(Ordering::Acquire) != version {
+                return;
+            }
+            let want = CHUNK.min((written - offset) as usize);
+            buf.resize(want, 0);
+            if self.file.read_exact_at(&mut buf, base + offset).is_err() {
+                return;
+            }
+            let mut at = 0usize;
+            while let Some(header) = buf.get(at..at + RECORD_HEADER) {
+                let klen =
+                    u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
+                let vlen =
+                    u32::from_le_bytes([header[8], header[9], header[10], header[11]]) as usize;
+                let len = record::record_len(klen, vlen);
+                if at + len > buf.len() {
+                    if at == 0 {
+                        // A record longer than a chunk: read it whole.
+                        if offset + len as u64 > written {
+                            return;
+                        }
+                        buf.resize(len, 0);
+                        if self.file.read_exact_at(&mut buf, base + offset).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    break;
+                }
+                let Some((key, value)) = record::parse(&buf[at..at + len]) else {
+                    return;
+                };
+                if !f((offset + at as u64) as u32, key, value) {
+                    return;
+                }
+                at += len;
+            }
+            if at == 0 {
+                return;
+            }
+            offset += at as u64;
+        }
+    }
+}

@@ -1,0 +1,581 @@
+//! The flash tier (memcached's extstore): values of items eviction would drop, kept in a
+//! file, with a small stub in memory saying where.
+//!
+//! - **Writes never wait on the disk.** Eviction copies a value into the open write
+//!   buffer (a memory copy) and leaves a stub item (header, key, a 16-byte
+//!   [`Locator`]) in memory; full buffers go to one IO thread, which writes them in
+//!   order. When the buffers in flight are all taken the value is not flushed: the item
+//!   is evicted as it would be without flash.
+//! - **Every read is checked.** A record carries its key and a CRC-32 (see `record`);
+//!   a stub whose page was reused since (its version changed), a bad CRC, a record of
+//!   another key or an IO error is a miss, counted, never wrong data.
+//! - **Forgetting costs no IO.** Deleting, overwriting or expiring a flash-resident item
+//!   lowers its page's counts ([`Flash::release`]); a sealed page with nothing live is
+//!   free again at once. When no page is free, the oldest page is reused (its stubs read
+//!   as misses from then on); compaction first moves what is still read out of pages
+//!   that are mostly holes (see `compact`).
+//! - **One writer thread, writes in order,** so a reused page's new records can never be
+//!   overwritten by an older buffer still queued for it.
+
+mod compact;
+mod locator;
+mod pages;
+mod record;
+mod stats;
+
+pub use locator::{Locator, LOCATOR_LEN};
+pub use record::RecordError;
+pub use stats::FlashStats;
+
+use pages::{Page, OPEN, SEALED};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+/// How the flash tier is sized and behaves; memcached's `ext_*` settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlashConfig {
+    /// The file values are written to (created if missing).
+    pub path: PathBuf,
+    /// Its size in bytes (`ext_path=PATH:SIZE`).
+    pub size: u64,
+    /// Bytes per page, the unit of reuse (`ext_page_size`, 64 MiB).
+    pub page_size: u64,
+    /// Bytes per write buffer (`ext_wbuf_size`, 4 MiB).
+    pub wbuf_size: usize,
+    /// Write buffers that may wait for the disk at once; beyond them eviction drops
+    /// values instead of waiting (memcached's `ext_io_depth` bounds reads; here writes).
+    pub io_depth: usize,
+    /// Smallest value sent to flash (`ext_item_size`, 512 bytes): below it a stub would
+    /// save too little memory to be worth a disk read.
+    pub item_size: usize,
+    /// Seconds an item stays unread in memory before it is moved to flash even without
+    /// memory pressure (`ext_item_age`; `u32::MAX`, the default: only under pressure).
+    pub item_age: u32,
+    /// Compaction starts when fewer pages than this are free (`ext_compact_under`).
+    pub compact_under: u32,
+    /// Below this many free pages, compaction drops items never read instead of
+    /// rescuing them (`ext_drop_under`).
+    pub drop_under: u32,
+    /// A page is compacted only when its live bytes are under this share of it
+    /// (`ext_max_frag`).
+    pub max_frag: f64,
+    /// Compaction drops items not read since they were written (`ext_drop_unread`).
+    pub drop_unread: bool,
+    /// One in this many reads from flash brings the item back to memory
+    /// (`ext_recache_rate`; 0 never).
+    pub recache_rate: u32,
+}
+
+impl FlashConfig {
+    /// memcached's defaults for a file at `path` of `size` bytes.
+    pub fn new(path: PathBuf, size: u64) -> FlashConfig {
+        FlashConfig {
+            path,
+            size,
+            page_size: 64 << 20,
+            wbuf_size: 4 << 20,
+            io_depth: 4,
+            item_size: 512,
+            item_age: u32::MAX,
+            compact_under: 0,
+            drop_under: 0,
+            max_frag: 0.8,
+            drop_unread: false,
+            recache_rate: 2000,
+        }
+    }
+
+    /// Pages the file holds.
+    pub fn pages(&self) -> u64 {
+        self.size / self.page_size.max(1)
+    }
+}
+
+/// Why a flash tier could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum FlashError {
+    /// The file could not be created, sized or read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// Sizes that cannot work (a file smaller than two pages, a page over 4 GiB).
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Why a value could not be read back from flash: each is a miss for the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FlashMiss {
+    /// The page was reused since the value was written.
+    #[error("page reused")]
+    Gone,
+    /// The record failed its checks.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// The read failed.
+    #[error("read error")]
+    Io,
+}
+
+/// Tunables changed at run time by memcached's `extstore` command.
+#[derive(Debug)]
+pub(crate) struct Tunables {
+    pub(crate) item_size: AtomicU64,
+    pub(crate) item_age: AtomicU32,
+    pub(crate) compact_under: AtomicU32,
+    pub(crate) drop_under: AtomicU32,
+    /// `max_frag` in thousandths.
+    pub(crate) max_frag_milli: AtomicU32,
+    pub(crate) drop_unread: AtomicU32,
+    pub(crate) recache_rate: AtomicU32,
+}
+
+/// A buffer of records handed to the IO thread, readable until it is written.
+struct Pending {
+    page: u32,
+    version: u32,
+    start: u32,
+    bytes: Vec<u8>,
+}
+
+/// What the write side holds under its lock.
+struct WriteState {
+    /// The page records go to, if one is open.
+    open: Option<u32>,
+    /// Bytes of the open page allotted so far (the buffer included).
+    fill: u64,
+    /// Records not yet handed to the IO thread, and where in the open page they start.
+    buf: Vec<u8>,
+    buf_start: u64,
+    /// Buffers handed to the IO thread and not yet written, oldest first.
+    in_flight: VecDeque<Arc<Pending>>,
+    /// Pages with nothing in them.
+    free: Vec<u32>,
+    /// Sealed pages, oldest first: the one reused when none is free.
+    sealed: VecDeque<u32>,
+}
+
+/// The flash tier of one store. See the module docs.
+pub struct Flash {
+    cfg: FlashConfig,
+    file: Arc<File>,
+    pages: Box<[Page]>,
+    state: Mutex<WriteState>,
+    /// Signalled by the IO thread when a buffer is written.
+    written: parking_lot::Condvar,
+    io: Mutex<Option<mpsc::Sender<Arc<Pending>>>>,
+    io_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    pub(crate) tune: Tunables,
+    pub(crate) counters: stats::Counters,
+}
+
+impl std::fmt::Debug for Flash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flash").field("cfg", &self.cfg).finish()
+    }
+}
+
+impl Flash {
+    /// Opens (creating or resizing) the file and starts the IO thread. The file's old
+    /// contents are not read: a fresh tier starts with every page free.
+    pub fn open(cfg: FlashConfig) -> Result<Arc<Flash>, FlashError> {
+        Self::open_with(cfg, None)
+    }
+
+    pub(crate) fn open_with(
+        cfg: FlashConfig,
+        saved: Option<&stats::SavedPages>,
+    ) -> Result<Arc<Flash>, FlashError> {
+        let pages = cfg.pages();
+        if pages < 2 {
+            return Err(FlashError::Config(format!(
+                "ext_path size {} is less than two pages of {} bytes",
+                cfg.size, cfg.page_size
+            )));
+        }
+        if cfg.page_size > u64::from(u32::MAX) || pages > u64::from(u32::MAX) {
+            return Err(FlashError::Config("ext_page_size too large".into()));
+        }
+        let io_err = |source| FlashError::Io {
+            path: cfg.path.clone(),
+            source,
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&cfg.path)
+            .map_err(io_err)?;
+        file.set_len(pages * cfg.page_size).map_err(io_err)?;
+        let table: Box<[Page]> = (0..pages).map(|_| Page::default()).collect();
+        let mut state = WriteState {
+            open: None,
+            fill: 0,
+            buf: Vec::new(),
+            buf_start: 0,
+            in_flight: VecDeque::new(),
+            free: Vec::new(),
+            sealed: VecDeque::new(),
+        };
+        match saved {
+            Some(s) => s.restore(&table, &mut state.free, &mut state.sealed),
+            None => state.free = (0..pages as u32).rev().collect(),
+        }
+        let tune = Tunables {
+            item_size: AtomicU64::new(cfg.item_size as u64),
+            item_age: AtomicU32::new(cfg.item_age),
+            compact_under: AtomicU32::new(cfg.compact_under),
+            drop_under: AtomicU32::new(cfg.drop_under),
+            max_frag_milli: AtomicU32::new((cfg.max_frag * 1000.0) as u32),
+            drop_unread: AtomicU32::new(u32::from(cfg.drop_unread)),
+            recache_rate: AtomicU32::new(cfg.recache_rate),
+        };
+        let flash = Arc::new(Flash {
+            cfg,
+            file: Arc::new(file),
+            pages: table,
+            state: Mutex::new(state),
+            written: parking_lot::Condvar::new(),
+            io: Mutex::new(None),
+            io_thread: Mutex::new(None),
+            tune,
+            counters: stats::Counters::default(),
+        });
+        let (tx, rx) = mpsc::channel::<Arc<Pending>>();
+        let weak = Arc::downgrade(&flash);
+        let handle = std::thread::Builder::new()
+            .name("shoal-flash-io".into())
+            .spawn(move || io_thread(weak, rx))
+            .map_err(io_err_of(&flash.cfg.path))?;
+        *flash.io.lock() = Some(tx);
+        *flash.io_thread.lock() = Some(handle);
+        Ok(flash)
+    }
+
+    /// The configuration it was opened with.
+    pub fn config(&self) -> &FlashConfig {
+        &self.cfg
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.cfg.path
+    }
+
+    /// Smallest value moved to flash now (`extstore item_size` may change it).
+    pub fn item_size(&self) -> usize {
+        self.tune.item_size.load(Ordering::Relaxed) as usize
+    }
+
+    /// Seconds unread before an item moves to flash without memory pressure.
+    pub fn item_age(&self) -> u32 {
+        self.tune.item_age.load(Ordering::Relaxed)
+    }
+
+    /// Whether this read of a flash-resident value should bring it back to memory: one in
+    /// `recache_rate` reads (memcached's `ext_recache_rate`), counted as recached.
+    pub(crate) fn recache_due(&self) -> bool {
+        let rate = u64::from(self.tune.recache_rate.load(Ordering::Relaxed));
+        self.counters.gets.load(Ordering::Relaxed).checked_rem(rate) == Some(0)
+    }
+
+    fn page(&self, n: u32) -> Option<&Page> {
+        self.pages.get(n as usize)
+    }
+
+    /// Appends the record of `key` and `value` to the open write buffer and returns where
+    /// it will be, or `None` when it cannot be taken without waiting for the disk (every
+    /// buffer in flight) or at all (larger than a page).
+    pub fn write(&self, key: &[u8], value: &[u8]) -> Option<Locator> {
+        let len = record::record_len(key.len(), value.len()) as u64;
+        if len > self.cfg.page_size || value.len() > u32::MAX as usize {
+            return None;
+        }
+        let mut st = self.state.lock();
+        let page_full = st.open.is_none() || st.fill + len > self.cfg.page_size;
+        let buf_full = !st.buf.is_empty() && st.buf.len() + len as usize > self.cfg.wbuf_size;
+        let must_submit = (page_full || buf_full) && !st.buf.is_empty();
+        if must_submit && st.in_flight.len() >= self.max_in_flight() {
+            self.counters.write_refused.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        if page_full {
+            self.seal_open(&mut st);
+            if !self.open_page(&mut st) {
+                return None;
+            }
+        } else if buf_full {
+            self.submit(&mut st);
+        }
+        let page_no = st.open?;
+        let page = self.page(page_no)?;
+        let offset = st.fill;
+        if st.buf.is_empty() {
+            st.buf.reserve(self.cfg.wbuf_size.max(len as usize));
+        }
+        record::encode(&mut st.buf, key, value);
+        st.fill += len;
+        page.written.fetch_add(len, Ordering::Relaxed);
+        page.live_objects.fetch_add(1, Ordering::Relaxed);
+        page.live_bytes.fetch_add(len, Ordering::Relaxed);
+        let c = &self.counters;
+        c.objects_written.fetch_add(1, Ordering::Relaxed);
+        c.bytes_written.fetch_add(len, Ordering::Relaxed);
+        Some(Locator {
+            page: page_no,
+            version: page.version.load(Ordering::Relaxed),
+            offset: offset as u32,
+            len: value.len() as u32,
+        })
+    }
+
+    fn max_in_flight(&self) -> usize {
+        self.cfg.io_depth.max(1)
+    }
+
+    /// Hands the open buffer to the IO thread.
+    fn submit(&self, st: &mut WriteState) {
+        let Some(page) = st.open else { return };
+        if st.buf.is_empty() {
+            return;
+        }
+        let bytes = std::mem::take(&mut st.buf);
+        let pending = Arc::new(Pending {
+            page,
+            version: self.pages[page as usize].version.load(Ordering::Relaxed),
+            start: st.buf_start as u32,
+            bytes,
+        });
+        st.buf_start = st.fill;
+        st.in_flight.push_back(pending.clone());
+        self.counters.io_queue.fetch_add(1, Ordering::Relaxed);
+        let sent = self.io.lock().as_ref().map(|tx| tx.send(pending));
+        if !matches!(sent, Some(Ok(()))) {
+            // The IO thread is gone (shutting down): the buffer is never written, so
+            // the page's records must not be read from the file.
+            st.in_flight.pop_back();
+            self.counters.io_queue.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Seals the open page, handing its last buffer to the IO thread.
+    fn seal_open(&self, st: &mut WriteState) {
+        self.submit(st);
+        if let Some(p) = st.open.take() {
+            self.pages[p as usize]
+                .state
+                .store(SEALED, Ordering::Release);
+            if self.pages[p as usize].live_objects.load(Ordering::Relaxed) == 0 {
+                self.free_page(st, p);
+            } else {
+                st.sealed.push_back(p);
+            }
+        }
+    }
+
+    /// Opens a free page, reusing the oldest sealed one when none is free.
+    fn open_page(&self, st: &mut WriteState) -> bool {
+        let c = &self.counters;
+        let next = match st.free.pop() {
+            Some(p) => Some(p),
+            None => st.sealed.pop_front().inspect(|&p| {
+                let (objects, bytes) = self.pages[p as usize].reset();
+                c.page_evictions.fetch_add(1, Ordering::Relaxed);
+                c.objects_evicted.fetch_add(objects, Ordering::Relaxed);
+                c.bytes_evicted.fetch_add(bytes, Ordering::Relaxed);
+            }),
+        };
+        let Some(p) = next else { return false };
+        self.pages[p as usize].state.store(OPEN, Ordering::Release);
+        c.page_allocs.fetch_add(1, Ordering::Relaxed);
+        st.open = Some(p);
+        st.fill = 0;
+        st.buf_start = 0;
+        true
+    }
+
+    /// Returns an empty sealed page to the free list under a new version.
+    fn free_page(&self, st: &mut WriteState, p: u32) {
+        self.pages[p as usize].reset();
+        st.sealed.retain(|&s| s != p);
+        if !st.free.contains(&p) {
+            st.free.push(p);
+        }
+        self.counters.page_reclaims.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reads the value at `loc` of `key` into `out` (replacing what it held) and returns
+    /// where in `out` the value is. From a write buffer if it is not on disk yet, else
+    /// from the file; every way the bytes could be wrong is a [`FlashMiss`].
+    pub fn read(
+        &self,
+        loc: Locator,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<std::ops::Range<usize>, FlashMiss> {
+        let result = self.read_record(loc, key, out);
+        let c = &self.counters;
+        match result {
+            Ok(_) => {
+                c.objects_read.fetch_add(1, Ordering::Relaxed);
+                c.bytes_read.fetch_add(out.len() as u64, Ordering::Relaxed);
+            }
+            Err(FlashMiss::Record(RecordError::BadCrc)) | Err(FlashMiss::Io) => {
+                c.badcrc.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {}
+        }
+        if result.is_err() {
+            c.miss.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn read_record(
+        &self,
+        loc: Locator,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<std::ops::Range<usize>, FlashMiss> {
+        let page = self.page(loc.page).ok_or(FlashMiss::Gone)?;
+        let len = record::record_len(key.len(), loc.len as usize);
+        let off = u64::from(loc.offset);
+        out.clear();
+        {
+            let st = self.state.lock();
+            if page.version.load(Ordering::Acquire) != loc.version {
+                return Err(FlashMiss::Gone);
+            }
+            let buffered = if st.open == Some(loc.page)
+                && off >= st.buf_start
+                && off < st.buf_start + st.buf.len() as u64
+            {
+                Some(&st.buf[(off - st.buf_start) as usize..])
+            } else {
+                st.in_flight
+                    .iter()
+                    .find(|p| {
+                        p.page == loc.page
+                            && p.version == loc.version
+                            && off >= u64::from(p.start)
+                            && off < u64::from(p.start) + p.bytes.len() as u64
+                    })
+                    .map(|p| &p.bytes[(off - u64::from(p.start)) as usize..])
+            };
+            if let Some(bytes) = buffered {
+                let bytes = bytes.get(..len).ok_or(RecordError::BadCrc)?;
+                out.extend_from_slice(bytes);
+            }
+        }
+        if out.is_empty() {
+            out.resize(len, 0);
+            let at = u64::from(loc.page) * self.cfg.page_size + off;
+            self.file
+                .read_exact_at(out, at)
+                .map_err(|_| FlashMiss::Io)?;
+            // Reused while being read: the bytes may be the new tenant's.
+            if page.version.load(Ordering::Acquire) != loc.version {
+                return Err(FlashMiss::Gone);
+            }
+        }
+        record::decode(out, key, loc.len as usize)?;
+        let start = record::RECORD_HEADER + key.len();
+        Ok(start..start + loc.len as usize)
+    }
+
+    /// Counts the value at `loc` live once more (a stub pointing at it was linked).
+    pub fn retain(&self, loc: Locator, key_len: usize) {
+        let Some(page) = self.page(loc.page) else {
+            return;
+        };
+        let len = record::record_len(key_len, loc.len as usize) as u64;
+        let _st = self.state.lock();
+        if page.version.load(Ordering::Relaxed) == loc.version {
+            page.live_bytes.fetch_add(len, Ordering::Relaxed);
+            page.live_objects.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets the value at `loc` of a key of `key_len` bytes (its stub was deleted,
+    /// overwritten, expired or evicted): lowers its page's counts, freeing a sealed page
+    /// left with nothing. No IO.
+    pub fn release(&self, loc: Locator, key_len: usize) {
+        let Some(page) = self.page(loc.page) else {
+            return;
+        };
+        let len = record::record_len(key_len, loc.len as usize) as u64;
+        let mut st = self.state.lock();
+        if page.version.load(Ordering::Relaxed) != loc.version {
+            return;
+        }
+        let bytes = page.live_bytes.load(Ordering::Relaxed);
+        page.live_bytes
+            .store(bytes.saturating_sub(len), Ordering::Relaxed);
+        let left = page.live_objects.load(Ordering::Relaxed).saturating_sub(1);
+        page.live_objects.store(left, Ordering::Relaxed);
+        if left == 0 && page.state.load(Ordering::Acquire) == SEALED {
+            self.free_page(&mut st, loc.page);
+        }
+    }
+}
+
+fn io_err_of(path: &Path) -> impl Fn(std::io::Error) -> FlashError + '_ {
+    move |source| FlashError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes buffers in the order they were handed over, until the tier is dropped.
+fn io_thread(flash: std::sync::Weak<Flash>, rx: mpsc::Receiver<Arc<Pending>>) {
+    while let Ok(p) = rx.recv() {
+        let Some(flash) = flash.upgrade() else { return };
+        let at = u64::from(p.page) * flash.cfg.page_size + u64::from(p.start);
+        let result = flash.file.write_all_at(&p.bytes, at);
+        let mut st = flash.state.lock();
+        if let Some(i) = st.in_flight.iter().position(|q| Arc::ptr_eq(q, &p)) {
+            st.in_flight.remove(i);
+        }
+        flash.counters.io_queue.fetch_sub(1, Ordering::Relaxed);
+        if result.is_err() {
+            // A value that was never written must not be read back as whatever the file
+            // holds there: the page's stubs all become misses now, rather than CRC misses
+            // later (memcached finds a failed write only when it reads).
+            flash.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+            let page = &flash.pages[p.page as usize];
+            if page.version.load(Ordering::Relaxed) == p.version {
+                page.version.fetch_add(1, Ordering::AcqRel);
+                let objects = page.live_objects.swap(0, Ordering::Relaxed);
+                let bytes = page.live_bytes.swap(0, Ordering::Relaxed);
+                flash
+                    .counters
+                    .objects_evicted
+                    .fetch_add(objects, Ordering::Relaxed);
+                flash
+                    .counters
+                    .bytes_evicted
+                    .fetch_add(bytes, Ordering::Relaxed);
+            }
+        }
+        drop(st);
+        flash.written.notify_all();
+    }
+}
+
+impl Drop for Flash {
+    fn drop(&mut self) {
+        self.io.lock().take();
+        // The IO thread holds only a weak handle, so it ends once its channel closes.
+    }
+}

@@ -1,0 +1,245 @@
+//! The flash tier through the store's public API: values eviction would drop are kept
+//! on flash and read back byte for byte; forgetting them costs no IO; a corrupted file
+//! gives misses, never wrong data.
+
+use shoal_store::{Flash, FlashConfig, Store, StoreConfig, StoreOptions, Writer};
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+
+/// A 16 MiB store (1 MiB segments) over a flash file of `pages` pages of 1 MiB.
+fn tiered(dir: &tempfile::TempDir, pages: u64) -> Store {
+    let store = Store::new(StoreConfig {
+        memory_limit: 16 << 20,
+        max_item_size: 64 << 10,
+        writers: 1,
+        ..StoreConfig::default()
+    })
+    .expect("config");
+    let mut cfg = FlashConfig::new(dir.path().join("ext"), pages << 20);
+    cfg.page_size = 1 << 20;
+    cfg.wbuf_size = 256 << 10;
+    cfg.io_depth = 64;
+    let flash = Flash::open(cfg).expect("flash file");
+    assert!(store.attach_flash(flash));
+    store
+}
+
+fn value(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|j| (i * 31 + j * 7) as u8).collect()
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("key:{i}").into_bytes()
+}
+
+fn fill(s: &Store, w: &mut Writer, n: usize, len: usize) {
+    for i in 0..n {
+        s.update(w, &key(i), |e| {
+            e.store(&[&value(i, len)], StoreOptions::default())
+        })
+        .expect("store");
+    }
+}
+
+fn get(s: &Store, k: &[u8]) -> Option<Vec<u8>> {
+    s.get(k, |i| i.value().to_vec())
+}
+
+/// Waits until every write buffer has reached the file.
+fn settle(s: &Store) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.flash().expect("flash").stats().io_queue > 0 {
+        assert!(Instant::now() < deadline, "flash writes never finished");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn evicted_values_are_read_back_from_flash() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = tiered(&dir, 64);
+    let mut w = s.writer();
+    // 40 MB of values into 16 MiB of memory.
+    fill(&s, &mut w, 2000, 20_000);
+    settle(&s);
+    let st = s.flash().expect("flash").stats();
+    assert!(st.objects_written > 1000, "values went to flash: {st:?}");
+    for i in 0..2000 {
+        assert!(
+            get(&s, &key(i)) == Some(value(i, 20_000)),
+            "key {i}: {:?}",
+            s.stats()
+        );
+    }
+    let st = s.flash().expect("flash").stats();
+    assert!(st.objects_read > 1000 && st.get >= st.objects_read);
+    assert_eq!(st.miss, 0);
+    assert_eq!(st.badcrc, 0);
+    assert_eq!(s.stats().evictions, 0, "nothing was lost");
+    assert_eq!(
+        st.objects_used, st.objects_written,
+        "every value still live"
+    );
+}
+
+#[test]
+fn deletes_and_overwrites_free_pages_without_io() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = tiered(&dir, 64);
+    let mut w = s.writer();
+    fill(&s, &mut w, 2000, 20_000);
+    settle(&s);
+    let before = s.flash().expect("flash").stats();
+    for i in 0..2000 {
+        if i % 2 == 0 {
+            assert!(s
+                .update(&mut w, &key(i), |e| Ok(e.remove()))
+                .expect("delete"));
+        } else {
+            s.update(&mut w, &key(i), |e| {
+                e.store(&[b"small"], StoreOptions::default())
+            })
+            .expect("overwrite");
+        }
+    }
+    let after = s.flash().expect("flash").stats();
+    assert_eq!(after.objects_used, 0, "{after:?}");
+    assert_eq!(after.bytes_used, 0);
+    assert_eq!(after.objects_read, before.objects_read, "no value was read");
+    assert!(after.page_reclaims > 0, "emptied pages were freed");
+    assert!(after.pages_free > before.pages_free);
+    for i in 0..2000 {
+        let want = (i % 2 == 1).then(|| b"small".to_vec());
+        assert!(get(&s, &key(i)) == want, "key {i}");
+    }
+}
+
+#[test]
+fn a_corrupted_file_gives_misses_not_wrong_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = tiered(&dir, 64);
+    let mut w = s.writer();
+    fill(&s, &mut w, 2000, 20_000);
+    settle(&s);
+    // Flip one byte every 4 KiB of the first pages.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("ext"))
+        .expect("open");
+    for at in (100..(8u64 << 20)).step_by(4096) {
+        let mut b = [0u8; 1];
+        file.read_exact_at(&mut b, at).expect("read");
+        file.write_all_at(&[b[0] ^ 0x5a], at).expect("write");
+    }
+    let mut served = 0;
+    let mut missed = 0;
+    for i in 0..2000 {
+        match get(&s, &key(i)) {
+            Some(v) => {
+                assert!(v == value(i, 20_000), "key {i}: wrong data served");
+                served += 1;
+            }
+            None => missed += 1,
+        }
+    }
+    let st = s.flash().expect("flash").stats();
+    assert!(missed > 0 && served > 0, "served {served}, missed {missed}");
+    assert_eq!(st.badcrc, missed as u64, "every miss is a CRC failure");
+    assert_eq!(st.miss, missed as u64);
+    // A miss unlinks the item: asked again, it is simply absent, without a disk read.
+    let reads = st.objects_read;
+    let gets = st.get;
+    let first_missed = (0..2000)
+        .find(|&i| get(&s, &key(i)).is_none())
+        .expect("a miss");
+    let _ = first_missed;
+    assert!(s.flash().expect("flash").stats().get - gets <= (2000 - missed) as u64 + 1);
+    assert!(s.flash().expect("flash").stats().objects_read >= reads);
+}
+
+#[test]
+fn append_incr_and_touch_work_on_flash_resident_items() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = tiered(&dir, 64);
+    let mut w = s.writer();
+    fill(&s, &mut w, 2000, 20_000);
+    settle(&s);
+    // Key 0 was the first written: long since sent to flash.
+    let on_flash = |s: &Store, k: &[u8]| s.get(k, |i| i.on_flash()).expect("present");
+    assert!(on_flash(&s, &key(0)));
+    s.update(&mut w, &key(0), |e| e.append(b"TAIL", false))
+        .expect("append")
+        .expect("item present");
+    let mut want = value(0, 20_000);
+    want.extend_from_slice(b"TAIL");
+    assert!(get(&s, &key(0)) == Some(want));
+
+    // Touch: the value stays on flash, the expiry changes, the value is intact.
+    assert!(on_flash(&s, &key(1)));
+    let before = s.flash().expect("flash").stats().objects_read;
+    let exp = s.clock().expiry(1000);
+    assert!(s
+        .update(&mut w, &key(1), |e| e.set_exptime(exp))
+        .expect("touch"));
+    assert_eq!(
+        s.flash().expect("flash").stats().objects_read,
+        before,
+        "touch reads nothing"
+    );
+    assert!(on_flash(&s, &key(1)));
+    assert_eq!(s.get(&key(1), |i| i.exptime()), Some(exp));
+    assert!(get(&s, &key(1)) == Some(value(1, 20_000)));
+
+    // A counter flushed to flash: its value reads back for a read-modify-write.
+    let digits = format!("{:0>1000}", 41);
+    s.update(&mut w, b"counter", |e| {
+        e.store(&[digits.as_bytes()], StoreOptions::default())
+    })
+    .expect("store");
+    fill(&s, &mut w, 2000, 20_000);
+    settle(&s);
+    assert!(on_flash(&s, b"counter"));
+    let new = s
+        .update(&mut w, b"counter", |e| {
+            e.load_value()?;
+            let item = e.item().expect("present");
+            let n: u64 = std::str::from_utf8(item.value())
+                .expect("digits")
+                .trim_start_matches('0')
+                .parse()
+                .expect("number");
+            let next = (n + 1).to_string();
+            e.store(&[next.as_bytes()], StoreOptions::default())?;
+            Ok(next)
+        })
+        .expect("incr");
+    assert_eq!(new, "42");
+    assert_eq!(get(&s, b"counter"), Some(b"42".to_vec()));
+}
+
+#[test]
+fn a_full_file_reuses_its_oldest_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 8 pages of flash: far less than what is written.
+    let s = tiered(&dir, 8);
+    let mut w = s.writer();
+    fill(&s, &mut w, 3000, 20_000);
+    settle(&s);
+    let st = s.flash().expect("flash").stats();
+    assert!(st.page_evictions > 0, "{st:?}");
+    assert!(st.objects_evicted > 0);
+    let mut served = 0;
+    for i in 0..3000 {
+        if let Some(v) = get(&s, &key(i)) {
+            assert!(v == value(i, 20_000), "key {i}");
+            served += 1;
+        }
+    }
+    assert!(served > 100, "served {served}");
+    let st = s.flash().expect("flash").stats();
+    assert_eq!(
+        st.badcrc, 0,
+        "a reused page is a version miss, not a CRC one"
+    );
+}
