@@ -318,6 +318,7 @@ fn parse_other<'a>(line: &'a [u8], line_len: usize) -> Parsed<'a> {
         b"lru_crawler" => ok(Request::LruCrawler(t.from(1)), line_len),
         b"slabs" => ok(Request::Slabs(t.from(1)), line_len),
         b"lru" => ok(Request::Lru(t.from(1)), line_len),
+        b"extstore" => ok(Request::Extstore(t.from(1)), line_len),
         b"refresh_certs" => ok(Request::RefreshCerts(t.from(1)), line_len),
         b"debugtime" => ok(Request::DebugTime(t.from(1)), line_len),
         _ if t.n > 1 && t.last().starts_with(b"HTTP/") => Parsed::Error {

@@ -713,6 +713,10 @@ fn operator_commands_pass_their_arguments_through() {
     assert_eq!(req(b"lru_crawler\r\n"), Request::LruCrawler(b""));
     assert_eq!(req(b"slabs automove 1\r\n"), Request::Slabs(b"automove 1"));
     assert_eq!(req(b"lru  mode flat \r\n"), Request::Lru(b"mode flat"));
+    assert_eq!(
+        req(b"extstore max_frag 0.5\r\n"),
+        Request::Extstore(b"max_frag 0.5")
+    );
     assert_eq!(req(b"refresh_certs\r\n"), Request::RefreshCerts(b""));
     assert_eq!(req(b"debugtime 3\r\n"), Request::DebugTime(b"3"));
     assert_eq!(req(b"debugtime\r\n"), Request::DebugTime(b""));

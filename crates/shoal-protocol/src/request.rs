@@ -204,6 +204,9 @@ pub enum Request<'a> {
     Slabs(&'a [u8]),
     /// `lru <subcommand> [<args>]` (`tune`, `mode`, `temp_ttl`): everything after `lru`.
     Lru(&'a [u8]),
+    /// `extstore <setting> <value>`: changes a flash-tier setting at run time
+    /// (`item_size`, `max_frag`, `drop_unread`...); everything after `extstore`.
+    Extstore(&'a [u8]),
     /// `refresh_certs [noreply]`: reload the TLS certificate and key. Everything after
     /// the command (memcached ignores it but for a final `noreply`).
     RefreshCerts(&'a [u8]),

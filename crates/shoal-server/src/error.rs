@@ -19,6 +19,9 @@ pub enum ServeError {
     /// The `-e` memory file could not be opened or laid out.
     #[error(transparent)]
     MemoryFile(#[from] RestartError),
+    /// The flash tier (`-o ext_path=...`) could not be opened or saved.
+    #[error("{0}")]
+    Flash(String),
     /// A graceful stop could not write the `-e` restart metadata.
     #[error("[restart] not saved, the next start will be cold: {0}")]
     Save(RestartError),

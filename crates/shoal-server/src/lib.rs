@@ -11,6 +11,7 @@ pub mod conn;
 pub mod conns;
 pub mod detail;
 pub mod error;
+pub mod flash;
 pub mod latency;
 pub mod lru_crawler;
 pub mod maintenance;

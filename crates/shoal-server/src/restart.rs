@@ -43,6 +43,8 @@ pub struct OpenedStore {
     pub store: Store,
     /// What was found in the memory file (`None` without `-e`), to log once serving.
     pub restart: Option<RestartOutcome>,
+    /// What the flash tier's file held (`None` without `ext_path`), likewise.
+    pub flash: Option<crate::flash::FlashOutcome>,
 }
 
 /// What opening a memory file found, kept to be logged once the server is listening (the
@@ -103,15 +105,20 @@ pub fn open_store(settings: &Settings) -> Result<OpenedStore, crate::error::Serv
         slab_classes: slab_classes(settings),
     };
     let Some(path) = &settings.memory_file else {
+        let store = Store::new(cfg)?;
+        let flash = crate::flash::open(settings, &store, false)?;
         return Ok(OpenedStore {
-            store: Store::new(cfg)?,
+            store,
             restart: None,
+            flash,
         });
     };
     let started = std::time::Instant::now();
     let (store, restored) = Store::open_memory_file(cfg, path, &must_match(settings))?;
+    let flash = crate::flash::open(settings, &store, matches!(restored, Restored::Warm { .. }))?;
     Ok(OpenedStore {
         store,
+        flash,
         restart: Some(RestartOutcome {
             path: path.clone(),
             restored,
@@ -134,6 +141,9 @@ pub fn save(store: &Store) -> Result<(), crate::error::ServeError> {
         return Ok(());
     };
     let started = std::time::Instant::now();
+    // The flash tier first: the memory file's metadata, once written, promises a warm
+    // start, whose stubs need the flash page table.
+    crate::flash::save(store)?;
     let saved = store
         .save_restart()
         .map_err(crate::error::ServeError::Save)?;

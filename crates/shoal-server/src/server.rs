@@ -81,6 +81,9 @@ pub fn run_all(
     if let Some(outcome) = &opened.restart {
         outcome.log();
     }
+    if let Some(outcome) = &opened.flash {
+        outcome.log();
+    }
     let label = |l: &Listener| match (l, &settings.unix_socket) {
         (Listener::Unix(_), Some(p)) => format!("unix:{}", p.display()),
         // memcached's words: `tcp:` for IPv4 and `tcp6:` for IPv6 sockets.

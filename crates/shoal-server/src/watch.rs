@@ -236,7 +236,7 @@ impl Watchers {
                 l,
                 " fetch={fetch} ttl={ttl} la={} clsid=1 size={}",
                 item.idle_seconds(),
-                item.value().len()
+                item.value_len()
             );
         });
     }

@@ -50,7 +50,7 @@ pub use clock::{is_expired, Clock, MAX_RELATIVE_EXPTIME};
 pub use config::StoreConfig;
 pub use entry::{Entry, EntryError, StoreOptions};
 pub use error::{ConfigError, StoreError};
-pub use flash::{Flash, FlashConfig, FlashError, FlashStats};
+pub use flash::{Flash, FlashCleanStart, FlashConfig, FlashError, FlashStats};
 pub use inner::EvictObserver;
 pub use item::Item;
 pub use restart::{

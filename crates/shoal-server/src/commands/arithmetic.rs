@@ -145,8 +145,10 @@ pub fn apply_delta(
     // memcached's lookup before the change is an `item_get` line for `watch fetchers`.
     let before = std::cell::Cell::new(None);
     let result = store.update(&mut writer, key, |e| {
-        before.set(e.item().map(|i| i.value().len()));
+        before.set(e.item().map(|i| i.value_len()));
         class.set(e.item().map_or(0, |i| store.slab_class(&i)));
+        // A counter on flash is read back (memcached refuses it as non-numeric).
+        e.load_value()?;
         let mut buf = [0u8; 20];
         let Some(item) = e.item() else {
             let Some((initial, store_opts)) = opts.vivify else {
@@ -183,7 +185,7 @@ pub fn apply_delta(
         } else {
             old.saturating_sub(delta)
         };
-        let old_len = item.value().len();
+        let old_len = item.value_len();
         let len = format_counter(new, &mut buf);
         let in_place = len <= old_len;
         let fetched = in_place && item.fetched();

@@ -265,7 +265,7 @@ pub fn cachedump(w: &Worker, args: &[u8], out: &mut Vec<u8>) {
                 out.extend_from_slice(b"ITEM ");
                 out.extend_from_slice(item.key());
                 let exp = item.ttl().map_or(0, |t| unix_now + i64::from(t));
-                let _ = write!(out, " [{} b; {exp} s]\r\n", item.value().len());
+                let _ = write!(out, " [{} b; {exp} s]\r\n", item.value_len());
             });
         }
     }

@@ -74,7 +74,7 @@ pub fn delete(w: &Worker, spec: &DeleteSpec<'_>) -> Deleted {
     let store = &w.shared.store;
     let outcome = store
         .update(&mut writer, spec.key, |e| {
-            before.set(e.item().map(|i| i.value().len()));
+            before.set(e.item().map(|i| i.value_len()));
             class.set(e.item().map_or(0, |i| store.slab_class(&i)));
             let Some(item) = e.item() else {
                 return Ok(Deleted::NotFound);

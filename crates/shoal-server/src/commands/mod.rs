@@ -142,6 +142,7 @@ pub fn execute<'w>(
             tuning::lru(w, args, out);
             silence_noreply(args, out, start);
         }
+        Request::Extstore(args) => tuning::extstore(w, args, out),
         Request::RefreshCerts(args) => tuning::refresh_certs(w, args, out),
         Request::DebugTime(args) => {
             let start = out.len();

@@ -58,7 +58,7 @@ pub fn serve_key(w: &Worker, key: &[u8], touch: Option<u32>, emit: &mut impl Emi
         None => store.get(key, |item| match emit.room(key, item) {
             Room::Now => {
                 emit.hit(key, item);
-                Served::Hit(item.value().len(), store.slab_class(item))
+                Served::Hit(item.value_len(), store.slab_class(item))
             }
             room => Served::NoRoom(room),
         }),
@@ -66,6 +66,7 @@ pub fn serve_key(w: &Worker, key: &[u8], touch: Option<u32>, emit: &mut impl Emi
             let mut writer = w.writer.borrow_mut();
             store
                 .update(&mut writer, key, |e| {
+                    e.load_value()?;
                     let Some(item) = e.item() else {
                         return Ok(Served::Miss);
                     };
@@ -81,7 +82,7 @@ pub fn serve_key(w: &Worker, key: &[u8], touch: Option<u32>, emit: &mut impl Emi
                     };
                     emit.hit(key, &item);
                     item.mark_fetched();
-                    Ok(Served::Hit(item.value().len(), store.slab_class(&item)))
+                    Ok(Served::Hit(item.value_len(), store.slab_class(&item)))
                 })
                 .ok()
         }
@@ -115,7 +116,7 @@ struct TextEmit<'a, 'w> {
 impl Emit for TextEmit<'_, '_> {
     fn room(&mut self, key: &[u8], item: &Item<'_>) -> Room {
         self.window
-            .room(self.out.len(), reply_len(key, item.value().len()))
+            .room(self.out.len(), reply_len(key, item.value_len()))
     }
 
     fn hit(&mut self, key: &[u8], item: &Item<'_>) {

@@ -88,6 +88,7 @@ use crate::worker::{Shared, Worker};
 use shoal_net::READ_CHUNK;
 use shoal_protocol::binary::{self, Attrs, Status};
 use shoal_protocol::{reply, StatsGroup};
+use shoal_store::FlashStats;
 use std::sync::atomic::Ordering;
 
 /// Binary `STAT [group]`: one packet per statistic, then an empty terminator packet.
@@ -145,7 +146,7 @@ pub fn stats(w: &Worker, group: StatsGroup<'_>, out: &mut Vec<u8>) {
         }
         // memcached (built with extstore, as by default) lists extstore's stats, none
         // without an `ext_path`.
-        StatsGroup::Other(b"extstore") => {}
+        StatsGroup::Other(b"extstore") => extstore_pages(w, out),
         StatsGroup::Other(_) => {
             out.extend_from_slice(reply::ERROR);
             return;
@@ -283,6 +284,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
     // monitor sees the same for the same command line.
     let tuning = sh.tuning.lock().clone();
     let crawler = sh.crawler.enabled();
+    let flash = sh.store.flash().map(|f| f.stats());
     for (name, value) in numbers {
         let maintainer_only = matches!(
             name,
@@ -297,6 +299,13 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
             continue;
         }
         reply::stat_u64(out, name, value);
+        if let Some(f) = flash.as_ref() {
+            match name {
+                "get_flushed" => flash_reads(f, out),
+                "log_watchers" => flash_store(sh, f, out),
+                _ => {}
+            }
+        }
         // memcached lists idle_kicks (after auth_errors) only with -o idle_timeout.
         if name == "auth_errors" && sh.settings.idle_timeout != 0 {
             reply::stat_u64(out, "idle_kicks", t.idle_kicks);
@@ -332,6 +341,74 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
     // extstore: segments its filesystem had no room for (the cache evicts instead).
     if sh.settings.memory_file.is_some() {
         reply::stat_u64(out, "memory_file_full", st.memory_file_full);
+    }
+}
+
+/// memcached's per-thread flash read counters, after `get_flushed` as memcached lists them.
+fn flash_reads(f: &FlashStats, out: &mut Vec<u8>) {
+    reply::stat_u64(out, "get_extstore", f.get);
+    // Reads are served in the connection's turn (no queue to abort or run out of).
+    reply::stat_u64(out, "get_aborted_extstore", 0);
+    reply::stat_u64(out, "get_oom_extstore", 0);
+    reply::stat_u64(out, "recache_from_extstore", f.recache);
+    reply::stat_u64(out, "miss_from_extstore", f.miss);
+    reply::stat_u64(out, "badcrc_from_extstore", f.badcrc);
+}
+
+/// memcached's `extstore_*` stats, after `log_watchers`, plus shoald's own after them.
+fn flash_store(sh: &Shared, f: &FlashStats, out: &mut Vec<u8>) {
+    let st = sh.store.stats();
+    // memcached's figure is how close memory is to pushing items to flash; here, how
+    // full memory is (eviction, which feeds flash, starts at 1.00).
+    let pressure =
+        st.segments_allocated as f64 / (st.limit_maxbytes / st.segment_size.max(1)).max(1) as f64;
+    reply::stat_str(
+        out,
+        "extstore_memory_pressure",
+        &format!("{:.2}", pressure.min(1.0)),
+    );
+    for (name, value) in [
+        ("extstore_compact_lost", f.compact_lost),
+        ("extstore_compact_rescues", f.compact_rescues),
+        ("extstore_compact_resc_cold", 0),
+        ("extstore_compact_resc_old", f.compact_resc_old),
+        ("extstore_compact_skipped", f.compact_skipped),
+        ("extstore_page_allocs", f.page_allocs),
+        ("extstore_page_evictions", f.page_evictions),
+        ("extstore_page_reclaims", f.page_reclaims),
+        ("extstore_pages_free", f.pages_free),
+        ("extstore_pages_used", f.pages_used),
+        ("extstore_objects_evicted", f.objects_evicted),
+        ("extstore_objects_read", f.objects_read),
+        ("extstore_objects_written", f.objects_written),
+        ("extstore_objects_used", f.objects_used),
+        ("extstore_bytes_evicted", f.bytes_evicted),
+        ("extstore_bytes_written", f.bytes_written),
+        ("extstore_bytes_read", f.bytes_read),
+        ("extstore_bytes_used", f.bytes_used),
+        ("extstore_bytes_fragmented", f.bytes_fragmented),
+        ("extstore_limit_maxbytes", f.limit_maxbytes),
+        ("extstore_io_queue", f.io_queue),
+        // shoald's own: writes that failed (their values became misses at once), and
+        // values evicted rather than flushed because every write buffer was busy.
+        ("extstore_write_errors", f.write_errors),
+        ("extstore_write_refused", f.write_refused),
+    ] {
+        reply::stat_u64(out, name, value);
+    }
+}
+
+/// `stats extstore`: each page's version and live bytes, as memcached lists them (its
+/// buckets are always 0 here: shoald has one).
+fn extstore_pages(w: &Worker, out: &mut Vec<u8>) {
+    let Some(flash) = w.shared.store.flash() else {
+        return;
+    };
+    for p in flash.stats().page_table {
+        reply::stat_u64(out, &format!("{}:version", p.page), u64::from(p.version));
+        reply::stat_u64(out, &format!("{}:bytes", p.page), p.bytes);
+        reply::stat_u64(out, &format!("{}:bucket", p.page), 0);
+        reply::stat_u64(out, &format!("{}:free_bucket", p.page), 0);
     }
 }
 

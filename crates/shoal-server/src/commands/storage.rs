@@ -223,7 +223,7 @@ fn apply(w: &Worker, spec: &StoreSpec<'_>) -> Result<Stored, StoreError> {
     // of what was there, if anything (the last run of the closure is the one that counts).
     let before = std::cell::Cell::new(None);
     let result = w.shared.store.update(&mut writer, key, |e| {
-        before.set(e.item().map(|i| i.value().len()));
+        before.set(e.item().map(|i| i.value_len()));
         let current = e.item().map(|i| {
             (
                 // Read only to compare: asking for it marks it as held by a client.
@@ -271,6 +271,8 @@ fn apply(w: &Worker, spec: &StoreSpec<'_>) -> Result<Stored, StoreError> {
                 CasCheck::None | CasCheck::Match => {
                     // memcached writes a new item holding both parts: it keeps the flags
                     // and expiry but none of the old item's fetched, stale or win state.
+                    // (memcached refuses this for a value on flash; shoald reads it back.)
+                    e.load_value()?;
                     let Some(old) = e.item() else {
                         return Ok(Stored::NotStored);
                     };

@@ -189,6 +189,52 @@ pub fn lru(w: &Worker, args: &[u8], out: &mut Vec<u8>) {
     respond(out, noreply, text);
 }
 
+/// `extstore <setting> <value>`: memcached's run-time flash-tier settings, its prefix
+/// matching of the setting's name included (`extstore max_f 0.5` sets `max_frag`). `OK`,
+/// or `ERROR` for an unknown setting or a bad number. Without a flash tier the answer is
+/// the same and nothing changes, as in a memcached built with extstore but given no
+/// `ext_path`.
+pub fn extstore(w: &Worker, args: &[u8], out: &mut Vec<u8>) {
+    /// memcached's order of comparison (`proto_text.c`), which decides what a prefix
+    /// names.
+    const SETTINGS: [&str; 10] = [
+        "free_memchunks",
+        "item_size",
+        "item_age",
+        "low_ttl",
+        "recache_rate",
+        "compact_under",
+        "drop_under",
+        "max_sleep",
+        "max_frag",
+        "drop_unread",
+    ];
+    let (t, _) = tokens(args);
+    let flash = w.shared.store.flash();
+    let ok = match t.as_slice() {
+        [sub, value, rest @ ..] if !sub.is_empty() => {
+            match SETTINGS.iter().find(|s| s.as_bytes().starts_with(sub)) {
+                // Deprecated in memcached and ignored; a class id and a limit.
+                Some(&"free_memchunks") => match rest.first() {
+                    Some(limit) => parse_u32(value)
+                        .zip(parse_u32(limit))
+                        .is_some_and(|(class, _)| class < 64),
+                    None => false,
+                },
+                Some(&"max_frag") => parse_f64(value)
+                    .map(|v| flash.map(|f| f.set_max_frag(v)))
+                    .is_some(),
+                Some(name) => parse_u32(value)
+                    .map(|v| flash.map(|f| f.set_tunable(name, v)))
+                    .is_some(),
+                None => false,
+            }
+        }
+        _ => false,
+    };
+    out.extend_from_slice(if ok { b"OK\r\n" } else { b"ERROR\r\n" });
+}
+
 /// `refresh_certs`: reloads the certificate chain, key and CA file named at startup, so
 /// new connections use them (open ones keep theirs), as memcached does.
 pub fn refresh_certs(w: &Worker, args: &[u8], out: &mut Vec<u8>) {

@@ -335,7 +335,12 @@ pub(super) fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigEr
         // extstore.
         k if k.starts_with("ext_") || k == "slab_automove_freeratio" => {
             apply_extstore(&mut s.extstore, &o)?;
-            inert = Some(Inert::Extstore);
+            if matches!(
+                key,
+                "ext_threads" | "ext_low_ttl" | "ext_max_sleep" | "slab_automove_freeratio"
+            ) {
+                inert = Some(Inert::Extstore);
+            }
         }
         _ => return Err(ConfigError::IllegalSuboption(opt.to_string())),
     }

@@ -7,7 +7,8 @@ pub enum Inert {
     /// It tunes memcached's slab allocator, LRU queues or hash table maintenance, which
     /// shoald's segment store replaces.
     Segments,
-    /// It configures extstore, which shoald does not have.
+    /// It tunes a part of memcached's extstore that shoald's flash tier does without
+    /// (IO thread pools, the flusher's sleep, slab-page ratios).
     Extstore,
     /// It sizes memcached's log buffers behind `watch`; shoald sizes its own.
     Watch,
@@ -33,7 +34,10 @@ impl Inert {
                 "they tune memcached's slab classes, LRU queues and hash table, which \
                  shoald's segment store replaces"
             }
-            Inert::Extstore => "shoald has no extstore; items live in memory only",
+            Inert::Extstore => {
+                "they tune parts of memcached's extstore that shoald's flash tier does \
+                 without (IO thread pools, the flusher's sleep, free-chunk ratios)"
+            }
             Inert::Watch => "shoald sizes the buffers behind watch itself",
             Inert::Stats => "shoald does not track item sizes for stats sizes",
             Inert::Network => "shoald does not use NAPI ids or socket marks",

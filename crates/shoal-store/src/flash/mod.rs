@@ -21,10 +21,12 @@ mod compact;
 mod locator;
 mod pages;
 mod record;
+mod saved;
 mod stats;
 
 pub use locator::{Locator, LOCATOR_LEN};
 pub use record::RecordError;
+pub use saved::{meta_path, FlashCleanStart};
 pub use stats::FlashStats;
 
 use pages::{Page, OPEN, SEALED};
@@ -192,6 +194,80 @@ impl Flash {
         Self::open_with(cfg, None)
     }
 
+    /// Opens the file as a graceful stop left it, if `memory_warm` (the memory holding
+    /// the stubs survived too) and the page table saved beside it is intact and matches;
+    /// otherwise as [`open`](Self::open), saying why. The saved table is deleted either
+    /// way, so a crash after this start starts the next one clean.
+    pub fn open_restoring(
+        cfg: FlashConfig,
+        memory_warm: bool,
+    ) -> Result<(Arc<Flash>, Result<(), FlashCleanStart>), FlashError> {
+        let meta = saved::meta_path(&cfg.path);
+        let found = match std::fs::read(&meta) {
+            Ok(bytes) => {
+                std::fs::remove_file(&meta).map_err(|source| FlashError::Io {
+                    path: meta.clone(),
+                    source,
+                })?;
+                saved::decode(&bytes, cfg.page_size, cfg.pages())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(FlashCleanStart::NoMetadata),
+            Err(source) => return Err(FlashError::Io { path: meta, source }),
+        };
+        let found = if memory_warm {
+            found
+        } else {
+            Err(FlashCleanStart::MemoryClean)
+        };
+        match found {
+            Ok(pages) => Ok((Self::open_with(cfg, Some(&pages))?, Ok(()))),
+            Err(why) => Ok((Self::open_with(cfg, None)?, Err(why))),
+        }
+    }
+
+    /// For a graceful stop: writes every buffered value, waits for the disk, and saves
+    /// the page table beside the file for [`open_restoring`](Self::open_restoring). Call
+    /// once nothing writes to the store any more.
+    pub fn save(&self) -> Result<(), FlashError> {
+        let io = |source| FlashError::Io {
+            path: self.cfg.path.clone(),
+            source,
+        };
+        let mut st = self.state.lock();
+        self.submit(&mut st);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !st.in_flight.is_empty() {
+            if std::time::Instant::now() > deadline {
+                return Err(io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "flash writes did not finish",
+                )));
+            }
+            self.written
+                .wait_for(&mut st, std::time::Duration::from_millis(50));
+        }
+        self.file.sync_all().map_err(io)?;
+        let pages = self
+            .pages
+            .iter()
+            .map(|p| {
+                (
+                    p.version.load(Ordering::Relaxed),
+                    p.state.load(Ordering::Relaxed),
+                    p.written.load(Ordering::Relaxed),
+                    p.live_objects.load(Ordering::Relaxed),
+                    p.live_bytes.load(Ordering::Relaxed),
+                )
+            })
+            .collect();
+        let mut sealed: Vec<u32> = st.sealed.iter().copied().collect();
+        sealed.extend(st.open);
+        let bytes = saved::encode(&stats::SavedPages { pages, sealed }, self.cfg.page_size);
+        drop(st);
+        let meta = saved::meta_path(&self.cfg.path);
+        saved::write_whole(&meta, &bytes).map_err(|source| FlashError::Io { path: meta, source })
+    }
+
     pub(crate) fn open_with(
         cfg: FlashConfig,
         saved: Option<&stats::SavedPages>,
@@ -230,7 +306,15 @@ impl Flash {
         };
         match saved {
             Some(s) => s.restore(&table, &mut state.free, &mut state.sealed),
-            None => state.free = (0..pages as u32).rev().collect(),
+            None => {
+                state.free = (0..pages as u32).rev().collect();
+                // Versions no stub of an earlier run carries (a memory file may keep
+                // stubs whose page table was not saved): they read as misses.
+                let epoch = fresh_epoch();
+                for p in table.iter() {
+                    p.version.store(epoch, Ordering::Relaxed);
+                }
+            }
         }
         let tune = Tunables {
             item_size: AtomicU64::new(cfg.item_size as u64),
@@ -276,6 +360,33 @@ impl Flash {
     /// Smallest value moved to flash now (`extstore item_size` may change it).
     pub fn item_size(&self) -> usize {
         self.tune.item_size.load(Ordering::Relaxed) as usize
+    }
+
+    /// Changes a whole-number setting by memcached's name for it (`extstore` command):
+    /// `item_size`, `item_age`, `recache_rate`, `compact_under`, `drop_under`,
+    /// `drop_unread` (non-zero: on). Others (`low_ttl`, `max_sleep`) have no effect
+    /// here. Returns whether the name is known.
+    pub fn set_tunable(&self, name: &str, value: u32) -> bool {
+        let t = &self.tune;
+        match name {
+            "item_size" => t.item_size.store(u64::from(value), Ordering::Relaxed),
+            "item_age" => t.item_age.store(value, Ordering::Relaxed),
+            "recache_rate" => t.recache_rate.store(value, Ordering::Relaxed),
+            "compact_under" => t.compact_under.store(value, Ordering::Relaxed),
+            "drop_under" => t.drop_under.store(value, Ordering::Relaxed),
+            "drop_unread" => t
+                .drop_unread
+                .store(u32::from(value != 0), Ordering::Relaxed),
+            "low_ttl" | "max_sleep" => {}
+            _ => return false,
+        }
+        true
+    }
+
+    /// Changes `max_frag`: pages whose live share is under it may be compacted.
+    pub fn set_max_frag(&self, value: f64) {
+        let milli = (value.clamp(0.0, 1.0) * 1000.0) as u32;
+        self.tune.max_frag_milli.store(milli, Ordering::Relaxed);
     }
 
     /// Seconds unread before an item moves to flash without memory pressure.
@@ -528,6 +639,15 @@ impl Flash {
             self.free_page(&mut st, loc.page);
         }
     }
+}
+
+/// A page version to start a fresh file at, unlikely to equal any an earlier run used.
+fn fresh_epoch() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mixed = (nanos ^ (u64::from(std::process::id()) << 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (mixed >> 32) as u32
 }
 
 fn io_err_of(path: &Path) -> impl Fn(std::io::Error) -> FlashError + '_ {

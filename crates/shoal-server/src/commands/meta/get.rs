@@ -62,6 +62,9 @@ pub fn meta_get<'w>(w: &'w Worker, raw_key: &[u8], flags: MetaFlags<'_>, output:
         // The closure may run again (after room is made for a write); each run makes at
         // most one change, first, so a run that fails has changed nothing.
         output.bytes().truncate(base);
+        if flags.has(b'v') {
+            e.load_value()?;
+        }
         let (created, was) = match e.item() {
             Some(item) => (false, item.exptime()),
             None if vivify.is_some() => (true, 0),
@@ -86,7 +89,7 @@ pub fn meta_get<'w>(w: &'w Worker, raw_key: &[u8], flags: MetaFlags<'_>, output:
         };
         // A matching `C` means the client has this value already: no value is sent.
         let with_value = flags.has(b'v') && !matches!(compare, Some(c) if c == cas(w, item.cas()));
-        let len = item.value().len();
+        let len = item.value_len();
         let start = output.bytes().len();
         let out = output.bytes();
         if with_value {

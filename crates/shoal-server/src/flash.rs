@@ -1,0 +1,149 @@
+//! The flash tier behind memcached's `-o ext_*` options (see `shoal_store::flash`):
+//! the settings turned into a [`FlashConfig`], the tier opened (kept across a graceful
+//! `-e` restart), and its page table saved at a graceful stop.
+
+use crate::config::{Extstore, Settings};
+use shoal_store::{Flash, FlashCleanStart, FlashConfig, Store};
+use std::path::PathBuf;
+
+/// The flash tier's configuration, if an `ext_path` was given. shoald keeps one file;
+/// more (memcached's JBOD) are refused at startup rather than silently ignored.
+pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
+    let Some(first) = e.paths.first() else {
+        return Ok(None);
+    };
+    if e.paths.len() > 1 {
+        return Err(
+            "shoald supports one ext_path (memcached's several-file JBOD is not available)".into(),
+        );
+    }
+    let mut parts = first.split(':');
+    let path = parts.next().unwrap_or_default();
+    let size = parts
+        .next()
+        .and_then(parse_size)
+        .ok_or_else(|| "failed to parse ext_path argument".to_string())?;
+    let mut cfg = FlashConfig::new(PathBuf::from(path), size);
+    cfg.page_size = u64::from(e.page_size).max(1 << 20);
+    cfg.wbuf_size = (e.wbuf_size as usize).max(64 << 10);
+    // memcached's ext_io_depth bounds reads in flight per IO thread; shoald reads
+    // synchronously and lets twice as many write buffers wait for the disk, at least
+    // four (one fills while others are written; beyond them eviction drops values
+    // rather than wait).
+    cfg.io_depth = (2 * e.io_depth as usize * e.threads as usize).max(4);
+    cfg.item_size = e.item_size as usize;
+    cfg.item_age = e.item_age;
+    let pages = size / cfg.page_size.max(1);
+    // memcached: compaction and dropping start under 1% of pages free, at least one.
+    cfg.compact_under = if e.compact_under != 0 {
+        e.compact_under
+    } else {
+        ((pages as f64 * 0.01) as u32).max(1)
+    };
+    cfg.drop_under = if e.drop_under != 0 {
+        e.drop_under
+    } else {
+        ((pages as f64 * 0.01) as u32).max(1)
+    };
+    cfg.max_frag = e.max_frag;
+    cfg.drop_unread = e.drop_unread;
+    cfg.recache_rate = e.recache_rate;
+    Ok(Some(cfg))
+}
+
+/// `SIZE` with an optional K/M/G/T/P suffix, as memcached's `ext_path` reads it.
+fn parse_size(s: &str) -> Option<u64> {
+    let (digits, unit) = match s.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => (&s[..i], c.to_ascii_uppercase()),
+        _ => (s, ' '),
+    };
+    let n: u64 = digits.parse().ok()?;
+    let shift = match unit {
+        ' ' => 0,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        'T' => 40,
+        'P' => 50,
+        _ => return None,
+    };
+    n.checked_mul(1 << shift)
+}
+
+/// What opening the flash tier found, to be logged once the server listens (beside the
+/// `-e` restart's line).
+pub struct FlashOutcome {
+    path: PathBuf,
+    restored: Result<(), FlashCleanStart>,
+}
+
+impl FlashOutcome {
+    /// Logs whether the flash tier was kept, and if not why.
+    pub fn log(&self) {
+        match &self.restored {
+            Ok(()) => tracing::info!("[extstore] kept the flash tier in {}", self.path.display()),
+            Err(why @ (FlashCleanStart::NoMetadata | FlashCleanStart::MemoryClean)) => {
+                tracing::info!("[extstore] {why}")
+            }
+            Err(why) => tracing::warn!("[extstore] {why}"),
+        }
+    }
+}
+
+/// Opens the flash tier for `settings` and attaches it to `store`; with a warm `-e`
+/// restart (`memory_warm`), the tier a graceful stop saved comes back with it.
+pub fn open(
+    settings: &Settings,
+    store: &Store,
+    memory_warm: bool,
+) -> Result<Option<FlashOutcome>, crate::error::ServeError> {
+    let cfg = config(&settings.extstore).map_err(crate::error::ServeError::Flash)?;
+    let Some(cfg) = cfg else {
+        return Ok(None);
+    };
+    let path = cfg.path.clone();
+    let (flash, restored) = Flash::open_restoring(cfg, memory_warm)
+        .map_err(|e| crate::error::ServeError::Flash(e.to_string()))?;
+    store.attach_flash(flash);
+    Ok(Some(FlashOutcome { path, restored }))
+}
+
+/// At a graceful stop with `-e`: writes what the flash tier buffers and saves its page
+/// table, so the next start keeps it.
+pub fn save(store: &Store) -> Result<(), crate::error::ServeError> {
+    match store.flash() {
+        Some(flash) => flash
+            .save()
+            .map_err(|e| crate::error::ServeError::Flash(format!("[extstore] not saved: {e}"))),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_memcached_reads_them() {
+        assert_eq!(parse_size("64m"), Some(64 << 20));
+        assert_eq!(parse_size("5G"), Some(5 << 30));
+        assert_eq!(parse_size("1024"), Some(1024));
+        assert_eq!(parse_size("1GB"), None);
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size("99999999999P"), None);
+    }
+
+    #[test]
+    fn ext_path_becomes_a_config() {
+        let mut e = Extstore::default();
+        assert_eq!(config(&e), Ok(None));
+        e.paths.push("/tmp/x:64m".into());
+        e.page_size = 8 << 20;
+        let cfg = config(&e).expect("valid").expect("configured");
+        assert_eq!(cfg.size, 64 << 20);
+        assert_eq!(cfg.pages(), 8);
+        assert_eq!(cfg.compact_under, 1);
+        e.paths.push("/tmp/y:64m".into());
+        assert!(config(&e).is_err());
+    }
+}

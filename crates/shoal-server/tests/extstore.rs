@@ -1,0 +1,282 @@
+//! The flash tier against the real binary, with memcached's `-o ext_path=...` options
+//! (ported from the behaviours memcached 1.6.45's `t/extstore.t`, `t/binary-extstore.t`
+//! and `t/chunked-extstore.t` check): values pushed out of memory are served from the
+//! file byte for byte, counted in memcached's stats; deletes cost no reads; `incr`,
+//! `append` and `prepend` work on flash-resident items (memcached refuses them); chunked
+//! values over 512 KB go to flash and back; a graceful `-e` restart keeps the flash
+//! tier (memcached empties it), a crash starts it clean; the `extstore` command.
+
+mod common;
+
+use common::{Conn, Server};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const VALUE_LEN: usize = 20_000;
+
+fn value(i: usize) -> Vec<u8> {
+    (0..VALUE_LEN)
+        .map(|j| b'C' + ((i * 7 + j * 13) % 24) as u8)
+        .collect()
+}
+
+fn ext_args(dir: &Path) -> String {
+    format!(
+        "ext_path={}:256m,ext_page_size=8,ext_wbuf_size=2,ext_item_size=512",
+        dir.join("extstore").display()
+    )
+}
+
+fn start(dir: &Path, extra: &[&str]) -> Server {
+    let ext = ext_args(dir);
+    let mut args = vec!["-m", "16", "-t", "2", "-o", &ext];
+    args.extend_from_slice(extra);
+    Server::with_args(&args)
+}
+
+/// Sets `n` keys of 20 KB values, `noreply`, then waits for the flash writes to land.
+fn fill(c: &mut Conn, prefix: &str, n: usize) {
+    for i in 0..n {
+        let mut req = format!("set {prefix}{i} {i} 0 {VALUE_LEN} noreply\r\n").into_bytes();
+        req.extend_from_slice(&value(i));
+        req.extend_from_slice(b"\r\n");
+        c.send(&req);
+    }
+    c.rt(b"mn\r\n", b"MN\r\n");
+    settle(c);
+}
+
+fn settle(c: &mut Conn) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.stat("extstore_io_queue") > 0 {
+        assert!(Instant::now() < deadline, "flash writes never finished");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn check_all(c: &mut Conn, prefix: &str, n: usize) {
+    for i in 0..n {
+        let got = c.get(&format!("{prefix}{i}"));
+        assert!(got == Some(value(i)), "{prefix}{i} not served intact");
+    }
+}
+
+#[test]
+fn values_beyond_memory_are_served_from_flash() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start(dir.path(), &[]);
+    let mut c = s.conn();
+    // A small value never goes to flash.
+    c.rt(b"set foo 0 0 2\r\nhi\r\n", b"STORED\r\n");
+    assert_eq!(c.stat("extstore_objects_written"), 0);
+    // Read, so that eviction keeps it in memory (an unread one would go: too small to
+    // be worth a disk read).
+    c.rt(b"get foo\r\n", b"VALUE foo 0 2\r\nhi\r\nEND\r\n");
+    // 40 MB of values into 16 MB of memory.
+    fill(&mut c, "nfoo", 2000);
+    let st = c.stats("");
+    let num = |k: &str| -> u64 { st[k].parse().expect(k) };
+    assert!(num("extstore_page_allocs") > 0);
+    assert!(num("extstore_objects_written") > 1000, "{st:?}");
+    assert!(num("extstore_bytes_written") > 1000 * VALUE_LEN as u64);
+    assert_eq!(num("evictions"), 0, "nothing lost: flash took it");
+    check_all(&mut c, "nfoo", 2000);
+    c.rt(b"get foo\r\n", b"VALUE foo 0 2\r\nhi\r\nEND\r\n");
+    let st = c.stats("");
+    let num = |k: &str| -> u64 { st[k].parse().expect(k) };
+    assert!(num("get_extstore") > 1000);
+    assert!(num("extstore_objects_read") > 1000);
+    assert!(num("extstore_bytes_read") > 1000 * VALUE_LEN as u64);
+    assert_eq!(num("miss_from_extstore"), 0);
+    assert_eq!(num("badcrc_from_extstore"), 0);
+    // Client flags survive the trip (each key was set with its index as flags).
+    c.rt(
+        b"mg nfoo7 f s\r\n",
+        format!("HD f7 s{VALUE_LEN}\r\n").as_bytes(),
+    );
+
+    // Deleting half lowers the counts, and reads nothing.
+    let read_before = num("extstore_objects_read");
+    let used_before = num("extstore_objects_used");
+    let bytes_before = num("extstore_bytes_used");
+    for i in (0..2000).step_by(2) {
+        c.send(format!("delete nfoo{i} noreply\r\n").as_bytes());
+    }
+    c.rt(b"mn\r\n", b"MN\r\n");
+    let st = c.stats("");
+    let num = |k: &str| -> u64 { st[k].parse().expect(k) };
+    assert!(num("extstore_objects_used") < used_before);
+    assert!(num("extstore_bytes_used") < bytes_before);
+    assert_eq!(
+        num("extstore_objects_read"),
+        read_before,
+        "deletes read nothing"
+    );
+    c.rt(b"get nfoo0\r\n", b"END\r\n");
+    assert!(c.get("nfoo1") == Some(value(1)));
+
+    // `stats extstore`: every page with its version and live bytes.
+    let pages = c.stats("extstore");
+    assert_eq!(pages.len(), 4 * 32, "32 pages of 8 MB, four lines each");
+    assert!(pages.contains_key("0:version") && pages.contains_key("31:free_bucket"));
+}
+
+#[test]
+fn incr_append_and_prepend_work_on_flash_resident_items() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start(dir.path(), &[]);
+    let mut c = s.conn();
+    // A counter padded to 1000 bytes, large enough to go to flash.
+    let digits = format!("{:0>1000}", 41);
+    c.rt(
+        format!("set counter 0 0 1000\r\n{digits}\r\n").as_bytes(),
+        b"STORED\r\n",
+    );
+    fill(&mut c, "bfoo", 2000);
+    let read_before = c.stat("extstore_objects_read");
+    // memcached: CLIENT_ERROR cannot increment or decrement non-numeric value.
+    c.rt(b"incr counter 1\r\n", b"42\r\n");
+    assert!(
+        c.stat("extstore_objects_read") > read_before,
+        "read back from flash"
+    );
+    // memcached: NOT_STORED for both.
+    c.rt(b"append bfoo1 0 0 2\r\nhi\r\n", b"STORED\r\n");
+    c.rt(b"prepend bfoo2 0 0 2\r\nhi\r\n", b"STORED\r\n");
+    let mut want = value(1);
+    want.extend_from_slice(b"hi");
+    assert!(c.get("bfoo1") == Some(want), "append kept the flash value");
+    let mut want = b"hi".to_vec();
+    want.extend_from_slice(&value(2));
+    assert!(c.get("bfoo2") == Some(want), "prepend kept the flash value");
+    // Touch and gat keep the value where it is, intact.
+    c.rt(b"touch bfoo3 1000\r\n", b"TOUCHED\r\n");
+    assert!(c.get("bfoo3") == Some(value(3)));
+    c.send(b"gat 1000 bfoo4\r\n");
+    let header = c.read_line();
+    assert_eq!(
+        header,
+        format!("VALUE bfoo4 4 {VALUE_LEN}\r\n").into_bytes()
+    );
+    let body = c.read_n(VALUE_LEN + 2);
+    assert!(body[..VALUE_LEN] == value(4)[..]);
+    c.expect(b"END\r\n");
+    // The meta protocol: a value, its flags and CAS, and mg's flags after a trip to disk.
+    c.rt(
+        b"mg bfoo5 s v\r\n",
+        format!("VA {VALUE_LEN} s{VALUE_LEN}\r\n").as_bytes(),
+    );
+    let body = c.read_n(VALUE_LEN + 2);
+    assert!(body[..VALUE_LEN] == value(5)[..]);
+}
+
+#[test]
+fn item_flags_survive_a_trip_to_flash() {
+    // memcached's t/extstore.t "check item flag survival after write to disk".
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start(dir.path(), &[]);
+    let mut c = s.conn();
+    let v = value(0);
+    let mut req = format!("ms itflagtest {VALUE_LEN}\r\n").into_bytes();
+    req.extend_from_slice(&v);
+    req.extend_from_slice(b"\r\n");
+    c.rt(&req, b"HD\r\n");
+    c.rt(b"mg itflagtest\r\n", b"HD\r\n");
+    c.rt(b"md itflagtest I\r\n", b"HD\r\n");
+    fill(&mut c, "pushout", 2000);
+    assert!(c.stat("extstore_objects_written") > 1000);
+    c.rt(b"mg itflagtest h\r\n", b"HD h1 X W\r\n");
+}
+
+#[test]
+fn chunked_values_go_to_flash_and_back() {
+    // memcached's t/chunked-extstore.t: values over half a megabyte.
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Write buffers deep enough that a loaded test machine's disk never makes eviction
+    // drop a value instead of waiting.
+    let s = start(dir.path(), &["-I", "2m", "-o", "ext_io_depth=16"]);
+    let mut c = s.conn();
+    let big: Vec<u8> = (0..900_000).map(|i| (i % 251) as u8).collect();
+    for k in 0..40 {
+        let mut req = format!("set big{k} 0 0 {}\r\n", big.len()).into_bytes();
+        req.extend_from_slice(&big);
+        req.extend_from_slice(b"\r\n");
+        c.rt(&req, b"STORED\r\n");
+    }
+    settle(&mut c);
+    let st = c.stats("");
+    assert!(c.stat("extstore_objects_written") > 10, "{st:?}");
+    for k in 0..40 {
+        assert!(
+            c.get(&format!("big{k}")).as_deref() == Some(&big[..]),
+            "big{k}"
+        );
+    }
+    assert_eq!(c.stat("evictions"), 0);
+}
+
+#[test]
+fn the_extstore_command_changes_settings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = start(dir.path(), &[]);
+    let mut c = s.conn();
+    c.rt(b"extstore max_frag 0.5\r\n", b"OK\r\n");
+    c.rt(b"extstore drop_unread 1\r\n", b"OK\r\n");
+    c.rt(b"extstore compact_under 4\r\n", b"OK\r\n");
+    c.rt(b"extstore free_memchunks 0 0\r\n", b"OK\r\n");
+    c.rt(b"extstore recache_rate x\r\n", b"ERROR\r\n");
+    c.rt(b"extstore bogus 1\r\n", b"ERROR\r\n");
+    c.rt(b"extstore item_size\r\n", b"ERROR\r\n");
+    // Raised above every value: nothing more goes to flash.
+    c.rt(b"extstore item_size 1000000\r\n", b"OK\r\n");
+    fill(&mut c, "k", 1500);
+    assert_eq!(c.stat("extstore_objects_written"), 0);
+    assert!(c.stat("evictions") > 0);
+}
+
+/// A memory file on tmpfs where there is one, as memcached's `-e` is meant to be used.
+fn memory_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm)
+    } else {
+        tempfile::tempdir()
+    }
+    .expect("tempdir")
+}
+
+#[test]
+fn a_graceful_restart_keeps_the_flash_tier_and_a_crash_does_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mem = memory_dir();
+    let mem_file = mem.path().join("shoal.mem");
+    let mem_arg = mem_file.to_str().expect("utf-8").to_string();
+    let mut s = start(dir.path(), &["-e", &mem_arg]);
+    let mut c = s.conn();
+    fill(&mut c, "r", 2000);
+    let on_flash = c.stat("extstore_objects_used");
+    assert!(on_flash > 1000);
+    drop(c);
+    s.signal(libc::SIGUSR1);
+    let st = s.wait_exit(Duration::from_secs(30)).expect("exits");
+    assert!(st.success());
+
+    // memcached empties extstore on a restart; shoald serves every value again.
+    let mut s = start(dir.path(), &["-e", &mem_arg]);
+    s.wait_log("kept the flash tier", Duration::from_secs(10))
+        .expect("flash tier kept");
+    let mut c = s.conn();
+    assert_eq!(c.stat("extstore_objects_used"), on_flash);
+    check_all(&mut c, "r", 2000);
+    assert_eq!(c.stat("miss_from_extstore"), 0);
+
+    // A crash: the next start is clean, memory and flash alike, and says so.
+    s.signal(libc::SIGKILL);
+    let _ = s.wait_exit(Duration::from_secs(10));
+    let s = start(dir.path(), &["-e", &mem_arg]);
+    s.wait_log("starting with an empty flash tier", Duration::from_secs(10))
+        .expect("clean flash start logged");
+    let mut c = s.conn();
+    c.rt(b"get r1\r\n", b"END\r\n");
+    assert_eq!(c.stat("extstore_objects_used"), 0);
+}
