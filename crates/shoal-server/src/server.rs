@@ -114,8 +114,10 @@ pub fn run_all(
     let (shutdown_tx, _) = watch::channel(false);
     let watchers = Arc::new(Watchers::default());
     {
-        let watchers = watchers.clone();
-        store.on_evict(move |item| watchers.evicted(item));
+        let for_evictions = watchers.clone();
+        store.on_evict(move |item| for_evictions.evicted(item));
+        let for_flash = watchers.clone();
+        store.on_flash_event(move |event| for_flash.flash(event));
     }
     let io_uring = settings.io_uring && {
         let ok = shoal_net::uring::supported();

@@ -34,6 +34,8 @@ pub mod kind {
     pub const CONNEVENTS: u32 = 8;
     /// `deletions`: items deleted by a client.
     pub const DELETIONS: u32 = 16;
+    /// `sysevents`: background work (here, the flash tier's compaction).
+    pub const SYSEVENTS: u32 = 32;
 }
 
 /// Why a `watch` command was refused.
@@ -57,6 +59,7 @@ pub fn parse_kinds(args: &[u8]) -> Result<u32, WatchError> {
             b"evictions" => kind::EVICTIONS,
             b"connevents" => kind::CONNEVENTS,
             b"deletions" => kind::DELETIONS,
+            b"sysevents" => kind::SYSEVENTS,
             _ => return Err(WatchError::UnknownType),
         };
     }
@@ -239,6 +242,63 @@ impl Watchers {
                 item.value_len()
             );
         });
+    }
+
+    /// What the flash tier did: memcached's `extwrite` line (an eviction-type event) or
+    /// its compaction lines (system events).
+    pub fn flash(&self, event: &shoal_store::FlashEvent<'_>) {
+        use shoal_store::FlashEvent;
+        match *event {
+            FlashEvent::Write {
+                key,
+                fetched,
+                ttl,
+                idle,
+            } => self.emit(kind::EVICTIONS, |l| {
+                l.extend_from_slice(b"type=extwrite key=");
+                uri_encode(key, l);
+                let fetch = if fetched { "yes" } else { "no" };
+                let ttl = ttl.map_or(-1, i64::from);
+                let _ = write!(l, " fetch={fetch} ttl={ttl} la={idle} clsid=1 bucket=0");
+            }),
+            FlashEvent::CompactStart {
+                page,
+                version,
+                frag_ratio,
+                frag_bytes,
+            } => {
+                self.emit(kind::SYSEVENTS, |l| {
+                    let _ = write!(
+                        l,
+                        "type=compact_fraginfo ratio={frag_ratio:.2} bytes={frag_bytes}"
+                    );
+                });
+                self.emit(kind::SYSEVENTS, |l| {
+                    let _ = write!(l, "type=compact_start id={page} version={version}");
+                });
+                self.emit(kind::SYSEVENTS, |l| {
+                    let _ = write!(l, "type=compact_read_start id={page} offset=0");
+                });
+            }
+            FlashEvent::CompactEnd {
+                page,
+                offset,
+                rescues,
+                lost,
+                skipped,
+            } => {
+                self.emit(kind::SYSEVENTS, |l| {
+                    let _ = write!(
+                        l,
+                        "type=compact_read_end id={page} offset={offset} rescues={rescues} \
+                         rescues_realloc=0 lost={lost} lost_oom=0 skipped={skipped}"
+                    );
+                });
+                self.emit(kind::SYSEVENTS, |l| {
+                    let _ = write!(l, "type=compact_end id={page}");
+                });
+            }
+        }
     }
 
     /// A client deleted `key`, whose value was `size` bytes (memcached's `deleted` line;

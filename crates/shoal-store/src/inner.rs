@@ -43,6 +43,8 @@ pub(crate) struct Inner {
     /// Rel time at which a delayed `flush_all` takes effect, 0 if none.
     pub(crate) pending_flush: AtomicU32,
     pub(crate) crawl_cursor: AtomicUsize,
+    /// Where the `ext_item_age` walk goes on (see `tier`).
+    pub(crate) age_cursor: AtomicUsize,
     pub(crate) limit_bytes: AtomicU64,
     /// Told about every item evicted to make room (memcached's `watch evictions`).
     pub(crate) evict_observer: std::sync::OnceLock<EvictObserver>,
@@ -64,6 +66,8 @@ pub(crate) struct Inner {
     pub(crate) class_events: AllClassEvents,
     /// The writer reads from flash bring values back to memory with (see `Store::recache`).
     pub(crate) recache_writer: Mutex<Option<crate::writer::Writer>>,
+    /// Told about what the flash tier does (`Store::on_flash_event`).
+    pub(crate) flash_observer: std::sync::OnceLock<crate::tier::FlashObserver>,
     /// The flash tier, if the store has one (see `tier`).
     pub(crate) flash: std::sync::OnceLock<std::sync::Arc<crate::flash::Flash>>,
 }
@@ -84,6 +88,7 @@ impl Inner {
             evict: cfg.evict,
             pending_flush: AtomicU32::new(0),
             crawl_cursor: AtomicUsize::new(0),
+            age_cursor: AtomicUsize::new(0),
             limit_bytes: AtomicU64::new(cfg.memory_limit as u64),
             evict_observer: std::sync::OnceLock::new(),
             memory_file: std::sync::OnceLock::new(),
@@ -94,6 +99,7 @@ impl Inner {
             class_table: cfg.slab_classes.lookup_table(),
             class_events: AllClassEvents::default(),
             flash: std::sync::OnceLock::new(),
+            flash_observer: std::sync::OnceLock::new(),
             recache_writer: Mutex::new(None),
         }
     }

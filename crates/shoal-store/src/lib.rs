@@ -59,5 +59,6 @@ pub use restart::{
 pub use slab_class::{SlabClasses, ITEM_HEADER, MAX_CLASSES};
 pub use stats::StoreStats;
 pub use store::Store;
+pub use tier::FlashEvent;
 pub use value_ref::ValueRef;
 pub use writer::Writer;

@@ -306,6 +306,7 @@ impl Store {
         inner.ghost.set_window(items / 2);
         // Flash compaction reads a page and takes shard locks; not under the eviction lock.
         inner.compact_flash();
+        inner.flush_aged();
         let mut ev = inner.evictor.lock();
         inner.segs.reclaim_dead();
         // Shrinking to a lowered limit evicts without keeping anything: it must free

@@ -23,6 +23,55 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// What the flash tier did, for memcached's `watch` lines (`extwrite` among evictions,
+/// the `compact_*` ones among system events).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FlashEvent<'a> {
+    /// An item's value was written to flash (`type=extwrite`).
+    Write {
+        /// Its key.
+        key: &'a [u8],
+        /// Whether it had been read.
+        fetched: bool,
+        /// Seconds it has left, `None` for no expiry.
+        ttl: Option<u32>,
+        /// Seconds since it was last read or stored.
+        idle: u32,
+    },
+    /// Compaction of a page starts (`type=compact_fraginfo`, then `compact_start`).
+    CompactStart {
+        /// The page.
+        page: u32,
+        /// Its version.
+        version: u32,
+        /// Bytes no longer live in used pages, over bytes written to them.
+        frag_ratio: f64,
+        /// Those bytes.
+        frag_bytes: u64,
+    },
+    /// Compaction of a page read it through (`compact_read_end`, then `compact_end`).
+    CompactEnd {
+        /// The page.
+        page: u32,
+        /// Bytes of it read.
+        offset: u64,
+        /// Values moved to another page.
+        rescues: u64,
+        /// Values dropped (never read, under `drop_unread` or `drop_under`).
+        lost: u64,
+        /// Values left because flash could not take them now.
+        skipped: u64,
+    },
+}
+
+/// A callback told about every [`FlashEvent`]; see [`Store::on_flash_event`].
+pub type FlashObserver = Box<dyn Fn(&FlashEvent<'_>) + Send + Sync>;
+
+/// Sealed segments one call of [`Inner::flush_aged`] walks: with maintenance ten times a
+/// second, 40 segments (40 MiB) a second, so a large cache is covered in a few seconds
+/// without a full walk per tick.
+const AGE_SEGMENTS_PER_CALL: usize = 4;
+
 /// A stub's value read from flash: the buffer it was read into and where in it.
 pub(crate) struct Loaded {
     /// The stub it was read for.
@@ -103,6 +152,20 @@ impl Inner {
         // `write` counted the record live until a stub holds it; the stub now counts it
         // (or, not moved, nothing does).
         flash.release(loc, raw.key_len());
+        if moved.is_some() {
+            if let Some(observe) = self.flash_observer.get() {
+                let now = self.clock.now();
+                observe(&FlashEvent::Write {
+                    key: raw.key(),
+                    fetched: raw.bits() & FETCHED != 0,
+                    ttl: match raw.exptime() {
+                        0 => None,
+                        e => Some(e.saturating_sub(now)),
+                    },
+                    idle: now.saturating_sub(raw.atime()),
+                });
+            }
+        }
         moved
     }
 
@@ -157,6 +220,65 @@ impl Inner {
         (raw.is_flash() && Self::locator(&raw) == Some(locator)).then_some(loc)
     }
 
+    /// memcached's `ext_item_age`: values of items unread for that long move to flash
+    /// without waiting for memory pressure, from a few sealed segments per call (a
+    /// rotating cursor, oldest queues first), leaving holes that compaction turns into
+    /// free memory. A no-op unless `item_age` is set.
+    pub(crate) fn flush_aged(&self) {
+        let Some(flash) = self.flash() else {
+            return;
+        };
+        let age = flash.item_age();
+        if age == u32::MAX {
+            return;
+        }
+        let now = self.clock.now();
+        let sealed = self.segs.sealed_snapshot();
+        if sealed.is_empty() {
+            return;
+        }
+        let mut ev = self.evictor.lock();
+        let start = self.age_cursor.load(Ordering::Relaxed);
+        let visits = AGE_SEGMENTS_PER_CALL.min(sealed.len());
+        for i in 0..visits {
+            let id = sealed[(start + i) % sealed.len()];
+            let meta = self.segs.meta(id);
+            if meta.state.load(Ordering::Acquire) != crate::segments::SEALED
+                || meta.live_items.load(Ordering::Acquire) == 0
+            {
+                continue;
+            }
+            let mut flushed = 0u64;
+            self.walk(id, |loc, raw| {
+                if !self.flushable(&raw) || now.saturating_sub(raw.atime()) < age {
+                    return;
+                }
+                let hash = self.hash(raw.key());
+                let mut shard = self.shard(hash);
+                if !shard.links(self, hash, loc) || crate::clock::is_expired(raw.exptime(), now) {
+                    return;
+                }
+                let moved = self.flush_to_flash(
+                    &mut ev,
+                    &mut shard,
+                    hash,
+                    (loc, raw),
+                    raw.freq(),
+                    usize::MAX,
+                );
+                flushed += u64::from(moved.is_some());
+            });
+            if flushed > 0 {
+                flash
+                    .counters
+                    .flushed_by_age
+                    .fetch_add(flushed, Ordering::Relaxed);
+                ev.note_sparse(id, self.is_sparse(id, true));
+            }
+        }
+        self.age_cursor.store(start + visits, Ordering::Relaxed);
+    }
+
     /// Compaction, one page per call from maintenance: when free pages run short, the
     /// live values of the most fragmented sealed page move to the open page (their stubs
     /// repointed in place), or are dropped as `drop_unread`/`drop_under` say, so the page
@@ -169,7 +291,21 @@ impl Inner {
             return false;
         };
         let drop_all_unread = flash.drop_unread_now();
+        let observe = self.flash_observer.get();
+        if let Some(observe) = observe {
+            let st = flash.stats();
+            let written = st.bytes_used + st.bytes_fragmented;
+            observe(&FlashEvent::CompactStart {
+                page,
+                version,
+                frag_ratio: st.bytes_fragmented as f64 / written.max(1) as f64,
+                frag_bytes: st.bytes_fragmented,
+            });
+        }
+        let (mut rescues, mut lost, mut skipped, mut offset_end) = (0u64, 0u64, 0u64, 0u64);
         flash.for_each_record(page, version, |offset, key, value| {
+            offset_end =
+                u64::from(offset) + crate::flash::record_len(key.len(), value.len()) as u64;
             let hash = self.hash(key);
             let mut shard = self.shard(hash);
             let Some(loc) = shard.find(self, hash, key) else {
@@ -185,13 +321,16 @@ impl Inner {
             let counters = &flash.counters;
             if drop_all_unread && raw.bits() & FETCHED == 0 {
                 counters.compact_lost.fetch_add(1, Ordering::Relaxed);
+                lost += 1;
                 self.remove_loc(&mut shard, hash, loc);
                 return true;
             }
             let Some(moved) = flash.write(key, value) else {
                 counters.compact_skipped.fetch_add(1, Ordering::Relaxed);
+                skipped += 1;
                 return false;
             };
+            rescues += 1;
             // The new record is counted live by `write`; the old one is let go.
             raw.set_locator(&moved.to_bytes());
             flash.release(locator, key.len());
@@ -201,6 +340,15 @@ impl Inner {
             }
             true
         });
+        if let Some(observe) = observe {
+            observe(&FlashEvent::CompactEnd {
+                page,
+                offset: offset_end,
+                rescues,
+                lost,
+                skipped,
+            });
+        }
         true
     }
 }
@@ -216,5 +364,15 @@ impl Store {
     /// The store's flash tier, if it has one.
     pub fn flash(&self) -> Option<&Flash> {
         self.inner.flash()
+    }
+
+    /// Registers the callback told about every [`FlashEvent`] (memcached's `watch`
+    /// lines). It runs on the thread that acted, some under a shard lock: it must be
+    /// quick and must not call back into the store. Once per store; false if one is set.
+    pub fn on_flash_event(
+        &self,
+        observe: impl Fn(&FlashEvent<'_>) + Send + Sync + 'static,
+    ) -> bool {
+        self.inner.flash_observer.set(Box::new(observe)).is_ok()
     }
 }

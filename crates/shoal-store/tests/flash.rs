@@ -243,3 +243,56 @@ fn a_full_file_reuses_its_oldest_page() {
         "a reused page is a version miss, not a CRC one"
     );
 }
+
+#[test]
+fn items_unread_for_ext_item_age_move_to_flash_without_memory_pressure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Store::new(StoreConfig {
+        memory_limit: 64 << 20,
+        writers: 1,
+        ..StoreConfig::default()
+    })
+    .expect("config");
+    let mut cfg = FlashConfig::new(dir.path().join("ext"), 64 << 20);
+    cfg.page_size = 1 << 20;
+    cfg.item_age = 2;
+    assert!(s.attach_flash(Flash::open(cfg).expect("flash")));
+    let mut w = s.writer();
+    // 200 large values and 200 small ones: 4 MB, nowhere near the limit.
+    fill(&s, &mut w, 200, 20_000);
+    for i in 0..200 {
+        s.update(&mut w, format!("small:{i}").as_bytes(), |e| {
+            e.store(&[b"tiny"], StoreOptions::default())
+        })
+        .expect("store");
+    }
+    // Open segments are never walked: a fresh writer seals the one in use.
+    drop(w);
+    let mut w = s.writer();
+    fill(&s, &mut w, 1, 100);
+    s.maintain_without_tick_for_test();
+    assert_eq!(
+        s.flash().expect("flash").stats().objects_written,
+        0,
+        "not old yet"
+    );
+    s.clock().advance_for_test(3);
+    for _ in 0..100 {
+        s.maintain_without_tick_for_test();
+    }
+    settle(&s);
+    let st = s.flash().expect("flash").stats();
+    assert!(st.flushed_by_age >= 199, "{st:?}");
+    assert_eq!(s.stats().evictions, 0);
+    for i in 1..200 {
+        assert!(
+            s.get(&key(i), |it| it.on_flash()) == Some(true),
+            "key {i} on flash"
+        );
+        assert!(get(&s, &key(i)) == Some(value(i, 20_000)), "key {i}");
+    }
+    for i in 0..200 {
+        let small = s.get(format!("small:{i}").as_bytes(), |it| it.on_flash());
+        assert_eq!(small, Some(false), "small values stay in memory");
+    }
+}

@@ -478,7 +478,7 @@ mod tests {
              warm_lru_pct=50,hot_max_factor=0.5,warm_max_factor=3,temporary_ttl=30,\
              tail_repair_time=60,lru_crawler_sleep=50,lru_crawler_tocrawl=9,no_hashexpand,\
              watcher_logbuf_size=10,worker_logbuf_size=20,track_sizes,hash_algorithm=xxh3,\
-             ext_path=/mnt/x:1G,ext_wbuf_size=8,ext_max_frag=0.5,ext_drop_unread,\
+             ext_path=/mnt/x:1G,ext_wbuf_size=8,ext_max_frag=0.5,ext_drop_unread,ext_threads=2,\
              ssl_ciphers=HIGH,ssl_min_version=3,ssl_wbuf_size=32,ssl_session_cache,\
              drop_privileges,sock_cookie_id=7,no_maxconns_fast,read_buf_mem_limit=5,modern,\
              inline_ascii_resp,no_inline_ascii_resp,resp_obj_mem_limit=5",
@@ -509,7 +509,7 @@ mod tests {
             "hot_lru_pct",
             "temporary_ttl",
             "no_hashexpand",
-            "ext_path",
+            "ext_threads",
             "ssl_ciphers",
             "drop_privileges",
             "no_maxconns_fast",
@@ -525,6 +525,8 @@ mod tests {
             "hash_algorithm",
             "ssl_session_cache",
             "ssl_min_version",
+            "ext_path",
+            "ext_max_frag",
         ] {
             assert!(
                 !summary.contains(&format!(" {name}")),

@@ -25,7 +25,7 @@ mod saved;
 mod stats;
 
 pub use locator::{Locator, LOCATOR_LEN};
-pub use record::RecordError;
+pub use record::{record_len, RecordError};
 pub use saved::{meta_path, FlashCleanStart};
 pub use stats::FlashStats;
 
