@@ -284,6 +284,11 @@ impl ServerProcess {
         rss_kib(self.pid())
     }
 
+    /// Bytes the process has written to storage so far (see [`disk_write_bytes`]).
+    pub fn disk_write_bytes(&self) -> Result<u64, BenchError> {
+        disk_write_bytes(self.pid())
+    }
+
     /// Whether the process is still running.
     pub fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -367,6 +372,17 @@ pub fn rss_kib(pid: u32) -> Result<u64, BenchError> {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .ok_or_else(|| BenchError::Protocol(format!("no VmRSS in {path}")))
+}
+
+/// Bytes process `pid` has caused to be written to storage (`write_bytes` of
+/// `/proc/PID/io`): what reached the block layer, not what sat in the page cache.
+pub fn disk_write_bytes(pid: u32) -> Result<u64, BenchError> {
+    let path = format!("/proc/{pid}/io");
+    let s = std::fs::read_to_string(&path).map_err(|e| BenchError::io(path.clone(), e))?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| BenchError::Protocol(format!("no write_bytes in {path}")))
 }
 
 /// The server's `stats` as name → value.

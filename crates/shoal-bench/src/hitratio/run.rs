@@ -46,11 +46,16 @@ pub struct Point {
     pub stats: BTreeMap<String, u64>,
     /// Its resident memory at the end, KiB.
     pub rss_kib: u64,
+    /// Bytes it wrote to storage during the run (a flash tier's writes; 0 without one).
+    #[serde(default)]
+    pub disk_write_bytes: u64,
 }
 
 /// `stats` counters worth keeping beside a hit ratio.
 fn kept(name: &str) -> bool {
     name.starts_with("evict")
+        || name.starts_with("extstore_")
+        || name.ends_with("_extstore")
         || name.starts_with("retain")
         || name.starts_with("ghost")
         || name.starts_with("promot")
@@ -64,6 +69,7 @@ fn kept(name: &str) -> bool {
                 | "reclaimed"
                 | "get_hits"
                 | "get_misses"
+                | "bytes_read"
                 | "get_expired"
                 | "slab_reassign_busy_items"
                 | "slabs_moved"
@@ -153,11 +159,13 @@ pub fn measure(
             .collect(),
     };
     let rss_kib = server.rss_kib().unwrap_or(0);
+    let disk_write_bytes = server.disk_write_bytes().unwrap_or(0);
     Ok(Point {
         contender: c.label.clone(),
         memory_mb,
         result,
         stats,
         rss_kib,
+        disk_write_bytes,
     })
 }

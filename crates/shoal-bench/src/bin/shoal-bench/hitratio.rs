@@ -88,6 +88,10 @@ pub struct HitRatioArgs {
     /// Extra arguments for every shoald started (space-separated).
     #[arg(long, allow_hyphen_values = true)]
     pub shoald_args: Option<String>,
+    /// Extra arguments for every memcached started (space-separated), e.g. its
+    /// `-o ext_path=...` beside shoald's for a flash-tier comparison.
+    #[arg(long, allow_hyphen_values = true)]
+    pub memcached_args: Option<String>,
     /// Server threads (-t).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -253,11 +257,13 @@ fn contenders(a: &HitRatioArgs) -> Result<Vec<Contender>> {
     } else {
         a.servers.clone()
     };
-    let shoald_args: Vec<String> = a
-        .shoald_args
-        .as_deref()
-        .map(|s| s.split_whitespace().map(String::from).collect())
-        .unwrap_or_default();
+    let split = |s: &Option<String>| -> Vec<String> {
+        s.as_deref()
+            .map(|s| s.split_whitespace().map(String::from).collect())
+            .unwrap_or_default()
+    };
+    let shoald_args = split(&a.shoald_args);
+    let memcached_args = split(&a.memcached_args);
     let mut out = Vec::new();
     for s in specs {
         let (label, kind, path) = match s.split_once('=') {
@@ -287,10 +293,10 @@ fn contenders(a: &HitRatioArgs) -> Result<Vec<Contender>> {
                 .with_context(|| format!("{default_bin} not found on PATH"))?,
         };
         anyhow::ensure!(bin.is_file(), "{} does not exist", bin.display());
-        let args = if kind == ServerKind::Shoald {
-            shoald_args.clone()
-        } else {
-            Vec::new()
+        let args = match kind {
+            ServerKind::Shoald => shoald_args.clone(),
+            ServerKind::Memcached => memcached_args.clone(),
+            ServerKind::Redis => Vec::new(),
         };
         out.push(Contender {
             label,
