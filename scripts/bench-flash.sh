@@ -92,7 +92,10 @@ if [ -n "$memtier" ] && [ -x "$memtier" ]; then
     for pair in $(seq "$PAIRS"); do
       for srv in shoald memcached; do
         port=$((23000 + RANDOM % 2000))
-        "$work/$srv.sh" -p "$port" -l 127.0.0.1 -U 0 -m "$MEM" -t 2 -o "ext_path=$work/$srv.ext:$FLASH_SIZE" >/dev/null 2>&1 &
+        user=()
+        # memcached refuses to run as root unless told which user to be.
+        [ "$srv" = memcached ] && [ "$(id -u)" = 0 ] && user=(-u root)
+        "$work/$srv.sh" -p "$port" -l 127.0.0.1 -U 0 -m "$MEM" -t 2 "${user[@]}" -o "ext_path=$work/$srv.ext:$FLASH_SIZE" >/dev/null 2>&1 &
         pid=$!
         for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
         common=(-s 127.0.0.1 -p "$port" -P memcache_text --data-size 16384 --key-maximum "$keys" --hide-histogram)
