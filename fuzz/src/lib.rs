@@ -139,3 +139,25 @@ pub fn drive_kestrel_key(data: &[u8]) {
         data.contains(&b'/')
     );
 }
+
+/// The flash tier's on-disk formats: a record read back from a page must either check
+/// (and then decode to exactly what it says) or be refused, never panic; and a saved page
+/// table is used or refused with a reason.
+pub fn drive_flash_files(data: &[u8]) {
+    use shoal_store::flash::record::{decode, encode, parse, record_len};
+    if let Some((key, value)) = parse(data) {
+        assert!(!key.is_empty() && key.len() <= 255);
+        assert_eq!(decode(data, key, value.len()), Ok(value));
+        let mut again = Vec::new();
+        encode(&mut again, key, value);
+        assert_eq!(again.len(), record_len(key.len(), value.len()));
+        assert_eq!(&again[..12 + key.len() + value.len()], &data[..12 + key.len() + value.len()]);
+    }
+    if let Some((&n, rest)) = data.split_first() {
+        let key = rest.get(..usize::from(n).min(rest.len())).unwrap_or_default();
+        let _ = decode(rest, key, usize::from(n) * 7);
+    }
+    for (page_size, pages) in [(1u64 << 20, 2u64), (64 << 20, 16)] {
+        let _ = shoal_store::flash::check_meta(data, page_size, pages);
+    }
+}

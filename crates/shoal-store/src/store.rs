@@ -97,11 +97,25 @@ impl Store {
         f: impl FnOnce(&Item<'_>) -> R,
     ) -> Option<R> {
         let inner = &*self.inner;
-        let loaded = match inner.load_stub(loc, locator, key) {
-            Ok(loaded) => loaded,
-            Err(_) => {
-                inner.drop_unreadable(hash, loc);
-                return None;
+        let (mut loc, mut locator) = (loc, locator);
+        // A failed read whose stub changed meanwhile (compaction moved the value) is read
+        // again where the stub now points; a few tries, then a miss.
+        let mut tries = 0;
+        let loaded = loop {
+            match inner.load_stub(loc, locator, key) {
+                Ok(loaded) => break loaded,
+                Err(_) if inner.drop_unreadable(hash, key, locator) || tries == 2 => return None,
+                Err(_) => {
+                    tries += 1;
+                    let shard = inner.shard(hash);
+                    let l = shard.find(inner, hash, key)?;
+                    let raw = inner.item_at(l);
+                    if !raw.is_flash() {
+                        drop(shard);
+                        return self.get(key, f);
+                    }
+                    (loc, locator) = (l, Inner::locator(&raw)?);
+                }
             }
         };
         let mut shard = inner.shard(hash);
@@ -236,9 +250,11 @@ impl Store {
                         drop(shard);
                         match inner.load_stub(loc, locator, key) {
                             Ok(l) => loaded = Some(l),
-                            // Unreadable: the item is gone, and the closure runs again
-                            // without it.
-                            Err(_) => inner.drop_unreadable(hash, loc),
+                            // Unreadable: the item is gone (or its value moved), and the
+                            // closure runs again on what the index holds now.
+                            Err(_) => {
+                                inner.drop_unreadable(hash, key, locator);
+                            }
                         }
                         continue;
                     }

@@ -199,11 +199,19 @@ impl Inner {
         Ok(Loaded { loc, buf, range })
     }
 
-    /// Unlinks a stub whose value could not be read, if the index still points at it:
-    /// the item is gone, as memcached's extstore misses make it.
-    pub(crate) fn drop_unreadable(&self, hash: u64, loc: Ref) {
+    /// After a failed read of `locator` for `key`: unlinks the stub if the index still
+    /// holds it with that locator (the item is gone, as memcached's extstore misses make
+    /// it), and returns true. False when the stub changed meanwhile (compaction moved its
+    /// value, or the item was replaced): the caller looks again instead.
+    pub(crate) fn drop_unreadable(&self, hash: u64, key: &[u8], locator: Locator) -> bool {
         let mut shard = self.shard(hash);
-        self.remove_loc(&mut shard, hash, loc);
+        match self.same_stub(&mut shard, hash, key, locator) {
+            Some(loc) => {
+                self.remove_loc(&mut shard, hash, loc);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Where the index points for `key` now, if that is a stub with `locator` (the one

@@ -296,3 +296,94 @@ fn items_unread_for_ext_item_age_move_to_flash_without_memory_pressure() {
         assert_eq!(small, Some(false), "small values stay in memory");
     }
 }
+
+/// A value that says which key and which write it is, so a reader can tell it intact.
+fn stamped(key: usize, round: usize, len: usize) -> Vec<u8> {
+    let mut v = format!("{key}:{round}:").into_bytes();
+    let seed = v.clone();
+    while v.len() < len {
+        let b = seed[v.len() % seed.len()] ^ (v.len() as u8);
+        v.push(b);
+    }
+    v
+}
+
+fn check_stamp(key: usize, v: &[u8]) {
+    let text = String::from_utf8_lossy(&v[..v.len().min(24)]).to_string();
+    let mut parts = text.splitn(3, ':');
+    let k: usize = parts.next().and_then(|p| p.parse().ok()).expect("stamp");
+    let round: usize = parts.next().and_then(|p| p.parse().ok()).expect("stamp");
+    assert_eq!(k, key, "value of another key");
+    assert!(
+        v == stamped(key, round, v.len()),
+        "key {key}: damaged value"
+    );
+}
+
+#[test]
+fn concurrent_writes_reads_deletes_and_compaction_never_serve_wrong_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = tiered(&dir, 24);
+    s.flash().expect("flash").set_tunable("compact_under", 24);
+    s.flash().expect("flash").set_max_frag(0.9);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let keys = 1500;
+    let mut threads = Vec::new();
+    for t in 0..2 {
+        let s = s.clone();
+        threads.push(std::thread::spawn(move || {
+            let mut w = s.writer();
+            for round in 0..4 {
+                for i in (t..keys).step_by(2) {
+                    let v = stamped(i, round, 8_000 + (i % 7) * 1_000);
+                    s.update(&mut w, &key(i), |e| e.store(&[&v], StoreOptions::default()))
+                        .expect("store");
+                    if i % 5 == 0 {
+                        let _ = s.update(&mut w, &key(i / 2), |e| Ok(e.remove()));
+                    }
+                }
+            }
+        }));
+    }
+    for r in 0..2 {
+        let s = s.clone();
+        let stop = stop.clone();
+        threads.push(std::thread::spawn(move || {
+            let mut n = r;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let i = n % keys;
+                if let Some(v) = get(&s, &key(i)) {
+                    check_stamp(i, &v);
+                }
+                n += 7;
+            }
+        }));
+    }
+    {
+        let s = s.clone();
+        let stop = stop.clone();
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                s.maintain_without_tick_for_test();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }));
+    }
+    for t in threads.drain(..2) {
+        t.join().expect("writer");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in threads {
+        t.join().expect("reader");
+    }
+    settle(&s);
+    let st = s.flash().expect("flash").stats();
+    assert!(st.objects_written > 1000, "{st:?}");
+    assert!(st.compact_rescues > 0, "compaction ran: {st:?}");
+    assert_eq!(st.badcrc, 0, "{st:?}");
+    for i in 0..keys {
+        if let Some(v) = get(&s, &key(i)) {
+            check_stamp(i, &v);
+        }
+    }
+}

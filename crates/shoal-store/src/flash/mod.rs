@@ -20,13 +20,13 @@
 mod compact;
 mod locator;
 mod pages;
-mod record;
+pub mod record;
 mod saved;
 mod stats;
 
 pub use locator::{Locator, LOCATOR_LEN};
 pub use record::{record_len, RecordError};
-pub use saved::{meta_path, FlashCleanStart};
+pub use saved::{check_meta, meta_path, FlashCleanStart};
 pub use stats::FlashStats;
 
 use pages::{Page, OPEN, SEALED};

@@ -75,6 +75,14 @@ impl Reader<'_> {
     }
 }
 
+/// Whether `bytes` are a saved page table a start with pages of `page_size` bytes and
+/// `pages` pages would use, and if not why (what [`Flash::open_restoring`] decides by).
+///
+/// [`Flash::open_restoring`]: super::Flash::open_restoring
+pub fn check_meta(bytes: &[u8], page_size: u64, pages: u64) -> Result<(), FlashCleanStart> {
+    decode(bytes, page_size, pages).map(|_| ())
+}
+
 pub(crate) fn decode(
     bytes: &[u8],
     page_size: u64,
