@@ -10,7 +10,11 @@
 #      16 KB and log-uniform 100 B-100 KB values) at two working sets ($SETS MiB).
 #   2. Throughput and GET latency under memtier_benchmark at the larger working set:
 #      prefilled, then 1:10 set:get for $SECS s, $PAIRS alternating pairs, medians.
+#   3. RAM per flash-resident item: $DENSITY_KEYS values of 1000 bytes into -m 32 and a
+#      2 GB file; the items each server still holds (curr_items) say how many stubs
+#      32 MiB keeps.
 #
+# PARTS chooses among "replay memtier density" (default: all three).
 #   sudo bash scripts/bench-flash.sh            # needs root for the cgroup
 #   SETS="512" PAIRS=1 bash scripts/bench-flash.sh   # a quicker look
 set -euo pipefail
@@ -61,8 +65,25 @@ wrap memcached.sh "$memcached"
   echo "memcached: $("$memcached" -V)"
 } | tee "$OUT/setup.txt"
 
+PARTS=${PARTS:-"replay memtier density"}
+DENSITY_KEYS=${DENSITY_KEYS:-1500000}
+has() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+start_server() { # start_server NAME PORT ARGS...: starts the wrapped server, waits for its port
+  local srv=$1 port=$2
+  shift 2
+  local user=()
+  # memcached refuses to run as root unless told which user to be.
+  [ "$srv" = memcached ] && [ "$(id -u)" = 0 ] && user=(-u root)
+  "$work/$srv.sh" -p "$port" -l 127.0.0.1 -U 0 "${user[@]}" "$@" >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
+}
+server_stats() { # server_stats PORT
+  (exec 3<>"/dev/tcp/127.0.0.1/$1"; printf 'stats\r\nquit\r\n' >&3; timeout 5 cat <&3 || true)
+}
+
 # 1. Hit ratio, RSS, writes.
-for set_mb in $SETS; do
+has replay && for set_mb in $SETS; do
   for pop in zipf:0.99 uniform; do
     for sizes in 16384 loguniform:100:100k; do
       case $sizes in
@@ -85,19 +106,14 @@ for set_mb in $SETS; do
 done
 
 # 2. Throughput and latency under memtier at the largest working set, 16 KB values.
-if [ -n "$memtier" ] && [ -x "$memtier" ]; then
+if has memtier && [ -n "$memtier" ] && [ -x "$memtier" ]; then
   set_mb=${SETS##* }
   keys=$((set_mb * 1048576 / 16400))
   for pattern in Z R; do
     for pair in $(seq "$PAIRS"); do
       for srv in shoald memcached; do
         port=$((23000 + RANDOM % 2000))
-        user=()
-        # memcached refuses to run as root unless told which user to be.
-        [ "$srv" = memcached ] && [ "$(id -u)" = 0 ] && user=(-u root)
-        "$work/$srv.sh" -p "$port" -l 127.0.0.1 -U 0 -m "$MEM" -t 2 "${user[@]}" -o "ext_path=$work/$srv.ext:$FLASH_SIZE" >/dev/null 2>&1 &
-        pid=$!
-        for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
+        start_server "$srv" "$port" -m "$MEM" -t 2 -o "ext_path=$work/$srv.ext:$FLASH_SIZE"
         common=(-s 127.0.0.1 -p "$port" -P memcache_text --data-size 16384 --key-maximum "$keys" --hide-histogram)
         "$memtier" "${common[@]}" -t 1 -c 4 --ratio 1:0 --key-pattern P:P -n allkeys >/dev/null 2>&1
         w0=$(awk '/^write_bytes/{print $2}' /proc/$pid/io)
@@ -105,7 +121,7 @@ if [ -n "$memtier" ] && [ -x "$memtier" ]; then
           --key-zipf-exp 0.99 --test-time "$SECS" --json-out-file "$OUT/memtier-$pattern-$srv-$pair.json" >/dev/null 2>&1
         w1=$(awk '/^write_bytes/{print $2}' /proc/$pid/io)
         rss=$(awk '/^VmHWM/{print $2}' /proc/$pid/status)
-        st=$(exec 3<>"/dev/tcp/127.0.0.1/$port"; printf 'stats\r\nquit\r\n' >&3; timeout 5 cat <&3 || true)
+        st=$(server_stats "$port")
         ext_hits=$(echo "$st" | awk '$2=="get_extstore"{print $3+0}')
         hits=$(echo "$st" | awk '$2=="get_hits"{print $3+0}')
         echo "$pattern $srv $pair rss_kib=$rss disk_written=$((w1 - w0)) get_hits=$hits get_extstore=$ext_hits" \
@@ -114,6 +130,23 @@ if [ -n "$memtier" ] && [ -x "$memtier" ]; then
         rm -f "$work"/*.ext
       done
     done
+  done
+fi
+# 3. RAM per flash-resident item.
+if has density && [ -n "$memtier" ] && [ -x "$memtier" ]; then
+  for srv in shoald memcached; do
+    port=$((25000 + RANDOM % 2000))
+    start_server "$srv" "$port" -m 32 -t 2 -o "ext_path=$work/$srv.ext:2G"
+    "$memtier" -s 127.0.0.1 -p "$port" -P memcache_text --data-size 1000 --key-maximum "$DENSITY_KEYS" \
+      --key-prefix k --ratio 1:0 --key-pattern P:P -n allkeys -t 1 -c 4 --hide-histogram >/dev/null 2>&1
+    sleep 2
+    st=$(server_stats "$port")
+    get() { echo "$st" | awk -v k="$1" '$2==k{print $3+0}'; }
+    rss=$(awk '/^VmRSS/{print $2}' /proc/$pid/status)
+    echo "density $srv keys=$DENSITY_KEYS curr_items=$(get curr_items) evictions=$(get evictions) on_flash=$(get extstore_objects_used) rss_kib=$rss" \
+      | tee -a "$OUT/density.txt"
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    rm -f "$work"/*.ext
   done
 fi
 python3 "$root/bench/flash/report.py" "$OUT" | tee "$OUT/report.md"

@@ -341,3 +341,59 @@ fn compaction_moves_live_values_out_of_fragmented_pages() {
     }
     assert!(served > 300, "served {served} of 750");
 }
+
+/// `fiu-ctrl -c COMMAND PID`.
+fn fiu_ctrl(pid: i32, command: &str) {
+    let st = std::process::Command::new("fiu-ctrl")
+        .args(["-c", command])
+        .arg(pid.to_string())
+        .status()
+        .expect("run fiu-ctrl");
+    assert!(st.success(), "fiu-ctrl -c {command:?} failed");
+}
+
+#[test]
+fn failing_flash_writes_give_misses_never_wrong_data() {
+    // libfiu (Debian fiu-utils, which CI installs) fails every pwrite with EIO while
+    // enabled: the flash tier's writes, and nothing else shoald does.
+    let Some(fiu_run) = shoal_test_support::peer("fiu-run", "fiu-utils") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fiu_run = fiu_run.to_string_lossy().into_owned();
+    let ext = ext_args(dir.path());
+    let s = Server::under(&[&fiu_run, "-x"], &["-m", "16", "-o", &ext]);
+    let mut c = s.conn();
+    fill(&mut c, "before", 1500);
+    assert_eq!(c.stat("extstore_write_errors"), 0);
+
+    fiu_ctrl(s.pid(), "enable name=posix/io/rw/pwrite*,failinfo=5");
+    fill(&mut c, "during", 1500);
+    fiu_ctrl(s.pid(), "disable name=posix/io/rw/pwrite*");
+    let errors = c.stat("extstore_write_errors");
+    assert!(errors > 0, "the injected failures were seen");
+    // Every value is served intact or missed, never another value or garbage; the
+    // failures cost misses (counted), not the server.
+    let mut missed = 0;
+    for prefix in ["before", "during"] {
+        for i in 0..1500 {
+            match c.get(&format!("{prefix}{i}")) {
+                Some(v) => assert!(v == value(i), "{prefix}{i} served wrong bytes"),
+                None => missed += 1,
+            }
+        }
+    }
+    assert!(missed > 0, "values whose write failed are misses");
+    assert_eq!(
+        c.stat("badcrc_from_extstore"),
+        0,
+        "invalidated at once, never read"
+    );
+
+    // Writes work again once the disk does.
+    let objects_before = c.stat("extstore_objects_used");
+    fill(&mut c, "after", 1500);
+    assert_eq!(c.stat("extstore_write_errors"), errors);
+    assert!(c.stat("extstore_objects_used") > objects_before);
+    check_all(&mut c, "after", 1000);
+}

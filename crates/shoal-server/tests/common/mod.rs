@@ -51,7 +51,24 @@ impl Server {
     /// `SHOALD_TEST_ARGS` (whitespace-separated) come before `args`: how the suite runs
     /// again on the io_uring data path (`SHOALD_TEST_ARGS=--io-uring`).
     pub fn with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut cmd = Command::new(shoald_bin());
+        Server::spawn(&[], args, env)
+    }
+
+    /// Like [`Server::with_args`], started through `wrapper` (a command and its
+    /// arguments that execs what follows it, such as `fiu-run -x` for injected faults).
+    pub fn under(wrapper: &[&str], args: &[&str]) -> Server {
+        Server::spawn(wrapper, args, &[])
+    }
+
+    fn spawn(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(shoald_bin());
+                c
+            }
+            None => Command::new(shoald_bin()),
+        };
         let extra = std::env::var("SHOALD_TEST_ARGS").unwrap_or_default();
         cmd.args(["-p", "-1", "-l", "127.0.0.1", "-v", "-t", "2"])
             .args(extra.split_whitespace())
