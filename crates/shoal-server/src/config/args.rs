@@ -147,7 +147,8 @@ pub struct Args {
     /// TLS private key (PEM); same as -o ssl_key=FILE.
     #[arg(long = "tls-key")]
     pub tls_key: Option<PathBuf>,
-    /// Extended options, memcached's `-o key=value,...` form (see the README for the keys).
+    /// Extended options, memcached's `-o key=value,...` form, e.g. `ext_path=PATH:SIZE` for
+    /// the flash tier (docs/compatibility.md lists every key).
     #[arg(short = 'o', long = "extended", value_delimiter = ',')]
     pub extended: Vec<String>,
     /// Number of NAPI ids (accepted; shoald does not steer connections by NAPI id).
