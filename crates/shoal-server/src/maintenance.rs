@@ -28,6 +28,7 @@ pub fn start(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
                     // A crawl asked for before `lru_crawler disable` is dropped with it.
                     crawler.full_pass.store(false, Ordering::Relaxed);
                     shared.store.clock().tick();
+                    shared.store.maintain_flash();
                     continue;
                 }
                 shared.store.maintain();

@@ -261,18 +261,10 @@ impl Watchers {
                 let ttl = ttl.map_or(-1, i64::from);
                 let _ = write!(l, " fetch={fetch} ttl={ttl} la={idle} clsid=1 bucket=0");
             }),
-            FlashEvent::CompactStart {
-                page,
-                version,
-                frag_ratio,
-                frag_bytes,
-            } => {
-                self.emit(kind::SYSEVENTS, |l| {
-                    let _ = write!(
-                        l,
-                        "type=compact_fraginfo ratio={frag_ratio:.2} bytes={frag_bytes}"
-                    );
-                });
+            FlashEvent::FragInfo { ratio, bytes } => self.emit(kind::SYSEVENTS, |l| {
+                let _ = write!(l, "type=compact_fraginfo ratio={ratio:.2} bytes={bytes}");
+            }),
+            FlashEvent::CompactStart { page, version } => {
                 self.emit(kind::SYSEVENTS, |l| {
                     let _ = write!(l, "type=compact_start id={page} version={version}");
                 });

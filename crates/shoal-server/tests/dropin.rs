@@ -247,7 +247,7 @@ fn every_memcached_command_line_starts_and_serves() {
         (vec!["-o", "lru_crawler_sleep=50,lru_crawler_tocrawl=10"], Text, vec![("lru_crawler_sleep", "50"), ("lru_crawler_tocrawl", "10")]),
         (vec!["-o", "watcher_logbuf_size=128,worker_logbuf_size=32,track_sizes"], Text, vec![("watcher_logbuf_size", "131072"), ("track_sizes", "yes")]),
         (vec!["-o", "read_buf_mem_limit=64"], Text, vec![("read_buf_mem_limit", "67108864")]),
-        (vec!["-o", "slab_chunk_max=262144,slab_sizes=96-192-384"], Text, vec![("slab_chunk_max", "262144")]),
+        (vec!["-o", "slab_chunk_max=256,slab_sizes=96-192-384"], Text, vec![("slab_chunk_max", "262144")]),
         (vec!["-o", &ext], Text, vec![("ext_wbuf_size", "8388608"), ("ext_max_frag", "0.50"), ("slab_automove_freeratio", "0.020")]),
         (vec!["-o", "ssl_ciphers=HIGH,ssl_min_version=3,ssl_session_cache,ssl_kernel_tls,ssl_wbuf_size=32,ssl_keyformat=1,ssl_verify_mode=1"], Text, vec![("ssl_enabled", "no"), ("ssl_ciphers", "HIGH"), ("ssl_min_version", "tlsv1.3"), ("ssl_wbuf_size", "32768")]),
         (vec!["-o", "no_hashexpand,no_lru_crawler,no_lru_maintainer,no_slab_reassign,no_slab_automove,no_maxconns_fast,no_chunked_items"], Text, vec![("maxconns_fast", "no"), ("slab_reassign", "no")]),

@@ -141,6 +141,16 @@ impl<'e> Item<'e> {
         self.raw.set_atime(self.now);
     }
 
+    /// Records an access that is not a read (memcached's LRU bump of an `add` that finds
+    /// the key): eviction and flash compaction count it as the item being used, but
+    /// memcached's fetched flag (`mg ... h`) is left as it was.
+    pub fn bump(&self) {
+        if self.raw.mark_accessed(0) {
+            self.active_items.fetch_add(1, Ordering::Relaxed);
+        }
+        self.raw.set_atime(self.now);
+    }
+
     /// Hands out the recache token: true if the caller is the first to get it.
     pub fn take_win(&self) -> bool {
         self.raw.set_state(WIN_SENT) & WIN_SENT == 0

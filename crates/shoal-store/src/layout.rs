@@ -222,11 +222,18 @@ impl RawItem {
     /// first read since it arrived in its segment.
     #[inline]
     pub fn mark_read(&self) -> bool {
+        self.mark_accessed(FETCHED)
+    }
+
+    /// [`mark_read`](Self::mark_read) without memcached's FETCHED flag (`fetched` 0): an
+    /// access that is not a read, such as the LRU bump of an `add` that finds the key.
+    #[inline]
+    pub fn mark_accessed(&self, fetched: u32) -> bool {
         let word = self.word(0);
         let mut w = word.load(Ordering::Relaxed);
         loop {
             let freq = freq_of(w);
-            let mut next = w | FETCHED | ACTIVE;
+            let mut next = w | (fetched & FETCHED) | ACTIVE;
             if freq < FREQ_MAX {
                 next = (next & !FREQ_MASK) | ((freq + 1) << FREQ_SHIFT);
             }

@@ -38,16 +38,21 @@ pub enum FlashEvent<'a> {
         /// Seconds since it was last read or stored.
         idle: u32,
     },
-    /// Compaction of a page starts (`type=compact_fraginfo`, then `compact_start`).
+    /// Compaction looked for a page to compact (`type=compact_fraginfo`, what memcached
+    /// logs at each check while any page is in use): the `max_frag` setting and the live
+    /// bytes under which a page qualifies.
+    FragInfo {
+        /// `ext_max_frag`.
+        ratio: f64,
+        /// The page size times `ext_max_frag`.
+        bytes: u64,
+    },
+    /// Compaction of a page starts (`compact_start`, then `compact_read_start`).
     CompactStart {
         /// The page.
         page: u32,
         /// Its version.
         version: u32,
-        /// Bytes no longer live in used pages, over bytes written to them.
-        frag_ratio: f64,
-        /// Those bytes.
-        frag_bytes: u64,
     },
     /// Compaction of a page read it through (`compact_read_end`, then `compact_end`).
     CompactEnd {
@@ -67,10 +72,10 @@ pub enum FlashEvent<'a> {
 /// A callback told about every [`FlashEvent`]; see [`Store::on_flash_event`].
 pub type FlashObserver = Box<dyn Fn(&FlashEvent<'_>) + Send + Sync>;
 
-/// Sealed segments one call of [`Inner::flush_aged`] walks: with maintenance ten times a
-/// second, 40 segments (40 MiB) a second, so a large cache is covered in a few seconds
-/// without a full walk per tick.
-const AGE_SEGMENTS_PER_CALL: usize = 4;
+/// Items one call of [`Inner::flush_aged`] looks at, at most (whole shards, at least
+/// one): with maintenance ten times a second, a cache of up to this many items is
+/// walked whole every tick, a larger one in turns, without a full walk per tick.
+const AGE_ITEMS_PER_CALL: usize = 1 << 16;
 
 /// A stub's value read from flash: the buffer it was read into and where in it.
 pub(crate) struct Loaded {
@@ -229,9 +234,10 @@ impl Inner {
     }
 
     /// memcached's `ext_item_age`: values of items unread for that long move to flash
-    /// without waiting for memory pressure, from a few sealed segments per call (a
-    /// rotating cursor, oldest queues first), leaving holes that compaction turns into
-    /// free memory. A no-op unless `item_age` is set.
+    /// without waiting for memory pressure. Walks the index, a few shards per call (a
+    /// rotating cursor), so that items still in a writer's open segment are found too
+    /// (a segment a writer appends to is never walked); each item moved leaves a hole
+    /// that compaction turns into free memory. A no-op unless `item_age` is set.
     pub(crate) fn flush_aged(&self) {
         let Some(flash) = self.flash() else {
             return;
@@ -241,31 +247,29 @@ impl Inner {
             return;
         }
         let now = self.clock.now();
-        let sealed = self.segs.sealed_snapshot();
-        if sealed.is_empty() {
-            return;
-        }
         let mut ev = self.evictor.lock();
         let start = self.age_cursor.load(Ordering::Relaxed);
-        let visits = AGE_SEGMENTS_PER_CALL.min(sealed.len());
-        for i in 0..visits {
-            let id = sealed[(start + i) % sealed.len()];
-            let meta = self.segs.meta(id);
-            if meta.state.load(Ordering::Acquire) != crate::segments::SEALED
-                || meta.live_items.load(Ordering::Acquire) == 0
-            {
-                continue;
-            }
-            let mut flushed = 0u64;
-            self.walk(id, |loc, raw| {
-                if !self.flushable(&raw) || now.saturating_sub(raw.atime()) < age {
-                    return;
+        let mut flushed = 0u64;
+        let mut old = Vec::new();
+        let mut visited = 0;
+        let mut walked = 0;
+        while walked < self.shards.len() && visited < AGE_ITEMS_PER_CALL {
+            let mut shard = self.shards[(start + walked) % self.shards.len()].0.lock();
+            walked += 1;
+            visited += shard.len();
+            old.clear();
+            shard.for_each(self, |r| {
+                let raw = self.item_at(r);
+                if self.flushable(&raw) && now.saturating_sub(raw.atime()) >= age {
+                    old.push(r);
+                }
+            });
+            for &loc in &old {
+                let raw = self.item_at(loc);
+                if crate::clock::is_expired(raw.exptime(), now) {
+                    continue;
                 }
                 let hash = self.hash(raw.key());
-                let mut shard = self.shard(hash);
-                if !shard.links(self, hash, loc) || crate::clock::is_expired(raw.exptime(), now) {
-                    return;
-                }
                 let moved = self.flush_to_flash(
                     &mut ev,
                     &mut shard,
@@ -274,17 +278,23 @@ impl Inner {
                     raw.freq(),
                     usize::MAX,
                 );
-                flushed += u64::from(moved.is_some());
-            });
-            if flushed > 0 {
-                flash
-                    .counters
-                    .flushed_by_age
-                    .fetch_add(flushed, Ordering::Relaxed);
-                ev.note_sparse(id, self.is_sparse(id, true));
+                if moved.is_none() {
+                    break;
+                }
+                flushed += 1;
+                let seg = self.refs.seg(loc);
+                if self.segs.meta(seg).state.load(Ordering::Acquire) == crate::segments::SEALED {
+                    ev.note_sparse(seg, self.is_sparse(seg, true));
+                }
             }
         }
-        self.age_cursor.store(start + visits, Ordering::Relaxed);
+        self.age_cursor.store(start + walked, Ordering::Relaxed);
+        if flushed > 0 {
+            flash
+                .counters
+                .flushed_by_age
+                .fetch_add(flushed, Ordering::Relaxed);
+        }
     }
 
     /// Compaction, one page per call from maintenance: when free pages run short, the
@@ -295,22 +305,26 @@ impl Inner {
         let Some(flash) = self.flash() else {
             return false;
         };
+        let observe = self.flash_observer.get();
+        if let Some(observe) = observe {
+            if flash.pages_used() > 0 {
+                let ratio = flash.max_frag();
+                observe(&FlashEvent::FragInfo {
+                    ratio,
+                    bytes: (flash.config().page_size as f64 * ratio) as u64,
+                });
+            }
+        }
         let Some((page, version)) = flash.compaction_candidate() else {
             return false;
         };
         let drop_all_unread = flash.drop_unread_now();
-        let observe = self.flash_observer.get();
         if let Some(observe) = observe {
-            let st = flash.stats();
-            let written = st.bytes_used + st.bytes_fragmented;
-            observe(&FlashEvent::CompactStart {
-                page,
-                version,
-                frag_ratio: st.bytes_fragmented as f64 / written.max(1) as f64,
-                frag_bytes: st.bytes_fragmented,
-            });
+            observe(&FlashEvent::CompactStart { page, version });
         }
-        let (mut rescues, mut lost, mut skipped, mut offset_end) = (0u64, 0u64, 0u64, 0u64);
+        // Nothing is lost here: a value compaction cannot move now stays where it is.
+        let lost = 0u64;
+        let (mut rescues, mut skipped, mut offset_end) = (0u64, 0u64, 0u64);
         flash.for_each_record(page, version, |offset, key, value| {
             offset_end =
                 u64::from(offset) + crate::flash::record_len(key.len(), value.len()) as u64;
@@ -327,15 +341,16 @@ impl Inner {
                 return true;
             }
             let counters = &flash.counters;
-            if drop_all_unread && raw.bits() & FETCHED == 0 {
-                counters.compact_lost.fetch_add(1, Ordering::Relaxed);
-                lost += 1;
+            // Never read, and not used since its value went to flash: what memcached
+            // finds in its COLD LRU and leaves out of the rewrite (counted as skipped).
+            if drop_all_unread && raw.bits() & (FETCHED | crate::layout::ACTIVE) == 0 {
+                counters.compact_skipped.fetch_add(1, Ordering::Relaxed);
+                skipped += 1;
                 self.remove_loc(&mut shard, hash, loc);
                 return true;
             }
             let Some(moved) = flash.write(key, value) else {
-                counters.compact_skipped.fetch_add(1, Ordering::Relaxed);
-                skipped += 1;
+                // Every write buffer is busy: the page is left for the next call.
                 return false;
             };
             rescues += 1;
@@ -372,6 +387,14 @@ impl Store {
     /// The store's flash tier, if it has one.
     pub fn flash(&self) -> Option<&Flash> {
         self.inner.flash()
+    }
+
+    /// The flash tier's background work alone (compaction, `ext_item_age` flushing),
+    /// which [`maintain`](Store::maintain) also does: for a server whose expiry sweep is
+    /// turned off (memcached's `no_lru_crawler`), whose flash tier must go on working.
+    pub fn maintain_flash(&self) {
+        self.inner.compact_flash();
+        self.inner.flush_aged();
     }
 
     /// Registers the callback told about every [`FlashEvent`] (memcached's `watch`

@@ -250,7 +250,14 @@ fn apply(w: &Worker, spec: &StoreSpec<'_>) -> Result<Stored, StoreError> {
         };
         let check = cas_check(spec.compare_cas, cur_cas, spec.invalidate);
         Ok(match kind {
-            StoreKind::Add => Stored::NotStored,
+            StoreKind::Add => {
+                // memcached bumps the item it found in its LRU ("add only adds a
+                // nonexistent item, but promote to head of LRU"), without fetching it.
+                if let Some(item) = e.item() {
+                    item.bump();
+                }
+                Stored::NotStored
+            }
             StoreKind::Set | StoreKind::Replace => stored(e.store(&[data], opts)?),
             StoreKind::Cas => match check {
                 CasCheck::Match => stored(e.store(&[data], opts)?),

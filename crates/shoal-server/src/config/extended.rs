@@ -182,12 +182,16 @@ pub(super) fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigEr
                 .filter(|&w| w >= 3)
                 .ok_or_else(|| invalid("slab_automove_window must be > 2"))?;
         }
+        // In kilobytes, as memcached 1.6 reads it (`slab_chunk_max=16` is 16 KB).
         "slab_chunk_max" => {
             let n: u32 = o.number(&missing)?;
             if n == 0 {
-                return Err(invalid(missing));
+                return Err(invalid("slab_chunk_max must be >= 0"));
             }
-            t.slab_chunk_max = Some(n);
+            if n > 1 << 10 {
+                return Err(invalid("slab_chunk_max must be specified in kilobytes."));
+            }
+            t.slab_chunk_max = Some(n << 10);
         }
         "slab_sizes" => {
             t.slab_sizes = o
@@ -474,7 +478,7 @@ mod tests {
         let s = settings(&[
             "-o",
             "slab_reassign,slab_automove=2,slab_automove_ratio=0.5,slab_automove_window=10,\
-             slab_chunk_max=16384,slab_sizes=100-200-300,lru_maintainer,hot_lru_pct=10,\
+             slab_chunk_max=16,slab_sizes=100-200-300,lru_maintainer,hot_lru_pct=10,\
              warm_lru_pct=50,hot_max_factor=0.5,warm_max_factor=3,temporary_ttl=30,\
              tail_repair_time=60,lru_crawler_sleep=50,lru_crawler_tocrawl=9,no_hashexpand,\
              watcher_logbuf_size=10,worker_logbuf_size=20,track_sizes,hash_algorithm=xxh3,\

@@ -383,6 +383,17 @@ impl Flash {
         true
     }
 
+    /// `max_frag` now.
+    pub fn max_frag(&self) -> f64 {
+        f64::from(self.tune.max_frag_milli.load(Ordering::Relaxed)) / 1000.0
+    }
+
+    /// Pages open or sealed (not free).
+    pub fn pages_used(&self) -> usize {
+        let st = self.state.lock();
+        self.pages.len() - st.free.len()
+    }
+
     /// Changes `max_frag`: pages whose live share is under it may be compacted.
     pub fn set_max_frag(&self, value: f64) {
         let milli = (value.clamp(0.0, 1.0) * 1000.0) as u32;
