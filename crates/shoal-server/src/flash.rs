@@ -47,6 +47,7 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
     };
     cfg.max_frag = e.max_frag;
     cfg.drop_unread = e.drop_unread;
+    cfg.low_ttl = e.low_ttl;
     cfg.recache_rate = e.recache_rate;
     Ok(Some(cfg))
 }

@@ -308,7 +308,9 @@ impl Inner {
     pub(crate) fn reclaim_expired_in(&self, id: SegId, now: u32, crawler: bool) {
         let mut ev = self.evictor.lock();
         let meta = self.segs.meta(id);
-        if meta.state.load(Ordering::Acquire) != crate::segments::SEALED
+        // A head is walked too: only eviction appends to it, under the lock held here,
+        // so every item up to its `used` is complete.
+        if (meta.state.load(Ordering::Acquire) != crate::segments::SEALED && !ev.is_head(id))
             || meta.live_items.load(Ordering::Acquire) == 0
             // Nothing in it expires yet (0, "not known", never skips).
             || meta.earliest_expiry.load(Ordering::Acquire) > now

@@ -109,6 +109,16 @@ impl Evictor {
         self.heads[queue].is_some()
     }
 
+    /// The segments open as heads now (eviction appends to them under its lock).
+    pub(crate) fn head_segments(&self) -> Vec<SegId> {
+        self.heads.iter().flatten().map(|h| h.seg).collect()
+    }
+
+    /// Whether `id` is open as a head.
+    pub(crate) fn is_head(&self, id: SegId) -> bool {
+        self.heads.iter().flatten().any(|h| h.seg == id)
+    }
+
     fn bump(&mut self, segs: &Segments, queue: usize, h: Head, size: usize) -> (SegId, u32) {
         let off = h.off;
         let end = off + size as u32;

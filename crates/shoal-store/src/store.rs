@@ -317,6 +317,15 @@ impl Store {
                 }
             }
         }
+        // Eviction's open heads (items it kept, stubs of flash values) fill slowly and
+        // are not sealed yet: their expired items are reclaimed too, so that expired
+        // memory (and the flash pages of expired stubs) is not held until they fill.
+        let heads = inner.evictor.lock().head_segments();
+        for id in heads {
+            if inner.has_expired(id, now) {
+                inner.reclaim_expired_in(id, now, true);
+            }
+        }
         // The ghost remembers half as many evictions as the cache holds items.
         let items: usize = inner.shards.iter().map(|s| s.0.lock().len()).sum();
         inner.ghost.set_window(items / 2);

@@ -143,7 +143,12 @@ impl Inner {
         if stub_size > room {
             return None;
         }
-        let loc = flash.write(raw.key(), raw.value())?;
+        let now = self.clock.now();
+        let ttl = match raw.exptime() {
+            0 => None,
+            e => Some(e.saturating_sub(now)),
+        };
+        let loc = flash.write(raw.key(), raw.value(), ttl)?;
         let queue = crate::evict::class_of(stub_size);
         let moved = self.move_item(
             ev,
@@ -349,7 +354,11 @@ impl Inner {
                 self.remove_loc(&mut shard, hash, loc);
                 return true;
             }
-            let Some(moved) = flash.write(key, value) else {
+            let ttl = match raw.exptime() {
+                0 => None,
+                e => Some(e.saturating_sub(self.clock.now())),
+            };
+            let Some(moved) = flash.write(key, value, ttl) else {
                 // Every write buffer is busy: the page is left for the next call.
                 return false;
             };

@@ -387,3 +387,52 @@ fn concurrent_writes_reads_deletes_and_compaction_never_serve_wrong_bytes() {
         }
     }
 }
+
+#[test]
+fn short_lived_values_get_pages_of_their_own_that_free_as_they_expire() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = tiered(&dir, 64);
+    s.flash().expect("flash").set_tunable("low_ttl", 60);
+    let mut w = s.writer();
+    let short = s.clock().expiry(5);
+    // Interleaved: a value that lives 5 s, one that lives forever.
+    for i in 0..1000 {
+        let v = value(i, 20_000);
+        s.update(&mut w, &key(i), |e| {
+            e.store(
+                &[&v],
+                StoreOptions {
+                    exptime: short,
+                    ..Default::default()
+                },
+            )
+        })
+        .expect("store");
+        s.update(&mut w, format!("long:{i}").as_bytes(), |e| {
+            e.store(&[&v], StoreOptions::default())
+        })
+        .expect("store");
+    }
+    settle(&s);
+    let before = s.flash().expect("flash").stats();
+    assert!(before.objects_written > 1000, "{before:?}");
+    s.clock().advance_for_test(10);
+    for _ in 0..50 {
+        s.maintain_without_tick_for_test();
+    }
+    let after = s.flash().expect("flash").stats();
+    assert!(
+        after.page_reclaims >= before.page_reclaims + 2,
+        "pages of expired values freed whole: {after:?}"
+    );
+    assert_eq!(
+        after.objects_read, before.objects_read,
+        "freed without reading"
+    );
+    for i in (0..1000).step_by(97) {
+        assert!(
+            get(&s, format!("long:{i}").as_bytes()) == Some(value(i, 20_000)),
+            "long:{i}"
+        );
+    }
+}

@@ -341,7 +341,7 @@ pub(super) fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigEr
             apply_extstore(&mut s.extstore, &o)?;
             if matches!(
                 key,
-                "ext_threads" | "ext_low_ttl" | "ext_max_sleep" | "slab_automove_freeratio"
+                "ext_threads" | "ext_max_sleep" | "slab_automove_freeratio"
             ) {
                 inert = Some(Inert::Extstore);
             }

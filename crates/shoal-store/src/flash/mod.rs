@@ -69,6 +69,9 @@ pub struct FlashConfig {
     pub max_frag: f64,
     /// Compaction drops items not read since they were written (`ext_drop_unread`).
     pub drop_unread: bool,
+    /// Values of items with less than this many seconds to live go to pages of their
+    /// own (`ext_low_ttl`; 0, the default: no such pages).
+    pub low_ttl: u32,
     /// One in this many reads from flash brings the item back to memory
     /// (`ext_recache_rate`; 0 never).
     pub recache_rate: u32,
@@ -89,6 +92,7 @@ impl FlashConfig {
             drop_under: 0,
             max_frag: 0.8,
             drop_unread: false,
+            low_ttl: 0,
             recache_rate: 2000,
         }
     }
@@ -110,7 +114,7 @@ pub enum FlashError {
         /// What failed.
         source: std::io::Error,
     },
-    /// Sizes that cannot work (a file smaller than two pages, a page over 4 GiB).
+    /// Sizes that cannot work (a file smaller than one page, a page over 4 GiB).
     #[error("{0}")]
     Config(String),
 }
@@ -139,6 +143,7 @@ pub(crate) struct Tunables {
     /// `max_frag` in thousandths.
     pub(crate) max_frag_milli: AtomicU32,
     pub(crate) drop_unread: AtomicU32,
+    pub(crate) low_ttl: AtomicU32,
     pub(crate) recache_rate: AtomicU32,
 }
 
@@ -150,8 +155,9 @@ struct Pending {
     bytes: Vec<u8>,
 }
 
-/// What the write side holds under its lock.
-struct WriteState {
+/// Where one stream of records is being appended: its open page and write buffer.
+#[derive(Default)]
+struct Stream {
     /// The page records go to, if one is open.
     open: Option<u32>,
     /// Bytes of the open page allotted so far (the buffer included).
@@ -159,6 +165,18 @@ struct WriteState {
     /// Records not yet handed to the IO thread, and where in the open page they start.
     buf: Vec<u8>,
     buf_start: u64,
+}
+
+/// The default stream, and the one for values that expire soon (`ext_low_ttl`), kept
+/// on pages of their own so that those pages empty, and free themselves, as they expire.
+pub(crate) const STREAMS: usize = 2;
+/// The stream of values with a TTL under `ext_low_ttl`.
+pub(crate) const LOW_TTL: usize = 1;
+
+/// What the write side holds under its lock.
+struct WriteState {
+    /// The streams records are appended to.
+    streams: [Stream; STREAMS],
     /// Buffers handed to the IO thread and not yet written, oldest first.
     in_flight: VecDeque<Arc<Pending>>,
     /// Pages with nothing in them.
@@ -234,7 +252,9 @@ impl Flash {
             source,
         };
         let mut st = self.state.lock();
-        self.submit(&mut st);
+        for stream in 0..STREAMS {
+            self.submit(&mut st, stream);
+        }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while !st.in_flight.is_empty() {
             if std::time::Instant::now() > deadline {
@@ -261,7 +281,7 @@ impl Flash {
             })
             .collect();
         let mut sealed: Vec<u32> = st.sealed.iter().copied().collect();
-        sealed.extend(st.open);
+        sealed.extend(st.streams.iter().filter_map(|s| s.open));
         let bytes = saved::encode(&stats::SavedPages { pages, sealed }, self.cfg.page_size);
         drop(st);
         let meta = saved::meta_path(&self.cfg.path);
@@ -273,9 +293,11 @@ impl Flash {
         saved: Option<&stats::SavedPages>,
     ) -> Result<Arc<Flash>, FlashError> {
         let pages = cfg.pages();
-        if pages < 2 {
+        // One page works (it is reused once full, as memcached's single page is), if
+        // poorly: every fill evicts all it held.
+        if pages < 1 {
             return Err(FlashError::Config(format!(
-                "ext_path size {} is less than two pages of {} bytes",
+                "ext_path size {} is less than one page of {} bytes",
                 cfg.size, cfg.page_size
             )));
         }
@@ -296,10 +318,7 @@ impl Flash {
         file.set_len(pages * cfg.page_size).map_err(io_err)?;
         let table: Box<[Page]> = (0..pages).map(|_| Page::default()).collect();
         let mut state = WriteState {
-            open: None,
-            fill: 0,
-            buf: Vec::new(),
-            buf_start: 0,
+            streams: Default::default(),
             in_flight: VecDeque::new(),
             free: Vec::new(),
             sealed: VecDeque::new(),
@@ -323,6 +342,7 @@ impl Flash {
             drop_under: AtomicU32::new(cfg.drop_under),
             max_frag_milli: AtomicU32::new((cfg.max_frag * 1000.0) as u32),
             drop_unread: AtomicU32::new(u32::from(cfg.drop_unread)),
+            low_ttl: AtomicU32::new(cfg.low_ttl),
             recache_rate: AtomicU32::new(cfg.recache_rate),
         };
         let flash = Arc::new(Flash {
@@ -364,8 +384,7 @@ impl Flash {
 
     /// Changes a whole-number setting by memcached's name for it (`extstore` command):
     /// `item_size`, `item_age`, `recache_rate`, `compact_under`, `drop_under`,
-    /// `drop_unread` (non-zero: on). Others (`low_ttl`, `max_sleep`) have no effect
-    /// here. Returns whether the name is known.
+    /// `drop_unread` (non-zero: on), `low_ttl`. `max_sleep` has no effect here. Returns whether the name is known.
     pub fn set_tunable(&self, name: &str, value: u32) -> bool {
         let t = &self.tune;
         match name {
@@ -377,7 +396,8 @@ impl Flash {
             "drop_unread" => t
                 .drop_unread
                 .store(u32::from(value != 0), Ordering::Relaxed),
-            "low_ttl" | "max_sleep" => {}
+            "low_ttl" => t.low_ttl.store(value, Ordering::Relaxed),
+            "max_sleep" => {}
             _ => return false,
         }
         true
@@ -419,35 +439,44 @@ impl Flash {
     /// Appends the record of `key` and `value` to the open write buffer and returns where
     /// it will be, or `None` when it cannot be taken without waiting for the disk (every
     /// buffer in flight) or at all (larger than a page).
-    pub fn write(&self, key: &[u8], value: &[u8]) -> Option<Locator> {
+    /// `ttl` is the seconds the item has left (`None`: no expiry): under `ext_low_ttl`,
+    /// the value goes to the short-lived stream's pages.
+    pub fn write(&self, key: &[u8], value: &[u8], ttl: Option<u32>) -> Option<Locator> {
         let len = record::record_len(key.len(), value.len()) as u64;
         if len > self.cfg.page_size || value.len() > u32::MAX as usize {
             return None;
         }
+        let low_ttl = self.tune.low_ttl.load(Ordering::Relaxed);
+        let stream = match ttl {
+            Some(t) if t < low_ttl => LOW_TTL,
+            _ => 0,
+        };
         let mut st = self.state.lock();
-        let page_full = st.open.is_none() || st.fill + len > self.cfg.page_size;
-        let buf_full = !st.buf.is_empty() && st.buf.len() + len as usize > self.cfg.wbuf_size;
-        let must_submit = (page_full || buf_full) && !st.buf.is_empty();
+        let s = &st.streams[stream];
+        let page_full = s.open.is_none() || s.fill + len > self.cfg.page_size;
+        let buf_full = !s.buf.is_empty() && s.buf.len() + len as usize > self.cfg.wbuf_size;
+        let must_submit = (page_full || buf_full) && !s.buf.is_empty();
         if must_submit && st.in_flight.len() >= self.max_in_flight() {
             self.counters.write_refused.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         if page_full {
-            self.seal_open(&mut st);
-            if !self.open_page(&mut st) {
+            self.seal_open(&mut st, stream);
+            if !self.open_page(&mut st, stream) {
                 return None;
             }
         } else if buf_full {
-            self.submit(&mut st);
+            self.submit(&mut st, stream);
         }
-        let page_no = st.open?;
+        let s = &mut st.streams[stream];
+        let page_no = s.open?;
         let page = self.page(page_no)?;
-        let offset = st.fill;
-        if st.buf.is_empty() {
-            st.buf.reserve(self.cfg.wbuf_size.max(len as usize));
+        let offset = s.fill;
+        if s.buf.is_empty() {
+            s.buf.reserve(self.cfg.wbuf_size.max(len as usize));
         }
-        record::encode(&mut st.buf, key, value);
-        st.fill += len;
+        record::encode(&mut s.buf, key, value);
+        s.fill += len;
         page.written.fetch_add(len, Ordering::Relaxed);
         page.live_objects.fetch_add(1, Ordering::Relaxed);
         page.live_bytes.fetch_add(len, Ordering::Relaxed);
@@ -466,20 +495,21 @@ impl Flash {
         self.cfg.io_depth.max(1)
     }
 
-    /// Hands the open buffer to the IO thread.
-    fn submit(&self, st: &mut WriteState) {
-        let Some(page) = st.open else { return };
-        if st.buf.is_empty() {
+    /// Hands a stream's open buffer to the IO thread.
+    fn submit(&self, st: &mut WriteState, stream: usize) {
+        let s = &mut st.streams[stream];
+        let Some(page) = s.open else { return };
+        if s.buf.is_empty() {
             return;
         }
-        let bytes = std::mem::take(&mut st.buf);
+        let bytes = std::mem::take(&mut s.buf);
         let pending = Arc::new(Pending {
             page,
             version: self.pages[page as usize].version.load(Ordering::Relaxed),
-            start: st.buf_start as u32,
+            start: s.buf_start as u32,
             bytes,
         });
-        st.buf_start = st.fill;
+        s.buf_start = s.fill;
         st.in_flight.push_back(pending.clone());
         self.counters.io_queue.fetch_add(1, Ordering::Relaxed);
         let sent = self.io.lock().as_ref().map(|tx| tx.send(pending));
@@ -491,10 +521,10 @@ impl Flash {
         }
     }
 
-    /// Seals the open page, handing its last buffer to the IO thread.
-    fn seal_open(&self, st: &mut WriteState) {
-        self.submit(st);
-        if let Some(p) = st.open.take() {
+    /// Seals a stream's open page, handing its last buffer to the IO thread.
+    fn seal_open(&self, st: &mut WriteState, stream: usize) {
+        self.submit(st, stream);
+        if let Some(p) = st.streams[stream].open.take() {
             self.pages[p as usize]
                 .state
                 .store(SEALED, Ordering::Release);
@@ -506,8 +536,8 @@ impl Flash {
         }
     }
 
-    /// Opens a free page, reusing the oldest sealed one when none is free.
-    fn open_page(&self, st: &mut WriteState) -> bool {
+    /// Opens a free page for a stream, reusing the oldest sealed one when none is free.
+    fn open_page(&self, st: &mut WriteState, stream: usize) -> bool {
         let c = &self.counters;
         let next = match st.free.pop() {
             Some(p) => Some(p),
@@ -521,9 +551,10 @@ impl Flash {
         let Some(p) = next else { return false };
         self.pages[p as usize].state.store(OPEN, Ordering::Release);
         c.page_allocs.fetch_add(1, Ordering::Relaxed);
-        st.open = Some(p);
-        st.fill = 0;
-        st.buf_start = 0;
+        let s = &mut st.streams[stream];
+        s.open = Some(p);
+        s.fill = 0;
+        s.buf_start = 0;
         true
     }
 
@@ -579,11 +610,13 @@ impl Flash {
             if page.version.load(Ordering::Acquire) != loc.version {
                 return Err(FlashMiss::Gone);
             }
-            let buffered = if st.open == Some(loc.page)
-                && off >= st.buf_start
-                && off < st.buf_start + st.buf.len() as u64
-            {
-                Some(&st.buf[(off - st.buf_start) as usize..])
+            let open = st.streams.iter().find(|s| {
+                s.open == Some(loc.page)
+                    && off >= s.buf_start
+                    && off < s.buf_start + s.buf.len() as u64
+            });
+            let buffered = if let Some(s) = open {
+                Some(&s.buf[(off - s.buf_start) as usize..])
             } else {
                 st.in_flight
                     .iter()
