@@ -436,3 +436,21 @@ fn short_lived_values_get_pages_of_their_own_that_free_as_they_expire() {
         );
     }
 }
+
+#[test]
+fn a_second_process_cannot_open_the_same_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = FlashConfig::new(dir.path().join("ext"), 4 << 20);
+    let mut cfg = cfg;
+    cfg.page_size = 1 << 20;
+    let first = Flash::open(cfg.clone()).expect("first");
+    let second = Flash::open(cfg.clone());
+    assert!(second.is_err(), "two tiers on one file");
+    drop(first);
+    // The lock goes with the file: once the tier's IO thread has let go, it opens again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Flash::open(cfg.clone()).is_err() {
+        assert!(Instant::now() < deadline, "the file stays locked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -315,6 +315,22 @@ impl Flash {
             .truncate(false)
             .open(&cfg.path)
             .map_err(io_err)?;
+        // Two processes writing one flash file would overwrite each other's values (and
+        // each read the other's as CRC misses): the second is refused, as memcached
+        // refuses a second server on the same extstore file.
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        } != 0
+        {
+            return Err(FlashError::Config(format!(
+                "{}: flash file is in use by another process",
+                cfg.path.display()
+            )));
+        }
         file.set_len(pages * cfg.page_size).map_err(io_err)?;
         let table: Box<[Page]> = (0..pages).map(|_| Page::default()).collect();
         let mut state = WriteState {
