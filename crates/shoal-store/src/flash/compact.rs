@@ -66,10 +66,12 @@ impl Flash {
             }
             let mut at = 0usize;
             while let Some(header) = buf.get(at..at + RECORD_HEADER) {
-                let klen =
-                    u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
-                let vlen =
-                    u32::from_le_bytes([header[8], header[9], header[10], header[11]]) as usize;
+                let (Some(klen), Some(vlen)) =
+                    (record::le_u32(header, 4), record::le_u32(header, 8))
+                else {
+                    return;
+                };
+                let (klen, vlen) = (klen as usize, vlen as usize);
                 let len = record::record_len(klen, vlen);
                 if at + len > buf.len() {
                     if at == 0 {

@@ -32,9 +32,7 @@ impl Locator {
     /// Reads a locator back from a stub's bytes; `None` if there are not
     /// [`LOCATOR_LEN`] of them.
     pub fn from_bytes(b: &[u8]) -> Option<Locator> {
-        let word = |i: usize| -> Option<u32> {
-            Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?))
-        };
+        let word = |i: usize| super::record::le_u32(b, i);
         if b.len() != LOCATOR_LEN {
             return None;
         }

@@ -17,6 +17,11 @@ pub const RECORD_HEADER: usize = 12;
 /// Records start on 8-byte boundaries.
 const ALIGN: usize = 8;
 
+/// The little-endian word at `at`, if the bytes are there.
+pub(crate) fn le_u32(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+}
+
 /// Bytes a record of this key and value takes on flash, padding included.
 pub fn record_len(key_len: usize, value_len: usize) -> usize {
     (RECORD_HEADER + key_len + value_len + ALIGN - 1) & !(ALIGN - 1)
@@ -49,9 +54,7 @@ pub enum RecordError {
 /// Checks that `bytes` (read from a record's start, at least the record's length) hold
 /// `key` with a value of `value_len` bytes, and returns the value.
 pub fn decode<'b>(bytes: &'b [u8], key: &[u8], value_len: usize) -> Result<&'b [u8], RecordError> {
-    let word = |i: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(bytes.get(i..i + 4)?.try_into().ok()?))
-    };
+    let word = |i: usize| le_u32(bytes, i);
     let (Some(crc), Some(klen), Some(vlen)) = (word(0), word(4), word(8)) else {
         return Err(RecordError::BadCrc);
     };
@@ -74,9 +77,7 @@ pub fn decode<'b>(bytes: &'b [u8], key: &[u8], value_len: usize) -> Result<&'b [
 /// The key and value length of the record at the start of `bytes` if its header is
 /// plausible and its CRC checks (for compaction, which walks a page record by record).
 pub fn parse(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
-    let word = |i: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(bytes.get(i..i + 4)?.try_into().ok()?))
-    };
+    let word = |i: usize| le_u32(bytes, i);
     let crc = word(0)?;
     let klen = word(4)? as usize;
     let vlen = word(8)? as usize;
