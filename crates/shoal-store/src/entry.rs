@@ -104,11 +104,6 @@ impl<'a> Entry<'a> {
         }
     }
 
-    /// Where the live item is, for the store's own checks that it did not change.
-    pub(crate) fn current(&self) -> Option<Loc> {
-        self.current
-    }
-
     /// The key.
     pub fn key(&self) -> &[u8] {
         self.key

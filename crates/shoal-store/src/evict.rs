@@ -134,6 +134,17 @@ enum Emptying {
     Compacting,
 }
 
+/// What a moved item carries in its value's place.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Payload<'a> {
+    /// What it stores now (a value, or a stub's locator).
+    Same,
+    /// A stub's locator: the value went to flash (see `tier`).
+    Stub(&'a [u8; crate::flash::LOCATOR_LEN]),
+    /// Its value, read back from flash (a recache).
+    Value(&'a [u8]),
+}
+
 /// What one eviction did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Evicted {
@@ -453,7 +464,7 @@ impl Inner {
                         (loc, raw),
                         (class, freq_after),
                         cap - kept,
-                        None,
+                        Payload::Same,
                     );
                     if let Some(size) = moved {
                         kept += size;
@@ -528,14 +539,13 @@ impl Inner {
         (old, raw): (Ref, RawItem),
         (queue, freq): (usize, u32),
         room: usize,
-        stub: Option<&[u8; crate::flash::LOCATOR_LEN]>,
+        payload: Payload<'_>,
     ) -> Option<usize> {
         let bits = raw.bits();
-        // A new stub carries its locator in the value's place; anything else (a stub
-        // moved included) carries what it stores.
-        let (payload, flash_bit): (&[u8], u32) = match stub {
-            Some(locator) => (locator, crate::layout::FLASH),
-            None => (raw.value(), bits & crate::layout::FLASH),
+        let (payload, flash_bit): (&[u8], u32) = match payload {
+            Payload::Same => (raw.value(), bits & crate::layout::FLASH),
+            Payload::Stub(locator) => (locator, crate::layout::FLASH),
+            Payload::Value(value) => (value, 0),
         };
         // A CAS unique a client may hold (or one set explicitly) must not change; one no
         // client has seen is derived afresh from the new place, saving 8 bytes.

@@ -64,10 +64,8 @@ pub(crate) struct Inner {
     class_table: Box<[u8]>,
     /// What happened to each slab class's items (evictions, expiry, refusals).
     pub(crate) class_events: AllClassEvents,
-    /// The writer reads from flash bring values back to memory with (see `Store::recache`).
-    pub(crate) recache_writer: Mutex<Option<crate::writer::Writer>>,
     /// Told about what the flash tier does (`Store::on_flash_event`).
-    pub(crate) flash_observer: std::sync::OnceLock<crate::tier::FlashObserver>,
+    pub(crate) flash_observer: std::sync::OnceLock<crate::flash::FlashObserver>,
     /// The flash tier, if the store has one (see `tier`).
     pub(crate) flash: std::sync::OnceLock<std::sync::Arc<crate::flash::Flash>>,
 }
@@ -100,7 +98,6 @@ impl Inner {
             class_events: AllClassEvents::default(),
             flash: std::sync::OnceLock::new(),
             flash_observer: std::sync::OnceLock::new(),
-            recache_writer: Mutex::new(None),
         }
     }
 

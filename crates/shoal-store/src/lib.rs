@@ -50,7 +50,7 @@ pub use clock::{is_expired, Clock, MAX_RELATIVE_EXPTIME};
 pub use config::StoreConfig;
 pub use entry::{Entry, EntryError, StoreOptions};
 pub use error::{ConfigError, StoreError};
-pub use flash::{Flash, FlashCleanStart, FlashConfig, FlashError, FlashStats};
+pub use flash::{Flash, FlashCleanStart, FlashConfig, FlashError, FlashEvent, FlashStats};
 pub use inner::EvictObserver;
 pub use item::Item;
 pub use restart::{
@@ -59,6 +59,5 @@ pub use restart::{
 pub use slab_class::{SlabClasses, ITEM_HEADER, MAX_CLASSES};
 pub use stats::StoreStats;
 pub use store::Store;
-pub use tier::FlashEvent;
 pub use value_ref::ValueRef;
 pub use writer::Writer;

@@ -144,49 +144,11 @@ impl Store {
             .with_flash_value(loaded.value());
         let r = f(&item);
         item.record_read();
-        let recache = inner.flash().is_some_and(|fl| fl.recache_due()).then(|| {
-            let opts = crate::entry::StoreOptions {
-                flags: item.flags(),
-                exptime: item.exptime(),
-                cas: Some(item.cas()),
-                stale: item.stale(),
-                win_sent: item.win_sent(),
-                private_cas: false,
-            };
-            (opts, now_loc)
-        });
         drop(shard);
-        if let Some((opts, stub)) = recache {
-            self.recache(key, stub, loaded.value(), opts);
+        if inner.flash().is_some_and(|fl| fl.recache_due()) {
+            inner.recache(key, hash, locator, loaded.value());
         }
         Some(r)
-    }
-
-    /// Writes a value read from flash back into memory, if its stub is still the item
-    /// (nothing replaced it meanwhile). Uses the store's one recache writer and gives up
-    /// rather than wait for it: a read never waits on another read's recache.
-    fn recache(
-        &self,
-        key: &[u8],
-        stub: crate::index::Ref,
-        value: &[u8],
-        opts: crate::entry::StoreOptions,
-    ) {
-        let inner = &*self.inner;
-        let Some(mut slot) = inner.recache_writer.try_lock() else {
-            return;
-        };
-        let writer = slot.get_or_insert_with(|| self.writer());
-        let done = self.update(writer, key, |e| {
-            if e.current() != Some(stub) {
-                return Ok(false);
-            }
-            e.store(&[value], opts)?;
-            Ok(true)
-        });
-        if let (Ok(true), Some(flash)) = (done, inner.flash()) {
-            flash.counters.recache.fetch_add(1, Ordering::Relaxed);
-        }
     }
 
     /// Runs a read-modify-write on one key under its shard lock. `f` sees the live item (if
@@ -511,6 +473,39 @@ impl Store {
     #[doc(hidden)]
     pub fn maintain_without_tick_for_test(&self) {
         self.maintain_at_current_time();
+    }
+}
+
+/// The flash tier's side of the store's API (see `tier`).
+impl Store {
+    /// Gives the store a flash tier: from now on eviction sends values of at least
+    /// `ext_item_size` there instead of dropping them. Once per store; a second call
+    /// returns false and changes nothing.
+    pub fn attach_flash(&self, flash: Arc<crate::flash::Flash>) -> bool {
+        self.inner.flash.set(flash).is_ok()
+    }
+
+    /// The store's flash tier, if it has one.
+    pub fn flash(&self) -> Option<&crate::flash::Flash> {
+        self.inner.flash()
+    }
+
+    /// The flash tier's background work alone (compaction, `ext_item_age` flushing),
+    /// which [`maintain`](Store::maintain) also does: for a server whose expiry sweep is
+    /// turned off (memcached's `no_lru_crawler`), whose flash tier must go on working.
+    pub fn maintain_flash(&self) {
+        self.inner.compact_flash();
+        self.inner.flush_aged();
+    }
+
+    /// Registers the callback told about every [`FlashEvent`](crate::flash::FlashEvent) (memcached's `watch`
+    /// lines). It runs on the thread that acted, some under a shard lock: it must be
+    /// quick and must not call back into the store. Once per store; false if one is set.
+    pub fn on_flash_event(
+        &self,
+        observe: impl Fn(&crate::flash::FlashEvent<'_>) + Send + Sync + 'static,
+    ) -> bool {
+        self.inner.flash_observer.set(Box::new(observe)).is_ok()
     }
 }
 

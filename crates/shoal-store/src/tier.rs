@@ -13,64 +13,13 @@
 //!   buffer or the file, checked), and takes the lock again to serve what the index then
 //!   holds: the same stub (perhaps moved), or whatever replaced it meanwhile.
 
-use crate::flash::{Flash, FlashMiss, Locator, LOCATOR_LEN};
+use crate::flash::{Flash, FlashEvent, FlashMiss, Locator, LOCATOR_LEN};
 use crate::index::{Ref, Shard};
 use crate::inner::Inner;
 use crate::layout::{RawItem, FETCHED};
 use crate::queue_heads::Evictor;
-use crate::store::Store;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-
-/// What the flash tier did, for memcached's `watch` lines (`extwrite` among evictions,
-/// the `compact_*` ones among system events).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum FlashEvent<'a> {
-    /// An item's value was written to flash (`type=extwrite`).
-    Write {
-        /// Its key.
-        key: &'a [u8],
-        /// Whether it had been read.
-        fetched: bool,
-        /// Seconds it has left, `None` for no expiry.
-        ttl: Option<u32>,
-        /// Seconds since it was last read or stored.
-        idle: u32,
-    },
-    /// Compaction looked for a page to compact (`type=compact_fraginfo`, what memcached
-    /// logs at each check while any page is in use): the `max_frag` setting and the live
-    /// bytes under which a page qualifies.
-    FragInfo {
-        /// `ext_max_frag`.
-        ratio: f64,
-        /// The page size times `ext_max_frag`.
-        bytes: u64,
-    },
-    /// Compaction of a page starts (`compact_start`, then `compact_read_start`).
-    CompactStart {
-        /// The page.
-        page: u32,
-        /// Its version.
-        version: u32,
-    },
-    /// Compaction of a page read it through (`compact_read_end`, then `compact_end`).
-    CompactEnd {
-        /// The page.
-        page: u32,
-        /// Bytes of it read.
-        offset: u64,
-        /// Values moved to another page.
-        rescues: u64,
-        /// Values dropped (never read, under `drop_unread` or `drop_under`).
-        lost: u64,
-        /// Values left because flash could not take them now.
-        skipped: u64,
-    },
-}
-
-/// A callback told about every [`FlashEvent`]; see [`Store::on_flash_event`].
-pub type FlashObserver = Box<dyn Fn(&FlashEvent<'_>) + Send + Sync>;
 
 /// Items one call of [`Inner::flush_aged`] looks at, at most (whole shards, at least
 /// one): with maintenance ten times a second, a cache of up to this many items is
@@ -157,7 +106,7 @@ impl Inner {
             (old, raw),
             (queue, freq),
             room,
-            Some(&loc.to_bytes()),
+            crate::evict::Payload::Stub(&loc.to_bytes()),
         );
         // `write` counted the record live until a stub holds it; the stub now counts it
         // (or, not moved, nothing does).
@@ -177,6 +126,43 @@ impl Inner {
             }
         }
         moved
+    }
+
+    /// Brings a value read from flash back into memory (memcached's recache), if the
+    /// stub with `locator` is still the key's item: the item is moved, with everything
+    /// but its value as it was, to the head of its size class's main queue, as a kept
+    /// item is. Gives up rather than wait when eviction is busy: a read never waits on
+    /// another's eviction.
+    pub(crate) fn recache(&self, key: &[u8], hash: u64, locator: Locator, value: &[u8]) {
+        let Some(mut ev) = self.evictor.try_lock() else {
+            return;
+        };
+        let mut shard = self.shard(hash);
+        let Some(loc) = self.same_stub(&mut shard, hash, key, locator) else {
+            return;
+        };
+        let raw = self.item_at(loc);
+        let spec = crate::layout::ItemSpec {
+            key_len: raw.key_len(),
+            value_len: value.len(),
+            flags: raw.flags(),
+            exptime: raw.exptime(),
+            cas: Some(0),
+            state: 0,
+        };
+        let queue = crate::evict::class_of(self.refs.aligned(spec.size()));
+        let moved = self.move_item(
+            &mut ev,
+            &mut shard,
+            hash,
+            (loc, raw),
+            (queue, raw.freq()),
+            usize::MAX,
+            crate::evict::Payload::Value(value),
+        );
+        if let (Some(_), Some(flash)) = (moved, self.flash()) {
+            flash.counters.recache.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Bytes the stub of `raw` takes in a segment.
@@ -382,37 +368,5 @@ impl Inner {
             });
         }
         true
-    }
-}
-
-impl Store {
-    /// Gives the store a flash tier: from now on eviction sends values of at least
-    /// `ext_item_size` there instead of dropping them. Once per store; a second call
-    /// returns false and changes nothing.
-    pub fn attach_flash(&self, flash: Arc<Flash>) -> bool {
-        self.inner.flash.set(flash).is_ok()
-    }
-
-    /// The store's flash tier, if it has one.
-    pub fn flash(&self) -> Option<&Flash> {
-        self.inner.flash()
-    }
-
-    /// The flash tier's background work alone (compaction, `ext_item_age` flushing),
-    /// which [`maintain`](Store::maintain) also does: for a server whose expiry sweep is
-    /// turned off (memcached's `no_lru_crawler`), whose flash tier must go on working.
-    pub fn maintain_flash(&self) {
-        self.inner.compact_flash();
-        self.inner.flush_aged();
-    }
-
-    /// Registers the callback told about every [`FlashEvent`] (memcached's `watch`
-    /// lines). It runs on the thread that acted, some under a shard lock: it must be
-    /// quick and must not call back into the store. Once per store; false if one is set.
-    pub fn on_flash_event(
-        &self,
-        observe: impl Fn(&FlashEvent<'_>) + Send + Sync + 'static,
-    ) -> bool {
-        self.inner.flash_observer.set(Box::new(observe)).is_ok()
     }
 }

@@ -454,3 +454,28 @@ fn a_second_process_cannot_open_the_same_file() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+#[test]
+fn recache_brings_a_flash_value_back_to_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = tiered(&dir, 64);
+    let mut w = s.writer();
+    fill(&s, &mut w, 2000, 20_000);
+    settle(&s);
+    assert_eq!(s.get(&key(3), |i| i.on_flash()), Some(true));
+    s.flash().expect("flash").set_tunable("recache_rate", 1);
+    assert!(get(&s, &key(3)) == Some(value(3, 20_000)));
+    assert_eq!(
+        s.get(&key(3), |i| i.on_flash()),
+        Some(false),
+        "back in memory"
+    );
+    assert!(get(&s, &key(3)) == Some(value(3, 20_000)), "the same bytes");
+    let st = s.flash().expect("flash").stats();
+    assert_eq!(st.recache, 1);
+    assert_eq!(
+        st.objects_used,
+        st.objects_written - 1,
+        "its flash copy let go"
+    );
+}

@@ -18,12 +18,14 @@
 //!   overwritten by an older buffer still queued for it.
 
 mod compact;
+mod event;
 mod locator;
 mod pages;
 pub mod record;
 mod saved;
 mod stats;
 
+pub use event::{FlashEvent, FlashObserver};
 pub use locator::{Locator, LOCATOR_LEN};
 pub use record::{record_len, RecordError};
 pub use saved::{check_meta, meta_path, FlashCleanStart};
