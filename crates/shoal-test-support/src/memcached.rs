@@ -20,6 +20,55 @@ pub struct Memcached {
     addr: SocketAddr,
 }
 
+/// The file a memcached started with `-p -1` names its port in
+/// (`MEMCACHED_PORT_FILENAME`), as memcached's own test suite starts it: a port chosen by
+/// the caller instead could be taken first by a server of a test running in parallel.
+/// The file is removed when this is dropped.
+pub struct PortFile {
+    path: std::path::PathBuf,
+}
+
+impl PortFile {
+    /// A path no other server of this process uses.
+    pub fn new() -> PortFile {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "shoal-memcached-port-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&path);
+        PortFile { path }
+    }
+
+    /// The path, for `MEMCACHED_PORT_FILENAME`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The TCP port memcached wrote, once it has: memcached writes the file under another
+    /// name and renames it once every socket is bound, so a file that exists is complete.
+    pub fn port(&self) -> Option<u16> {
+        std::fs::read_to_string(&self.path).ok().and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("TCP INET: "))
+                .and_then(|p| p.trim().parse::<u16>().ok())
+        })
+    }
+}
+
+impl Default for PortFile {
+    fn default() -> Self {
+        PortFile::new()
+    }
+}
+
+impl Drop for PortFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 impl Memcached {
     /// memcached with `-l 127.0.0.1 -U 0 -u root -t 2` on an ephemeral port, plus `args`
     /// (later options win), once it accepts connections.
@@ -43,19 +92,13 @@ impl Memcached {
     /// readiness probe would reach the other process. Panics if memcached exits or has not
     /// written its port within 10 s.
     pub fn start_bin(bin: &Path, args: &[&str]) -> Memcached {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let port_file = std::env::temp_dir().join(format!(
-            "shoal-memcached-port-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_file(&port_file);
+        let port_file = PortFile::new();
         // `-u root` is only read (and only needed) when the tests run as root.
         let child = Command::new(bin)
             .args(["-p", "-1", "-l", "127.0.0.1", "-U", "0"])
             .args(["-u", "root", "-t", "2"])
             .args(args)
-            .env("MEMCACHED_PORT_FILENAME", &port_file)
+            .env("MEMCACHED_PORT_FILENAME", port_file.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -67,15 +110,7 @@ impl Memcached {
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            // memcached writes the file under another name and renames it once every
-            // socket is bound, so a file that exists is complete.
-            let port = std::fs::read_to_string(&port_file).ok().and_then(|text| {
-                text.lines()
-                    .find_map(|l| l.strip_prefix("TCP INET: "))
-                    .and_then(|p| p.trim().parse::<u16>().ok())
-            });
-            if let Some(port) = port {
-                let _ = std::fs::remove_file(&port_file);
+            if let Some(port) = port_file.port() {
                 mc.addr.set_port(port);
                 return mc;
             }

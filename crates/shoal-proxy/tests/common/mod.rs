@@ -121,30 +121,17 @@ impl Shoald {
 /// memcached picks the port (`-p -1`) and names it in `MEMCACHED_PORT_FILENAME`: a port
 /// chosen here could be taken by a server of a test running in parallel first.
 pub fn memcached() -> Option<Shoald> {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
     let bin = shoal_test_support::peer("memcached", "memcached")?;
-    let port_file = std::env::temp_dir().join(format!(
-        "shoal-proxy-memcached-port-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_file(&port_file);
+    let port_file = shoal_test_support::memcached::PortFile::new();
     let mut cmd = Command::new(bin);
     // `-u root` only matters (and is only needed) when the tests run as root.
     cmd.args(["-p", "-1", "-U", "0", "-l", "127.0.0.1", "-m", "64"])
         .args(["-u", "root"])
-        .env("MEMCACHED_PORT_FILENAME", &port_file);
+        .env("MEMCACHED_PORT_FILENAME", port_file.path());
     let proc = Proc::spawn(cmd);
     let deadline = Instant::now() + Duration::from_secs(10);
     let port = loop {
-        // Written under another name and renamed once the sockets are bound.
-        let port = std::fs::read_to_string(&port_file).ok().and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("TCP INET: "))
-                .and_then(|p| p.trim().parse::<u16>().ok())
-        });
-        if let Some(port) = port {
-            let _ = std::fs::remove_file(&port_file);
+        if let Some(port) = port_file.port() {
             break port;
         }
         assert!(Instant::now() < deadline, "memcached did not say its port");
