@@ -30,15 +30,7 @@ fn orders_and_audit() {
     assert_eq!(drain(&mut c, "orders"), ["1", "2", "3"]);
     assert_eq!(drain(&mut c, "orders+audit"), ["1", "2", "3"]);
     // Kestrel's dump_stats names them too.
-    c.send(b"dump_stats\r\n");
-    let mut dump = Vec::new();
-    loop {
-        let l = c.line();
-        if l == "END" {
-            break;
-        }
-        dump.push(l);
-    }
+    let dump = c.lines_until_end("dump_stats");
     assert!(
         dump.iter().any(|l| l == "  children=orders+audit"),
         "{dump:?}"

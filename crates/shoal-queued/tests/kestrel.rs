@@ -173,15 +173,7 @@ fn kestrel_stats() {
     assert_eq!(num(&mut c, "curr_items"), 1);
     assert_eq!(num(&mut c, "total_items"), 3);
     // dump_stats: the same, Kestrel's fields first.
-    c.send(b"dump_stats\r\n");
-    let mut lines = Vec::new();
-    loop {
-        let l = c.line();
-        if l == "END" {
-            break;
-        }
-        lines.push(l);
-    }
+    let lines = c.lines_until_end("dump_stats");
     let k = lines
         .iter()
         .position(|l| l == "queue 'k' {")

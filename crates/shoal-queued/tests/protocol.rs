@@ -188,15 +188,7 @@ fn a_multi_get_with_a_bad_key_takes_nothing() {
     assert_eq!(c.get_str("a").as_deref(), Some("y"), "still there");
     // dump_stats and dump_config name the queues to report, or report all.
     assert_eq!(c.set("b", b"z"), "STORED");
-    c.send(b"dump_stats b\r\n");
-    let mut lines = Vec::new();
-    loop {
-        let l = c.line();
-        if l == "END" {
-            break;
-        }
-        lines.push(l);
-    }
+    let lines = c.lines_until_end("dump_stats b");
     assert_eq!(lines.first().map(String::as_str), Some("queue 'b' {"));
     assert!(!lines.iter().any(|l| l == "queue 'a' {"), "{lines:?}");
 }
@@ -427,15 +419,7 @@ fn kestrel_admin_commands() {
     assert_eq!(c.get("x"), None);
 
     // Kestrel's dump_stats: a block per queue, then END.
-    c.send(b"dump_stats\r\n");
-    let mut lines = Vec::new();
-    loop {
-        let l = c.line();
-        if l == "END" {
-            break;
-        }
-        lines.push(l);
-    }
+    let lines = c.lines_until_end("dump_stats");
     let z = lines
         .iter()
         .position(|l| l == "queue 'z' {")

@@ -76,17 +76,7 @@ fn dump_config_shows_the_config_in_force() {
     let mut c = s.client();
     c.set("jobs", b"x");
     c.set("fast", b"y");
-    let dump = |c: &mut common::Client| {
-        c.send(b"dump_config\r\n");
-        let mut v = Vec::new();
-        loop {
-            let l = c.line();
-            if l == "END" {
-                return v;
-            }
-            v.push(l);
-        }
-    };
+    let dump = |c: &mut common::Client| c.lines_until_end("dump_config");
     let got = dump(&mut c);
     assert_eq!(got[0], "queue 'fast' {", "by name");
     for want in [

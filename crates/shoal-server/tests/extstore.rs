@@ -197,7 +197,7 @@ fn chunked_values_go_to_flash_and_back() {
     let s = start(dir.path(), &["-I", "2m", "-o", "ext_io_depth=16"]);
     let mut c = s.conn();
     let big = |k: usize| -> Vec<u8> {
-        let len = if k % 2 == 0 { 900_000 } else { 1_500_000 };
+        let len = [900_000, 1_500_000][k % 2];
         (0..len).map(|i| ((i + k) % 251) as u8).collect()
     };
     for k in 0..40 {

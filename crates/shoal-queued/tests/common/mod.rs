@@ -245,6 +245,20 @@ impl Client {
         self.try_line().is_err()
     }
 
+    /// Sends a command line and returns the reply's lines up to `END` (not included):
+    /// `dump_stats`, `dump_config` and the like.
+    pub fn lines_until_end(&mut self, line: &str) -> Vec<String> {
+        self.send(format!("{line}\r\n").as_bytes());
+        let mut lines = Vec::new();
+        loop {
+            let l = self.line();
+            if l == "END" {
+                return lines;
+            }
+            lines.push(l);
+        }
+    }
+
     /// Sends a command line and returns the reply line.
     pub fn cmd(&mut self, line: &str) -> String {
         self.send(format!("{line}\r\n").as_bytes());

@@ -343,8 +343,10 @@ mod tests {
             (&["-o", "ssl_verify_mode=4"], "Invalid ssl_verify_mode. Use help to see valid options.", 1),
             (&["-o", "ssl_min_version=4"], "Invalid ssl_min_version. Use help to see valid options.", 1),
             (&["-o", "hot_lru_pct=60,warm_lru_pct=30"], "hot_lru_pct + warm_lru_pct cannot be more than 80% combined", 64),
-            (&["-o", "slab_chunk_max=100"], "-I (item_size_max: 1048576) must be evenly divisible by slab_chunk_max (bytes: 100)", 64),
-            (&["-o", "slab_chunk_max=2097152", "-I", "2m"], "slab_chunk_max (bytes: 2097152) must divide evenly into 1048576 (slab_page_size)", 64),
+            // slab_chunk_max is in kilobytes, as memcached 1.6 reads it.
+            (&["-o", "slab_chunk_max=100"], "-I (item_size_max: 1048576) must be evenly divisible by slab_chunk_max (bytes: 102400)", 64),
+            (&["-o", "slab_chunk_max=768", "-I", "3m"], "slab_chunk_max (bytes: 786432) must divide evenly into 1048576 (slab_page_size)", 64),
+            (&["-o", "slab_chunk_max=2097152", "-I", "2m"], "slab_chunk_max must be specified in kilobytes.", 1),
             (&["-o", "slab_sizes=100-104"], "slab size 104 must be at least 8 bytes larger than previous class", 64),
             (&["-o", "slab_sizes=200-100"], "slab size 100 cannot be lower than or equal to a previous class size", 64),
             (&["-f", "1"], "Factor must be greater than 1", 1),
