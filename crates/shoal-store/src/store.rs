@@ -98,35 +98,28 @@ impl Store {
     ) -> Option<R> {
         let inner = &*self.inner;
         let (mut loc, mut locator) = (loc, locator);
-        // A failed read whose stub changed meanwhile (compaction moved the value) is read
-        // again where the stub now points; a few tries, then a miss.
+        // The stub may change while the disk is read (compaction moves its value,
+        // eviction moves the stub, a client replaces the item): the value read is served
+        // only if the stub still points at it; a stub pointing elsewhere is read again
+        // there, a few times, then it is a miss.
         let mut tries = 0;
-        let loaded = loop {
-            match inner.load_stub(loc, locator, key) {
-                Ok(loaded) => break loaded,
-                Err(_) if inner.drop_unreadable(hash, key, locator) || tries == 2 => return None,
-                Err(_) => {
-                    tries += 1;
-                    let shard = inner.shard(hash);
-                    let l = shard.find(inner, hash, key)?;
-                    let raw = inner.item_at(l);
-                    if !raw.is_flash() {
-                        drop(shard);
-                        return self.get(key, f);
-                    }
-                    (loc, locator) = (l, Inner::locator(&raw)?);
+        loop {
+            let read = inner.load_stub(loc, locator, key);
+            let mut shard = inner.shard(hash);
+            if let Ok(loaded) = &read {
+                if let Some(now_loc) = inner.same_stub(&mut shard, hash, key, locator) {
+                    break self.serve_loaded(shard, key, hash, (now_loc, locator), loaded, now, f);
                 }
+            } else if inner.same_stub(&mut shard, hash, key, locator).is_some() {
+                drop(shard);
+                inner.drop_unreadable(hash, key, locator);
+                return None;
             }
-        };
-        let mut shard = inner.shard(hash);
-        let now_loc = match inner.same_stub(&mut shard, hash, key, locator) {
-            Some(l) => l,
-            None => {
-                // Changed while the disk was read: serve what is there now, if it is in
-                // memory (a newer stub is a newer value, not read here: a miss).
-                let l = shard.find(inner, hash, key)?;
-                let raw = inner.item_at(l);
-                if raw.is_flash() || is_expired(raw.exptime(), now) {
+            let l = shard.find(inner, hash, key)?;
+            let raw = inner.item_at(l);
+            if !raw.is_flash() {
+                // Replaced by a value in memory: serve that.
+                if is_expired(raw.exptime(), now) {
                     return None;
                 }
                 let item = inner.view(l, raw, now);
@@ -134,7 +127,28 @@ impl Store {
                 item.record_read();
                 return Some(r);
             }
-        };
+            tries += 1;
+            if tries == 3 {
+                return None;
+            }
+            (loc, locator) = (l, Inner::locator(&raw)?);
+        }
+    }
+
+    /// Serves a value read from flash for the stub at `loc` (still the key's item, under
+    /// `shard`), and recaches it now and then.
+    #[allow(clippy::too_many_arguments)]
+    fn serve_loaded<R>(
+        &self,
+        shard: parking_lot::MutexGuard<'_, crate::index::Shard>,
+        key: &[u8],
+        hash: u64,
+        (now_loc, locator): (crate::index::Ref, crate::flash::Locator),
+        loaded: &crate::tier::Loaded,
+        now: u32,
+        f: impl FnOnce(&Item<'_>) -> R,
+    ) -> Option<R> {
+        let inner = &*self.inner;
         let raw = inner.item_at(now_loc);
         if is_expired(raw.exptime(), now) {
             return None;
@@ -186,7 +200,10 @@ impl Store {
         let hash = inner.hash(key);
         let mut class = 0;
         let mut loaded: Option<crate::tier::Loaded> = None;
-        for _ in 0..8 {
+        // Room is made at most 8 times; values read from flash (the closure runs again
+        // after each) are not counted there, but bounded too.
+        let (mut room_tries, mut loads) = (0, 0);
+        while room_tries < 8 && loads < 64 {
             let needed = {
                 let mut shard = inner.shard(hash);
                 let mut current = shard.find(inner, hash, key);
@@ -198,7 +215,7 @@ impl Store {
                 }
                 let value = loaded
                     .as_ref()
-                    .filter(|l| Some(l.loc) == current)
+                    .filter(|l| l.is_for(inner, current))
                     .map(|l| l.value());
                 let mut entry =
                     Entry::new(inner, &mut shard, writer, hash, key, now, current, value);
@@ -210,6 +227,7 @@ impl Store {
                     }
                     Err(EntryError(EntryErrorKind::NeedValue(loc, locator))) => {
                         drop(shard);
+                        loads += 1;
                         match inner.load_stub(loc, locator, key) {
                             Ok(l) => loaded = Some(l),
                             // Unreadable: the item is gone (or its value moved), and the
@@ -223,6 +241,7 @@ impl Store {
                     Err(EntryError(EntryErrorKind::Store(e))) => return Err(e),
                 }
             };
+            room_tries += 1;
             if let Err(e) = writer.make_room(needed) {
                 if e == StoreError::OutOfMemory {
                     bump(&inner.class_events.of(class).outofmemory);

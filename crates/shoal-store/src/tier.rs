@@ -28,13 +28,23 @@ const AGE_ITEMS_PER_CALL: usize = 1 << 16;
 
 /// A stub's value read from flash: the buffer it was read into and where in it.
 pub(crate) struct Loaded {
-    /// The stub it was read for.
+    /// The stub it was read for, and that stub's locator (a stub at the same place
+    /// later may be another write of the key).
     pub(crate) loc: Ref,
+    pub(crate) locator: Locator,
     pub(crate) buf: Vec<u8>,
     pub(crate) range: Range<usize>,
 }
 
 impl Loaded {
+    /// Whether this is the value of the stub at `current` now.
+    pub(crate) fn is_for(&self, inner: &Inner, current: Option<Ref>) -> bool {
+        current == Some(self.loc) && {
+            let raw = inner.item_at(self.loc);
+            raw.is_flash() && Inner::locator(&raw) == Some(self.locator)
+        }
+    }
+
     pub(crate) fn value(&self) -> &[u8] {
         self.buf.get(self.range.clone()).unwrap_or(&[])
     }
@@ -192,7 +202,12 @@ impl Inner {
         flash.counters.gets.fetch_add(1, Ordering::Relaxed);
         let mut buf = Vec::new();
         let range = flash.read(locator, key, &mut buf)?;
-        Ok(Loaded { loc, buf, range })
+        Ok(Loaded {
+            loc,
+            locator,
+            buf,
+            range,
+        })
     }
 
     /// After a failed read of `locator` for `key`: unlinks the stub if the index still
@@ -316,7 +331,7 @@ impl Inner {
         // Nothing is lost here: a value compaction cannot move now stays where it is.
         let lost = 0u64;
         let (mut rescues, mut skipped, mut offset_end) = (0u64, 0u64, 0u64);
-        flash.for_each_record(page, version, |offset, key, value| {
+        let whole = flash.for_each_record(page, version, |offset, key, value| {
             offset_end =
                 u64::from(offset) + crate::flash::record_len(key.len(), value.len()) as u64;
             let hash = self.hash(key);
@@ -328,7 +343,11 @@ impl Inner {
             let Some(locator) = Self::locator(&raw).filter(|_| raw.is_flash()) else {
                 return true;
             };
-            if locator.page != page || locator.version != version || locator.offset != offset {
+            if locator.page != page
+                || locator.version != version
+                || locator.offset != offset
+                || locator.len as usize != value.len()
+            {
                 return true;
             }
             let counters = &flash.counters;
@@ -358,6 +377,12 @@ impl Inner {
             }
             true
         });
+        if whole {
+            // Every record was visited and each one a stub pointed at has moved or
+            // gone: what the page still counts has no stub behind it (an item that
+            // expired while the server was down, say), and the page is free.
+            flash.forget_page(page, version);
+        }
         if let Some(observe) = observe {
             observe(&FlashEvent::CompactEnd {
                 page,

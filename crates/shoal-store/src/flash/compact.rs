@@ -24,8 +24,11 @@ impl Flash {
         if st.free.len() >= under.max(1) {
             return None;
         }
+        // A page whose last buffers are still queued is not read: the file there may
+        // still hold an earlier tenant's records, which would pass their checks.
         st.sealed
             .iter()
+            .filter(|&&p| !st.in_flight.iter().any(|b| b.page == p))
             .map(|&p| (p, &self.pages[p as usize]))
             .filter(|(_, pg)| pg.state.load(Ordering::Acquire) == SEALED && pg.fill() < max_frag)
             .min_by(|a, b| a.1.fill().total_cmp(&b.1.fill()))
@@ -41,15 +44,16 @@ impl Flash {
 
     /// Calls `f(offset, key, value)` for each sound record of `page` (while it keeps
     /// `version`), in order, until `f` returns false or a record does not check (the
-    /// rest of the page is left as it is). Reads without holding any lock.
+    /// rest of the page is left as it is). Reads without holding any lock. Returns
+    /// whether every record written to the page was visited.
     pub(crate) fn for_each_record(
         &self,
         page: u32,
         version: u32,
         mut f: impl FnMut(u32, &[u8], &[u8]) -> bool,
-    ) {
+    ) -> bool {
         let Some(pg) = self.pages.get(page as usize) else {
-            return;
+            return false;
         };
         let written = pg.written.load(Ordering::Acquire);
         let base = u64::from(page) * self.cfg.page_size;
@@ -57,48 +61,53 @@ impl Flash {
         let mut offset = 0u64;
         while offset + RECORD_HEADER as u64 <= written {
             if pg.version.load(Ordering::Acquire) != version {
-                return;
+                return false;
             }
             let want = CHUNK.min((written - offset) as usize);
             buf.resize(want, 0);
             if self.file.read_exact_at(&mut buf, base + offset).is_err() {
-                return;
+                return false;
             }
             let mut at = 0usize;
             while let Some(header) = buf.get(at..at + RECORD_HEADER) {
                 let (Some(klen), Some(vlen)) =
                     (record::le_u32(header, 4), record::le_u32(header, 8))
                 else {
-                    return;
+                    return false;
                 };
                 let (klen, vlen) = (klen as usize, vlen as usize);
+                // A damaged header must not size a read of up to a page.
+                if klen == 0 || klen > 255 {
+                    return false;
+                }
                 let len = record::record_len(klen, vlen);
                 if at + len > buf.len() {
                     if at == 0 {
                         // A record longer than a chunk: read it whole.
                         if offset + len as u64 > written {
-                            return;
+                            return false;
                         }
                         buf.resize(len, 0);
                         if self.file.read_exact_at(&mut buf, base + offset).is_err() {
-                            return;
+                            return false;
                         }
                         continue;
                     }
                     break;
                 }
                 let Some((key, value)) = record::parse(&buf[at..at + len]) else {
-                    return;
+                    return false;
                 };
                 if !f((offset + at as u64) as u32, key, value) {
-                    return;
+                    return false;
                 }
                 at += len;
             }
             if at == 0 {
-                return;
+                return false;
             }
             offset += at as u64;
         }
+        true
     }
 }

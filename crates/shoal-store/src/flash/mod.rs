@@ -211,7 +211,8 @@ impl Flash {
     /// Opens (creating or resizing) the file and starts the IO thread. The file's old
     /// contents are not read: a fresh tier starts with every page free.
     pub fn open(cfg: FlashConfig) -> Result<Arc<Flash>, FlashError> {
-        Self::open_with(cfg, None)
+        let file = Self::lock_file(&cfg)?;
+        Self::open_with(cfg, None, file)
     }
 
     /// Opens the file as a graceful stop left it, if `memory_warm` (the memory holding
@@ -222,6 +223,9 @@ impl Flash {
         cfg: FlashConfig,
         memory_warm: bool,
     ) -> Result<(Arc<Flash>, Result<(), FlashCleanStart>), FlashError> {
+        // Locked first: a second process must not delete the page table of the one
+        // that holds the file.
+        let file = Self::lock_file(&cfg)?;
         let meta = saved::meta_path(&cfg.path);
         let found = match std::fs::read(&meta) {
             Ok(bytes) => {
@@ -240,8 +244,8 @@ impl Flash {
             Err(FlashCleanStart::MemoryClean)
         };
         match found {
-            Ok(pages) => Ok((Self::open_with(cfg, Some(&pages))?, Ok(()))),
-            Err(why) => Ok((Self::open_with(cfg, None)?, Err(why))),
+            Ok(pages) => Ok((Self::open_with(cfg, Some(&pages), file)?, Ok(()))),
+            Err(why) => Ok((Self::open_with(cfg, None, file)?, Err(why))),
         }
     }
 
@@ -290,10 +294,8 @@ impl Flash {
         saved::write_whole(&meta, &bytes).map_err(|source| FlashError::Io { path: meta, source })
     }
 
-    pub(crate) fn open_with(
-        cfg: FlashConfig,
-        saved: Option<&stats::SavedPages>,
-    ) -> Result<Arc<Flash>, FlashError> {
+    /// Checks the sizes, opens (creating) the file and locks it.
+    fn lock_file(cfg: &FlashConfig) -> Result<File, FlashError> {
         let pages = cfg.pages();
         // One page works (it is reused once full, as memcached's single page is), if
         // poorly: every fill evicts all it held.
@@ -333,6 +335,19 @@ impl Flash {
                 cfg.path.display()
             )));
         }
+        Ok(file)
+    }
+
+    fn open_with(
+        cfg: FlashConfig,
+        saved: Option<&stats::SavedPages>,
+        file: File,
+    ) -> Result<Arc<Flash>, FlashError> {
+        let pages = cfg.pages();
+        let io_err = |source| FlashError::Io {
+            path: cfg.path.clone(),
+            source,
+        };
         file.set_len(pages * cfg.page_size).map_err(io_err)?;
         let table: Box<[Page]> = (0..pages).map(|_| Page::default()).collect();
         let mut state = WriteState {
@@ -536,6 +551,9 @@ impl Flash {
             // the page's records must not be read from the file.
             st.in_flight.pop_back();
             self.counters.io_queue.fetch_sub(1, Ordering::Relaxed);
+            self.pages[page as usize]
+                .version
+                .fetch_add(1, Ordering::AcqRel);
         }
     }
 
@@ -680,6 +698,21 @@ impl Flash {
         }
     }
 
+    /// Frees sealed page `page` if it still has `version`, whatever it counts live (the
+    /// caller found no stub pointing at it: see `compact_flash`).
+    pub(crate) fn forget_page(&self, page: u32, version: u32) {
+        let Some(pg) = self.page(page) else {
+            return;
+        };
+        let mut st = self.state.lock();
+        if pg.version.load(Ordering::Relaxed) == version
+            && pg.state.load(Ordering::Acquire) == SEALED
+            && !st.in_flight.iter().any(|b| b.page == page)
+        {
+            self.free_page(&mut st, page);
+        }
+    }
+
     /// Forgets the value at `loc` of a key of `key_len` bytes (its stub was deleted,
     /// overwritten, expired or evicted): lowers its page's counts, freeing a sealed page
     /// left with nothing. No IO.
@@ -748,6 +781,10 @@ fn io_thread(flash: std::sync::Weak<Flash>, rx: mpsc::Receiver<Arc<Pending>>) {
                     .counters
                     .bytes_evicted
                     .fetch_add(bytes, Ordering::Relaxed);
+                // Nothing can be read from it any more: a sealed one is free again.
+                if page.state.load(Ordering::Acquire) == SEALED {
+                    flash.free_page(&mut st, p.page);
+                }
             }
         }
         drop(st);

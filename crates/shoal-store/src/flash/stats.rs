@@ -204,6 +204,12 @@ impl SavedPages {
             page.live_bytes.store(bytes, Ordering::Relaxed);
         }
         for (n, page) in table.iter().enumerate().rev() {
+            // A page nothing in which is live (the one open at the stop, say) is free.
+            if page.state.load(Ordering::Relaxed) != FREE
+                && page.live_objects.load(Ordering::Relaxed) == 0
+            {
+                page.reset();
+            }
             if page.state.load(Ordering::Relaxed) == FREE {
                 free.push(n as u32);
             }
