@@ -20,9 +20,11 @@ fn value(i: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Write buffers deep enough (`ext_io_depth`) that a loaded test machine's disk never
+/// makes eviction drop a value instead of writing it.
 fn ext_args(dir: &Path) -> String {
     format!(
-        "ext_path={}:256m,ext_page_size=8,ext_wbuf_size=2,ext_item_size=512",
+        "ext_path={}:256m,ext_page_size=8,ext_wbuf_size=2,ext_item_size=512,ext_io_depth=16",
         dir.join("extstore").display()
     )
 }
