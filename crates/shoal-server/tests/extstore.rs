@@ -223,7 +223,12 @@ fn the_extstore_command_changes_settings() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = start(dir.path(), &[]);
     let mut c = s.conn();
+    assert_eq!(c.stats("settings")["ext_max_frag"], "0.80");
     c.rt(b"extstore max_frag 0.5\r\n", b"OK\r\n");
+    // `stats settings` shows the settings as they are now, as memcached's does.
+    assert_eq!(c.stats("settings")["ext_max_frag"], "0.50");
+    // The default compaction threshold worked out from the file: 1% of 32 pages, at least 1.
+    assert_eq!(c.stats("settings")["ext_compact_under"], "1");
     c.rt(b"extstore drop_unread 1\r\n", b"OK\r\n");
     c.rt(b"extstore compact_under 4\r\n", b"OK\r\n");
     c.rt(b"extstore free_memchunks 0 0\r\n", b"OK\r\n");

@@ -538,21 +538,34 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
     strs(out, "inline_ascii_response", "no");
     let e = &s.extstore;
     if e.configured {
-        u64s(out, "ext_item_size", u64::from(e.item_size));
-        u64s(out, "ext_item_age", u64::from(e.item_age));
-        u64s(out, "ext_low_ttl", u64::from(e.low_ttl));
-        u64s(out, "ext_recache_rate", u64::from(e.recache_rate));
+        // With a flash tier, the values it runs with: the `extstore` command may have
+        // changed them, and memcached shows its settings as they are now.
+        let live = sh.store.flash().map(|f| f.settings());
+        let now = live.unwrap_or(shoal_store::flash::FlashSettings {
+            item_size: u64::from(e.item_size),
+            item_age: e.item_age,
+            low_ttl: e.low_ttl,
+            recache_rate: e.recache_rate,
+            compact_under: e.compact_under,
+            drop_under: e.drop_under,
+            max_frag: e.max_frag,
+            drop_unread: e.drop_unread,
+        });
+        u64s(out, "ext_item_size", now.item_size);
+        u64s(out, "ext_item_age", u64::from(now.item_age));
+        u64s(out, "ext_low_ttl", u64::from(now.low_ttl));
+        u64s(out, "ext_recache_rate", u64::from(now.recache_rate));
         u64s(out, "ext_wbuf_size", u64::from(e.wbuf_size));
-        u64s(out, "ext_compact_under", u64::from(e.compact_under));
-        u64s(out, "ext_drop_under", u64::from(e.drop_under));
+        u64s(out, "ext_compact_under", u64::from(now.compact_under));
+        u64s(out, "ext_drop_under", u64::from(now.drop_under));
         u64s(out, "ext_max_sleep", u64::from(e.max_sleep));
-        strs(out, "ext_max_frag", &format!("{:.2}", e.max_frag));
+        strs(out, "ext_max_frag", &format!("{:.2}", now.max_frag));
         strs(
             out,
             "slab_automove_freeratio",
             &format!("{:.3}", e.slab_automove_freeratio),
         );
-        strs(out, "ext_drop_unread", yes_no(e.drop_unread));
+        strs(out, "ext_drop_unread", yes_no(now.drop_unread));
     }
     let ssl = &s.ssl;
     strs(out, "ssl_enabled", yes_no(s.tls.is_some()));

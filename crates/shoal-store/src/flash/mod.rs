@@ -105,6 +105,28 @@ impl FlashConfig {
     }
 }
 
+/// The flash tier's run-time settings (memcached's `ext_*` names), as
+/// [`Flash::settings`] reads them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FlashSettings {
+    /// `ext_item_size`.
+    pub item_size: u64,
+    /// `ext_item_age`.
+    pub item_age: u32,
+    /// `ext_low_ttl`.
+    pub low_ttl: u32,
+    /// `ext_recache_rate`.
+    pub recache_rate: u32,
+    /// `ext_compact_under` (the default worked out from the file's pages).
+    pub compact_under: u32,
+    /// `ext_drop_under` (likewise).
+    pub drop_under: u32,
+    /// `ext_max_frag`.
+    pub max_frag: f64,
+    /// `ext_drop_unread`.
+    pub drop_unread: bool,
+}
+
 /// Why a flash tier could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum FlashError {
@@ -434,6 +456,22 @@ impl Flash {
             _ => return false,
         }
         true
+    }
+
+    /// The settings the `extstore` command may change, as they are now (for `stats
+    /// settings`).
+    pub fn settings(&self) -> FlashSettings {
+        let t = &self.tune;
+        FlashSettings {
+            item_size: t.item_size.load(Ordering::Relaxed),
+            item_age: t.item_age.load(Ordering::Relaxed),
+            low_ttl: t.low_ttl.load(Ordering::Relaxed),
+            recache_rate: t.recache_rate.load(Ordering::Relaxed),
+            compact_under: t.compact_under.load(Ordering::Relaxed),
+            drop_under: t.drop_under.load(Ordering::Relaxed),
+            max_frag: self.max_frag(),
+            drop_unread: t.drop_unread.load(Ordering::Relaxed) != 0,
+        }
     }
 
     /// `max_frag` now.
