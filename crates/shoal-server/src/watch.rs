@@ -276,14 +276,15 @@ impl Watchers {
                 page,
                 offset,
                 rescues,
-                lost,
                 skipped,
             } => {
+                // Nothing is lost: a value compaction cannot move now stays where it is,
+                // for the next pass (memcached loses those it finds no buffer for).
                 self.emit(kind::SYSEVENTS, |l| {
                     let _ = write!(
                         l,
                         "type=compact_read_end id={page} offset={offset} rescues={rescues} \
-                         rescues_realloc=0 lost={lost} lost_oom=0 skipped={skipped}"
+                         rescues_realloc=0 lost=0 lost_oom=0 skipped={skipped}"
                     );
                 });
                 self.emit(kind::SYSEVENTS, |l| {

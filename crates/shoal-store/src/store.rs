@@ -110,9 +110,10 @@ impl Store {
                 if let Some(now_loc) = inner.same_stub(&mut shard, hash, key, locator) {
                     break self.serve_loaded(shard, key, hash, (now_loc, locator), loaded, now, f);
                 }
-            } else if inner.same_stub(&mut shard, hash, key, locator).is_some() {
-                drop(shard);
-                inner.drop_unreadable(hash, key, locator);
+            } else if let Some(stub) = inner.same_stub(&mut shard, hash, key, locator) {
+                // Unreadable and still the item: it is gone, as memcached's extstore
+                // misses make it.
+                inner.remove_loc(&mut shard, hash, stub);
                 return None;
             }
             let l = shard.find(inner, hash, key)?;
@@ -311,8 +312,7 @@ impl Store {
         let items: usize = inner.shards.iter().map(|s| s.0.lock().len()).sum();
         inner.ghost.set_window(items / 2);
         // Flash compaction reads a page and takes shard locks; not under the eviction lock.
-        inner.compact_flash();
-        inner.flush_aged();
+        self.maintain_flash();
         let mut ev = inner.evictor.lock();
         inner.segs.reclaim_dead();
         // Shrinking to a lowered limit evicts without keeping anything: it must free

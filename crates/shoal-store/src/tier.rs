@@ -328,8 +328,6 @@ impl Inner {
         if let Some(observe) = observe {
             observe(&FlashEvent::CompactStart { page, version });
         }
-        // Nothing is lost here: a value compaction cannot move now stays where it is.
-        let lost = 0u64;
         let (mut rescues, mut skipped, mut offset_end) = (0u64, 0u64, 0u64);
         let whole = flash.for_each_record(page, version, |offset, key, value| {
             offset_end =
@@ -388,7 +386,6 @@ impl Inner {
                 page,
                 offset: offset_end,
                 rescues,
-                lost,
                 skipped,
             });
         }

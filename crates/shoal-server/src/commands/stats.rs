@@ -368,7 +368,8 @@ fn flash_store(sh: &Shared, f: &FlashStats, out: &mut Vec<u8>) {
         &format!("{:.2}", pressure.min(1.0)),
     );
     for (name, value) in [
-        ("extstore_compact_lost", f.compact_lost),
+        // Compaction never loses a value: one it cannot move now waits for the next pass.
+        ("extstore_compact_lost", 0),
         ("extstore_compact_rescues", f.compact_rescues),
         ("extstore_compact_resc_cold", 0),
         ("extstore_compact_resc_old", f.compact_resc_old),
@@ -389,10 +390,12 @@ fn flash_store(sh: &Shared, f: &FlashStats, out: &mut Vec<u8>) {
         ("extstore_bytes_fragmented", f.bytes_fragmented),
         ("extstore_limit_maxbytes", f.limit_maxbytes),
         ("extstore_io_queue", f.io_queue),
-        // shoald's own: writes that failed (their values became misses at once), and
-        // values evicted rather than flushed because every write buffer was busy.
+        // shoald's own: writes that failed (their values became misses at once), values
+        // evicted rather than flushed because every write buffer was busy, and values
+        // moved to flash by `ext_item_age` rather than by memory pressure.
         ("extstore_write_errors", f.write_errors),
         ("extstore_write_refused", f.write_refused),
+        ("extstore_flushed_by_age", f.flushed_by_age),
     ] {
         reply::stat_u64(out, name, value);
     }

@@ -39,9 +39,8 @@ pub enum FlashEvent<'a> {
         offset: u64,
         /// Values moved to another page.
         rescues: u64,
-        /// Values dropped (never read, under `drop_unread` or `drop_under`).
-        lost: u64,
-        /// Values left because flash could not take them now.
+        /// Values dropped, never read (`drop_unread`, `drop_under`): memcached counts
+        /// those it leaves out of the rewrite as skipped.
         skipped: u64,
     },
 }

@@ -330,10 +330,7 @@ impl Flash {
         if cfg.page_size > u64::from(u32::MAX) || pages > u64::from(u32::MAX) {
             return Err(FlashError::Config("ext_page_size too large".into()));
         }
-        let io_err = |source| FlashError::Io {
-            path: cfg.path.clone(),
-            source,
-        };
+        let io_err = io_err_of(&cfg.path);
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -366,10 +363,7 @@ impl Flash {
         file: File,
     ) -> Result<Arc<Flash>, FlashError> {
         let pages = cfg.pages();
-        let io_err = |source| FlashError::Io {
-            path: cfg.path.clone(),
-            source,
-        };
+        let io_err = io_err_of(&cfg.path);
         file.set_len(pages * cfg.page_size).map_err(io_err)?;
         let table: Box<[Page]> = (0..pages).map(|_| Page::default()).collect();
         let mut state = WriteState {

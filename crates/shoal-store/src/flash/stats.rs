@@ -21,7 +21,6 @@ pub(crate) struct Counters {
     pub(crate) io_queue: AtomicU64,
     pub(crate) write_errors: AtomicU64,
     pub(crate) write_refused: AtomicU64,
-    pub(crate) compact_lost: AtomicU64,
     pub(crate) compact_rescues: AtomicU64,
     pub(crate) compact_skipped: AtomicU64,
     pub(crate) compact_resc_old: AtomicU64,
@@ -81,8 +80,6 @@ pub struct FlashStats {
     /// Values not flushed because every write buffer was waiting for the disk (the item
     /// was evicted instead).
     pub write_refused: u64,
-    /// Live values compaction dropped (`extstore_compact_lost`).
-    pub compact_lost: u64,
     /// Live values compaction moved to another page (`extstore_compact_rescues`).
     pub compact_rescues: u64,
     /// Values compaction left because their stub was being changed (`extstore_compact_skipped`).
@@ -142,7 +139,6 @@ impl Flash {
             io_queue: get(&c.io_queue),
             write_errors: get(&c.write_errors),
             write_refused: get(&c.write_refused),
-            compact_lost: get(&c.compact_lost),
             compact_rescues: get(&c.compact_rescues),
             compact_skipped: get(&c.compact_skipped),
             compact_resc_old: get(&c.compact_resc_old),
