@@ -384,7 +384,13 @@ fn concurrent_writes_reads_deletes_and_compaction_never_serve_wrong_bytes() {
     settle(&s);
     let st = s.flash().expect("flash").stats();
     assert!(st.objects_written > 1000, "{st:?}");
-    assert!(st.compact_rescues > 0, "compaction ran: {st:?}");
+    // Whether compaction found live records to move depends on timing (on a loaded
+    // machine deletes can empty whole pages first); the pages were freed either way,
+    // and every byte served above and below was checked.
+    assert!(
+        st.compact_rescues + st.page_reclaims > 0,
+        "pages were compacted or freed: {st:?}"
+    );
     assert_eq!(st.badcrc, 0, "{st:?}");
     for i in 0..keys {
         if let Some(v) = get(&s, &key(i)) {
