@@ -22,8 +22,8 @@ use crate::watch::{WatchError, WatchHandle, Watcher};
 use crate::worker::Worker;
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_protocol::binary::{self, Status, REQUEST_MAGIC};
-use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed};
-use shoal_store::ValueRef;
+use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed, Request};
+use shoal_store::{FlashReads, ValueRef};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -52,6 +52,8 @@ where
         session: Session::new(shared.sasl.is_some() || shared.ascii_auth.is_some()),
         turn: None,
         watcher: None,
+        reads: FlashReads::new(),
+        rerun: false,
     };
     let end = connection::serve(stream, &mut conn, &shared.buffers, &config).await;
     match end {
@@ -94,6 +96,10 @@ struct Conn<'a> {
     turn: Option<(&'a WorkerLatency, u64)>,
     /// The watcher this connection became (`watch`).
     watcher: Option<WatchHandle<'a>>,
+    /// Values this connection reads from flash (lent to the worker while a request runs).
+    reads: FlashReads,
+    /// The request is running again after its flash reads: already counted.
+    rerun: bool,
 }
 
 impl<'a> Handler for Conn<'a> {
@@ -106,7 +112,40 @@ impl<'a> Handler for Conn<'a> {
         refused: bool,
         out: &mut Output<'_, W, ValueRef<'a>>,
     ) -> Step {
-        Conn::request(self, input, refused, out.reply())
+        let Some(readers) = self.worker.shared.flash_readers.as_ref() else {
+            return Conn::request(self, input, refused, out.reply());
+        };
+        // A retrieval that meets a value on flash stops there with the read recorded
+        // (as at the reply's high-water mark); the reads run on the reader threads while
+        // this thread serves other connections, and the request runs again from where it
+        // stopped. A stub that keeps changing under its reads (rare: compaction, a
+        // client rewriting the key) is read in place after a few rounds.
+        let mut rounds = 0;
+        loop {
+            std::mem::swap(&mut self.reads, &mut self.worker.flash_reads.borrow_mut());
+            let step = Conn::request(self, input, refused, out.reply());
+            std::mem::swap(&mut self.reads, &mut self.worker.flash_reads.borrow_mut());
+            if !self.reads.has_wanted() {
+                self.reads.set_blocking(false);
+                self.rerun = false;
+                return step;
+            }
+            self.read_ahead(input);
+            let mut results = Vec::new();
+            readers.submit(self.reads.take_wanted(), &mut results);
+            for result in results {
+                // A read whose thread is gone (the server stopping) is wanted again.
+                if let Ok(done) = result.await {
+                    self.reads.done(done);
+                }
+            }
+            self.worker.current_conn.set(self.info.id);
+            self.rerun = true;
+            rounds += 1;
+            if rounds >= 3 {
+                self.reads.set_blocking(true);
+            }
+        }
     }
 
     fn line_too_long(&self) -> &'static [u8] {
@@ -126,6 +165,8 @@ impl<'a> Handler for Conn<'a> {
     }
 
     fn end_turn(&mut self) {
+        // Values read ahead for requests that did not come this turn.
+        self.reads.clear();
         if let Some((latency, start)) = self.turn.take() {
             latency.end_turn(start);
         }
@@ -170,7 +211,53 @@ impl<'a> Handler for Conn<'a> {
     }
 }
 
+/// Pipelined requests behind the one waiting for flash whose keys are looked at to be
+/// read in the same batch, and keys looked at in all.
+const READ_AHEAD_REQUESTS: usize = 64;
+const READ_AHEAD_KEYS: usize = 256;
+
 impl<'a> Conn<'a> {
+    /// Records reads of values on flash for the keys still to be served in `input` (the
+    /// rest of the request that stopped, then the retrievals pipelined behind it), so
+    /// they are read together, as memcached queues a pipeline's reads at once. Within
+    /// [`shoal_store::READ_AHEAD_BYTES`]; text requests only (a binary get carries one
+    /// key, and its pipeline is read one value at a time).
+    fn read_ahead(&mut self, input: &[u8]) {
+        if input.first() == Some(&REQUEST_MAGIC) || !self.session.authenticated {
+            return;
+        }
+        let store = &self.worker.shared.store;
+        let mut rest = input;
+        let mut keys = 0;
+        let mut from = self.window.resume_at;
+        for _ in 0..READ_AHEAD_REQUESTS {
+            let Parsed::Request { request, consumed } = parse(rest, &self.limits) else {
+                break;
+            };
+            match request {
+                Request::Get { keys: list, .. } | Request::GetAndTouch { keys: list, .. } => {
+                    for (_, key) in list.iter_from(from) {
+                        if keys == READ_AHEAD_KEYS {
+                            return;
+                        }
+                        keys += 1;
+                        store.want_read(key, &mut self.reads);
+                    }
+                }
+                Request::MetaGet { key, flags } if !flags.base64() => {
+                    keys += 1;
+                    store.want_read(key, &mut self.reads);
+                }
+                _ => {}
+            }
+            if keys >= READ_AHEAD_KEYS {
+                return;
+            }
+            from = 0;
+            rest = rest.get(consumed..).unwrap_or_default();
+        }
+    }
+
     /// Parses and executes the request at the head of `input`. `oom`: the buffer budget
     /// refused the request's value, so "too large" means "no memory".
     fn request(&mut self, input: &[u8], oom: bool, reply: &mut Out<'a>) -> Step {
@@ -191,7 +278,15 @@ impl<'a> Conn<'a> {
             return Step::Close;
         }
         if binary {
-            return binary_step(worker, &mut self.session, input, limits, oom, reply);
+            let rerun = self.rerun;
+            return binary_step(
+                worker,
+                &mut self.session,
+                input,
+                (limits, oom),
+                rerun,
+                reply,
+            );
         }
         if shared.sasl.is_some() {
             // With SASL on, only the binary protocol can authenticate (memcached).
@@ -203,6 +298,7 @@ impl<'a> Conn<'a> {
             session: &mut self.session,
             info: self.info,
             window: &mut self.window,
+            rerun: self.rerun,
         };
         match ctx.step(input, limits, oom, reply) {
             TextStep::Step(step) => step,
@@ -270,6 +366,8 @@ struct TextContext<'c, 'w> {
     session: &'c mut Session,
     info: &'c ConnInfo,
     window: &'c mut ReplyWindow,
+    /// The request runs again after its flash reads: counted already.
+    rerun: bool,
 }
 
 impl<'w> TextContext<'_, 'w> {
@@ -284,7 +382,7 @@ impl<'w> TextContext<'_, 'w> {
                 // Counted only when metrics are served (timed per turn, in `serve`), and
                 // once: not again when a suspended multi-get resumes.
                 if let Some(latency) = &worker.latency {
-                    if self.window.resume_at == 0 {
+                    if self.window.resume_at == 0 && !self.rerun {
                         latency.count(crate::latency::text_command(&request));
                     }
                 }
@@ -358,17 +456,19 @@ fn binary_step<'w>(
     worker: &'w Worker,
     session: &mut Session,
     input: &[u8],
-    limits: &Limits,
-    oom: bool,
+    (limits, oom): (&Limits, bool),
+    rerun: bool,
     out: &mut Out<'w>,
 ) -> Step {
     match parse_binary(input, limits) {
         BinaryParsed::Request { request, consumed } => {
-            if let Some(latency) = &worker.latency {
+            if let Some(latency) = worker.latency.as_ref().filter(|_| !rerun) {
                 latency.count(crate::latency::binary_command(request.opcode, request.cas));
             }
-            let close = commands::binary::execute(worker, session, request, out) == Flow::Close;
-            done(consumed, 0, close)
+            match commands::binary::execute(worker, session, request, out) {
+                Flow::Suspend => Step::Suspend,
+                flow => done(consumed, 0, flow == Flow::Close),
+            }
         }
         BinaryParsed::Incomplete { needed } => Step::Incomplete { needed },
         BinaryParsed::TooLarge {

@@ -12,6 +12,7 @@ pub mod conns;
 pub mod detail;
 pub mod error;
 pub mod flash;
+pub mod flash_reader;
 pub mod latency;
 pub mod lru_crawler;
 pub mod maintenance;

@@ -18,8 +18,6 @@ use crate::watch::Watchers;
 use crate::worker::{Shared, Worker};
 use shoal_net::uring::UringStream;
 use shoal_net::{Acceptor, Budget, Event, Incoming, WorkerPool, WorkerService};
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -129,8 +127,16 @@ pub fn run_all(
         }
         ok
     };
+    let flash_readers = match store.flash() {
+        Some(_) => Some(
+            crate::flash_reader::FlashReaders::start(&store, settings.extstore.threads as usize)
+                .map_err(ServeError::io("starting the flash read threads"))?,
+        ),
+        None => None,
+    };
     let shared = Arc::new(Shared {
         io_uring,
+        flash_readers,
         store,
         stats: StatsRegistry::default(),
         conns: ConnRegistry::after_listeners(listen_labels.len() + usize::from(udp.is_some())),
@@ -172,17 +178,7 @@ pub fn run_all(
 
     let make = {
         let shared = shared.clone();
-        move |_| Worker {
-            writer: RefCell::new(shared.store.writer()),
-            stats: shared.stats.register(),
-            latency: shared
-                .settings
-                .metrics_listen
-                .map(|_| shared.latency.register()),
-            shared: shared.clone(),
-            sockets: RefCell::new(HashMap::new()),
-            current_conn: Cell::new(0),
-        }
+        move |_| Worker::new(&shared, shared.settings.metrics_listen.is_some())
     };
     let mut pool = WorkerPool::start(
         shared.settings.threads,

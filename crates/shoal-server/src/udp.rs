@@ -15,8 +15,6 @@
 
 use crate::conns::ConnInfo;
 use crate::worker::{Shared, Worker};
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -81,14 +79,7 @@ async fn serve(shared: Arc<Shared>, socket: std::net::UdpSocket) {
             return;
         }
     };
-    let worker = Worker {
-        writer: RefCell::new(shared.store.writer()),
-        stats: shared.stats.register(),
-        latency: None,
-        shared: shared.clone(),
-        sockets: RefCell::new(HashMap::new()),
-        current_conn: Cell::new(0),
-    };
+    let worker = Worker::new(&shared, false);
     // The one connection all datagrams share, as in memcached, under the id `stats
     // conns` lists the socket with.
     let Some(label) = shared.udp_label.clone() else {

@@ -10,7 +10,7 @@ use crate::lru_crawler::LruCrawler;
 use crate::stats::{StatsRegistry, ThreadStats};
 use crate::watch::Watchers;
 use shoal_net::Budget;
-use shoal_store::{Store, Writer};
+use shoal_store::{FlashReads, Store, Writer};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::os::fd::RawFd;
@@ -65,6 +65,8 @@ pub struct Shared {
     /// Connections are served on the io_uring data path (asked for with `--io-uring`, and
     /// supported by the kernel).
     pub io_uring: bool,
+    /// The threads that read flash-resident values, when there is a flash tier.
+    pub flash_readers: Option<crate::flash_reader::FlashReaders>,
     pub(crate) shutdown_tx: watch::Sender<bool>,
     pub(crate) stopping: AtomicBool,
     /// Save restart metadata on the way out (`shutdown graceful`, like SIGUSR1).
@@ -116,9 +118,28 @@ pub struct Worker {
     /// Sockets of this thread's open connections, so shutdown can end their reads
     /// without every read having to watch a shared shutdown signal.
     pub sockets: RefCell<HashMap<u64, RawFd>>,
+    /// The flash reads of the connection whose request this thread is executing (each
+    /// connection keeps its own and lends them here for its requests, as `current_conn`
+    /// says whose they are): a retrieval meeting a value on flash records its read here
+    /// and stops, and the connection runs it off this thread (see `conn`).
+    pub flash_reads: RefCell<FlashReads>,
 }
 
 impl Worker {
+    /// A worker's context over `shared`, with its own writer and counters; `latency`:
+    /// time its requests (with metrics on).
+    pub fn new(shared: &Arc<Shared>, latency: bool) -> Worker {
+        Worker {
+            writer: RefCell::new(shared.store.writer()),
+            stats: shared.stats.register(),
+            latency: latency.then(|| shared.latency.register()),
+            shared: shared.clone(),
+            sockets: RefCell::new(HashMap::new()),
+            current_conn: Cell::new(0),
+            flash_reads: RefCell::new(FlashReads::new()),
+        }
+    }
+
     /// Ends the reads of every connection of this thread (`shutdown(SHUT_RD)`): a
     /// connection blocked in a read sees end-of-file, while replies already being written
     /// still go out.

@@ -28,6 +28,7 @@ mod entry;
 mod error;
 mod evict;
 pub mod flash;
+mod flash_reads;
 mod ghost;
 mod index;
 mod inner;
@@ -51,6 +52,7 @@ pub use config::StoreConfig;
 pub use entry::{Entry, EntryError, StoreOptions};
 pub use error::{ConfigError, StoreError};
 pub use flash::{Flash, FlashCleanStart, FlashConfig, FlashError, FlashEvent, FlashStats};
+pub use flash_reads::{Fetch, FlashRead, FlashReadDone, FlashReads, READ_AHEAD_BYTES};
 pub use inner::EvictObserver;
 pub use item::Item;
 pub use restart::{

@@ -5,6 +5,7 @@ use crate::clock::{is_expired, Clock};
 use crate::config::{Geometry, StoreConfig};
 use crate::entry::{Entry, EntryError, EntryErrorKind};
 use crate::error::{ConfigError, StoreError};
+use crate::flash_reads::{Fetch, FlashReads};
 use crate::index::ShardCounters;
 use crate::inner::{Inner, CRAWL_BATCH};
 use crate::item::Item;
@@ -61,28 +62,105 @@ impl Store {
 
     /// Reads a live item and marks it fetched. `f` runs under the key's shard lock, so it
     /// should only copy what it needs. Expired items read as absent (and are reclaimed).
+    /// A value on flash is read here, waiting for the disk ([`fetch`](Self::fetch) leaves
+    /// that to the caller).
     pub fn get<R>(&self, key: &[u8], f: impl FnOnce(&Item<'_>) -> R) -> Option<R> {
+        match self.fetch_with(key, None, f) {
+            Fetch::Found(r) => Some(r),
+            Fetch::Missing | Fetch::Reading => None,
+        }
+    }
+
+    /// [`get`](Self::get) without waiting for the disk: an item whose value is on flash
+    /// is served from a read done in `reads` ([`FlashReads::done`]) if there is one for
+    /// it, else a [`FlashRead`](crate::FlashRead) is recorded there and the answer is
+    /// [`Fetch::Reading`], with nothing marked or counted (see `flash_reads`). With
+    /// [`FlashReads::set_blocking`] it reads in place as `get` does.
+    pub fn fetch<R>(
+        &self,
+        key: &[u8],
+        reads: &mut FlashReads,
+        f: impl FnOnce(&Item<'_>) -> R,
+    ) -> Fetch<R> {
+        self.fetch_with(key, Some(reads), f)
+    }
+
+    fn fetch_with<R>(
+        &self,
+        key: &[u8],
+        reads: Option<&mut FlashReads>,
+        f: impl FnOnce(&Item<'_>) -> R,
+    ) -> Fetch<R> {
         let inner = &*self.inner;
         let now = inner.clock.now();
         inner.check_flush(now);
         let hash = inner.hash(key);
         let mut shard = inner.shard(hash);
-        let loc = shard.find(inner, hash, key)?;
+        let Some(loc) = shard.find(inner, hash, key) else {
+            return Fetch::Missing;
+        };
         let raw = inner.item_at(loc);
         if is_expired(raw.exptime(), now) {
             inner.remove_expired(&mut shard, hash, loc, false);
             shard.counters.get_expired += 1;
-            return None;
+            return Fetch::Missing;
         }
         if raw.is_flash() {
-            let locator = Inner::locator(&raw)?;
-            drop(shard);
-            return self.get_from_flash(key, hash, (loc, locator), now, f);
+            let Some(locator) = Inner::locator(&raw) else {
+                return Fetch::Missing;
+            };
+            let found = match reads.filter(|r| !r.blocking()) {
+                None => {
+                    drop(shard);
+                    self.get_from_flash(key, hash, (loc, locator), now, f)
+                }
+                Some(reads) => match reads.take(key, locator) {
+                    Some(Ok(loaded)) => {
+                        self.serve_loaded(shard, key, hash, (loc, locator), &loaded, now, f)
+                    }
+                    Some(Err(_)) => {
+                        // Unreadable and still the item: it is gone, as memcached's
+                        // extstore misses make it.
+                        inner.remove_loc(&mut shard, hash, loc);
+                        None
+                    }
+                    None => {
+                        reads.want(key, loc, locator, false);
+                        return Fetch::Reading;
+                    }
+                },
+            };
+            return found.map_or(Fetch::Missing, Fetch::Found);
         }
         let item = inner.view(loc, raw, now);
         let r = f(&item);
         item.record_read();
-        Some(r)
+        Fetch::Found(r)
+    }
+
+    /// Records in `reads` a read of `key`'s value if it is on flash and not read or
+    /// wanted there yet, within [`READ_AHEAD_BYTES`](crate::READ_AHEAD_BYTES):
+    /// for a request still to come, so that its read goes with the ones wanted now.
+    /// Marks and counts nothing. Returns whether a read was recorded.
+    pub fn want_read(&self, key: &[u8], reads: &mut FlashReads) -> bool {
+        let inner = &*self.inner;
+        if inner.flash().is_none() {
+            return false;
+        }
+        let now = inner.clock.now();
+        let hash = inner.hash(key);
+        let shard = inner.shard(hash);
+        let Some(loc) = shard.find(inner, hash, key) else {
+            return false;
+        };
+        let raw = inner.item_at(loc);
+        if !raw.is_flash() || is_expired(raw.exptime(), now) {
+            return false;
+        }
+        match Inner::locator(&raw) {
+            Some(locator) => reads.want(key, loc, locator, true),
+            None => false,
+        }
     }
 
     /// [`get`](Self::get) of a stub: reads the value without the shard lock, then serves
@@ -185,8 +263,37 @@ impl Store {
         &self,
         writer: &mut Writer,
         key: &[u8],
-        mut f: impl FnMut(&mut Entry<'_>) -> Result<R, EntryError>,
+        f: impl FnMut(&mut Entry<'_>) -> Result<R, EntryError>,
     ) -> Result<R, StoreError> {
+        match self.update_with(writer, key, None, f)? {
+            Some(r) => Ok(r),
+            // Without `reads` every value is read in place: never "reading".
+            None => Err(StoreError::OutOfMemory),
+        }
+    }
+
+    /// [`update`](Self::update) without waiting for the disk: when `f` asks for a value
+    /// on flash ([`Entry::load_value`]) that `reads` has no read done for, a
+    /// [`FlashRead`](crate::FlashRead) is recorded there and the answer is `Ok(None)`,
+    /// with nothing changed (see `flash_reads`; [`fetch`](Self::fetch) is the same for
+    /// plain reads).
+    pub fn update_fetching<R>(
+        &self,
+        writer: &mut Writer,
+        key: &[u8],
+        reads: &mut FlashReads,
+        f: impl FnMut(&mut Entry<'_>) -> Result<R, EntryError>,
+    ) -> Result<Option<R>, StoreError> {
+        self.update_with(writer, key, Some(reads), f)
+    }
+
+    fn update_with<R>(
+        &self,
+        writer: &mut Writer,
+        key: &[u8],
+        mut reads: Option<&mut FlashReads>,
+        mut f: impl FnMut(&mut Entry<'_>) -> Result<R, EntryError>,
+    ) -> Result<Option<R>, StoreError> {
         // A real check, not a debug one: `Entry::write` resolves the writer's segment id in
         // *this* store's segment table, so a foreign writer would write into memory it does
         // not own (another writer's segment, or a null base) and the index would then point
@@ -221,7 +328,7 @@ impl Store {
                 let mut entry =
                     Entry::new(inner, &mut shard, writer, hash, key, now, current, value);
                 match f(&mut entry) {
-                    Ok(r) => return Ok(r),
+                    Ok(r) => return Ok(Some(r)),
                     Err(EntryError(EntryErrorKind::NeedSpace(n, c))) => {
                         class = c;
                         n
@@ -229,8 +336,23 @@ impl Store {
                     Err(EntryError(EntryErrorKind::NeedValue(loc, locator))) => {
                         drop(shard);
                         loads += 1;
-                        match inner.load_stub(loc, locator, key) {
-                            Ok(l) => loaded = Some(l),
+                        let read = match reads.as_deref_mut().filter(|r| !r.blocking()) {
+                            None => inner.load_stub(loc, locator, key),
+                            Some(reads) => match reads.take(key, locator) {
+                                Some(read) => read,
+                                None => {
+                                    reads.want(key, loc, locator, false);
+                                    return Ok(None);
+                                }
+                            },
+                        };
+                        match read {
+                            // Read for the stub with this locator, wherever eviction has
+                            // moved it since: it is for the stub where it is now.
+                            Ok(mut l) => {
+                                l.loc = loc;
+                                loaded = Some(l);
+                            }
                             // Unreadable: the item is gone (or its value moved), and the
                             // closure runs again on what the index holds now.
                             Err(_) => {

@@ -27,6 +27,7 @@ use std::sync::atomic::Ordering;
 const AGE_ITEMS_PER_CALL: usize = 1 << 16;
 
 /// A stub's value read from flash: the buffer it was read into and where in it.
+#[derive(Debug)]
 pub(crate) struct Loaded {
     /// The stub it was read for, and that stub's locator (a stub at the same place
     /// later may be another write of the key).

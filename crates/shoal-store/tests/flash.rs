@@ -2,7 +2,9 @@
 //! on flash and read back byte for byte; forgetting them costs no IO; a corrupted file
 //! gives misses, never wrong data.
 
-use shoal_store::{Flash, FlashConfig, Store, StoreConfig, StoreOptions, Writer};
+use shoal_store::{
+    Fetch, Flash, FlashConfig, FlashReads, Store, StoreConfig, StoreOptions, Writer,
+};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
@@ -494,4 +496,132 @@ fn recache_brings_a_flash_value_back_to_memory() {
         st.objects_written - 1,
         "its flash copy let go"
     );
+}
+
+/// Fetches `k` without waiting for the disk: any read it records is run on another
+/// thread, handed back, and the key fetched again.
+fn fetch_elsewhere(s: &Store, reads: &mut FlashReads, k: &[u8]) -> Option<Vec<u8>> {
+    for _ in 0..3 {
+        match s.fetch(k, reads, |i| i.value().to_vec()) {
+            Fetch::Found(v) => return Some(v),
+            Fetch::Missing => return None,
+            Fetch::Reading => {}
+        }
+        let wanted: Vec<_> = reads.take_wanted().collect();
+        assert_eq!(wanted.len(), 1, "one read for one key");
+        let store = s.clone();
+        let done = std::thread::spawn(move || {
+            wanted
+                .into_iter()
+                .map(|r| r.run(&store))
+                .collect::<Vec<_>>()
+        })
+        .join()
+        .expect("reader thread");
+        for d in done {
+            reads.done(d);
+        }
+    }
+    panic!(
+        "key {:?} still reading after three rounds",
+        String::from_utf8_lossy(k)
+    );
+}
+
+#[test]
+fn flash_values_are_read_off_the_serving_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = tiered(&dir, 64);
+    let mut w = s.writer();
+    fill(&s, &mut w, 2000, 20_000);
+    settle(&s);
+    let mut reads = FlashReads::new();
+    let before = s.flash().expect("flash").stats().objects_read;
+    let mut read_elsewhere = 0;
+    for i in 0..2000 {
+        let on_flash = matches!(s.fetch(&key(i), &mut reads, |_| ()), Fetch::Reading);
+        read_elsewhere += usize::from(on_flash);
+        // A fetch that answered "reading" changed nothing: the next one serves it.
+        assert_eq!(
+            fetch_elsewhere(&s, &mut reads, &key(i)),
+            Some(value(i, 20_000)),
+            "key {i}"
+        );
+        assert!(reads.is_empty(), "served reads are taken out");
+    }
+    assert!(
+        read_elsewhere > 1000,
+        "{read_elsewhere} values were on flash"
+    );
+    let st = s.flash().expect("flash").stats();
+    assert!(st.objects_read >= before + read_elsewhere as u64, "{st:?}");
+
+    // Reading ahead: wanted together, served one by one, each for its own key.
+    let on_flash: Vec<usize> = (0..2000)
+        .filter(|&i| s.fetch(&key(i), &mut FlashReads::new(), |_| ()) == Fetch::Reading)
+        .take(50)
+        .collect();
+    assert!(on_flash.len() == 50, "{} still on flash", on_flash.len());
+    for &i in &on_flash {
+        assert!(s.want_read(&key(i), &mut reads), "key {i} wanted");
+        assert!(!s.want_read(&key(i), &mut reads), "key {i} wanted once");
+    }
+    let wanted: Vec<_> = reads.take_wanted().collect();
+    assert_eq!(wanted.len(), 50);
+    for r in wanted {
+        reads.done(r.run(&s));
+    }
+    for &i in on_flash.iter().rev() {
+        let got = s.fetch(&key(i), &mut reads, |it| it.value().to_vec());
+        assert_eq!(got, Fetch::Found(value(i, 20_000)), "key {i}");
+    }
+    assert!(reads.is_empty());
+}
+
+#[test]
+fn a_value_read_for_a_replaced_item_is_not_served() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = tiered(&dir, 64);
+    let mut w = s.writer();
+    fill(&s, &mut w, 2000, 20_000);
+    settle(&s);
+    let mut reads = FlashReads::new();
+    let i = (0..2000)
+        .find(|&i| s.fetch(&key(i), &mut reads, |_| ()) == Fetch::Reading)
+        .expect("a value on flash");
+    // The read runs, then a client replaces the item before the fetch is asked again.
+    let wanted: Vec<_> = reads.take_wanted().collect();
+    for r in wanted {
+        reads.done(r.run(&s));
+    }
+    s.update(&mut w, &key(i), |e| {
+        e.store(&[b"new"], StoreOptions::default())
+    })
+    .expect("store");
+    assert_eq!(
+        s.fetch(&key(i), &mut reads, |it| it.value().to_vec()),
+        Fetch::Found(b"new".to_vec())
+    );
+    reads.clear();
+    assert!(reads.is_empty());
+
+    // A read-modify-write waits for its read the same way, and appends to the value.
+    let j = (0..2000)
+        .find(|&j| s.fetch(&key(j), &mut reads, |_| ()) == Fetch::Reading)
+        .expect("a value on flash");
+    let append = |e: &mut shoal_store::Entry<'_>| {
+        e.load_value()?;
+        e.append(b"+tail", false)
+    };
+    let first = s.update_fetching(&mut w, &key(j), &mut reads, append);
+    assert!(matches!(first, Ok(None)), "waits for the read: {first:?}");
+    let wanted: Vec<_> = reads.take_wanted().collect();
+    for r in wanted {
+        reads.done(r.run(&s));
+    }
+    let second = s.update_fetching(&mut w, &key(j), &mut reads, append);
+    assert!(matches!(second, Ok(Some(_))), "{second:?}");
+    let mut expected = value(j, 20_000);
+    expected.extend_from_slice(b"+tail");
+    assert_eq!(get(&s, &key(j)), Some(expected));
 }

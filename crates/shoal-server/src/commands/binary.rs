@@ -35,12 +35,12 @@ pub fn execute<'w>(
         return Flow::Continue;
     }
     match command {
-        Command::Get { key } => retrieval::binary(w, &a, key, None, true, reply),
+        Command::Get { key } => return retrieval::binary(w, &a, key, None, true, reply),
         Command::GetAndTouch {
             key,
             exptime,
             value,
-        } => retrieval::binary(w, &a, key, Some(exptime), value, reply),
+        } => return retrieval::binary(w, &a, key, Some(exptime), value, reply),
         Command::Store {
             kind,
             key,

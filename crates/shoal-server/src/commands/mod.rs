@@ -159,7 +159,7 @@ pub fn execute<'w>(
             Ok(kinds) => return Flow::Watch(kinds),
             Err(_) => out.extend_from_slice(shoal_protocol::reply::ERROR),
         },
-        Request::MetaGet { key, flags } => meta::get::meta_get(w, key, flags, reply),
+        Request::MetaGet { key, flags } => return meta::get::meta_get(w, key, flags, reply),
         Request::MetaSet { key, flags, data } => meta::set::meta_set(w, key, flags, data, out),
         Request::MetaDelete { key, flags } => meta::delete::meta_delete(w, key, flags, out),
         Request::MetaArithmetic { key, flags } => {

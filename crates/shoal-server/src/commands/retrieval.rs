@@ -15,7 +15,7 @@ use crate::stats::ThreadStats;
 use crate::worker::Worker;
 use shoal_protocol::binary::{self, Attrs};
 use shoal_protocol::{reply, Keys};
-use shoal_store::Item;
+use shoal_store::{Fetch, Item};
 
 /// Bytes a `VALUE <key> <flags> <bytes> [<cas>]\r\n` header and the data's `\r\n` add at
 /// most to a value of `key`.
@@ -32,6 +32,10 @@ pub enum Served {
     Miss,
     /// Not served: no room now (`Later`) or ever (`Never`).
     NoRoom(Room),
+    /// Not served: the value is on flash, and its read is recorded in the worker's
+    /// `flash_reads` for the connection to run (see `conn`). Nothing was touched or
+    /// counted; the key is served when the request runs again.
+    Reading,
 }
 
 /// How one protocol writes a retrieval hit: the only part of serving a key that depends
@@ -54,39 +58,48 @@ pub trait Emit {
 pub fn serve_key(w: &Worker, key: &[u8], touch: Option<u32>, emit: &mut impl Emit) -> Served {
     let store = &w.shared.store;
     let s = &w.stats;
+    let mut reads = w.flash_reads.borrow_mut();
     let served = match touch {
-        None => store.get(key, |item| match emit.room(key, item) {
+        None => match store.fetch(key, &mut reads, |item| match emit.room(key, item) {
             Room::Now => {
                 emit.hit(key, item);
                 Served::Hit(item.value_len(), store.slab_class(item))
             }
             room => Served::NoRoom(room),
-        }),
+        }) {
+            Fetch::Found(served) => Some(served),
+            Fetch::Missing => None,
+            Fetch::Reading => return Served::Reading,
+        },
         Some(expiry) => {
             let mut writer = w.writer.borrow_mut();
-            store
-                .update(&mut writer, key, |e| {
-                    e.load_value()?;
-                    let Some(item) = e.item() else {
-                        return Ok(Served::Miss);
-                    };
-                    match emit.room(key, &item) {
-                        Room::Now => {}
-                        room => return Ok(Served::NoRoom(room)),
-                    }
-                    if !e.set_exptime(expiry)? {
-                        return Ok(Served::Miss);
-                    }
-                    let Some(item) = e.item() else {
-                        return Ok(Served::Miss);
-                    };
-                    emit.hit(key, &item);
-                    item.mark_fetched();
-                    Ok(Served::Hit(item.value_len(), store.slab_class(&item)))
-                })
-                .ok()
+            let updated = store.update_fetching(&mut writer, key, &mut reads, |e| {
+                e.load_value()?;
+                let Some(item) = e.item() else {
+                    return Ok(Served::Miss);
+                };
+                match emit.room(key, &item) {
+                    Room::Now => {}
+                    room => return Ok(Served::NoRoom(room)),
+                }
+                if !e.set_exptime(expiry)? {
+                    return Ok(Served::Miss);
+                }
+                let Some(item) = e.item() else {
+                    return Ok(Served::Miss);
+                };
+                emit.hit(key, &item);
+                item.mark_fetched();
+                Ok(Served::Hit(item.value_len(), store.slab_class(&item)))
+            });
+            match updated {
+                Ok(Some(served)) => Some(served),
+                Ok(None) => return Served::Reading,
+                Err(_) => None,
+            }
         }
     };
+    drop(reads);
     let served = served.unwrap_or(Served::Miss);
     if matches!(served, Served::NoRoom(_)) {
         return served;
@@ -226,8 +239,13 @@ fn text<'w>(
             window: &mut *window,
             out: &mut *out,
         };
-        if let Served::NoRoom(room) = serve_key(w, key, touch, &mut emit) {
-            return stop(window, room, at, out.bytes());
+        match serve_key(w, key, touch, &mut emit) {
+            Served::NoRoom(room) => return stop(window, room, at, out.bytes()),
+            Served::Reading => {
+                window.resume_at = at;
+                return Flow::Suspend;
+            }
+            Served::Hit(..) | Served::Miss => {}
         }
     }
     window.resume_at = 0;
@@ -238,6 +256,7 @@ fn text<'w>(
 /// Binary `GET`/`GETK`/`GAT`/`GATK` (and quiet forms), and `TOUCH` (`value: false`,
 /// which memcached serves as a gat whose reply carries only the flags): the same
 /// [`serve_key`] as text, one packet for a hit, a miss framed by [`binary::reply::miss`].
+/// [`Flow::Suspend`] with nothing written while the value is read from flash.
 pub fn binary<'w>(
     w: &'w Worker,
     attrs: &Attrs,
@@ -245,7 +264,7 @@ pub fn binary<'w>(
     touch: Option<i64>,
     value: bool,
     out: &mut Out<'w>,
-) {
+) -> Flow {
     let expiry = touch.map(|t| w.shared.store.clock().expiry(t));
     let mut emit = BinaryEmit {
         w,
@@ -253,7 +272,10 @@ pub fn binary<'w>(
         value,
         out: &mut *out,
     };
-    if !matches!(serve_key(w, key, expiry, &mut emit), Served::Hit(..)) {
-        binary::reply::miss(out.bytes(), attrs, key);
+    match serve_key(w, key, expiry, &mut emit) {
+        Served::Hit(..) => {}
+        Served::Reading => return Flow::Suspend,
+        Served::Miss | Served::NoRoom(_) => binary::reply::miss(out.bytes(), attrs, key),
     }
+    Flow::Continue
 }

@@ -217,7 +217,7 @@ pub struct Settings {
     pub maxconns_fast: bool,
     /// memcached's slab/LRU/logging tunables, reported but without effect.
     pub tunables: Tunables,
-    /// memcached's extstore options, reported but without effect.
+    /// memcached's extstore options (the flash tier, `flash`).
     pub extstore: Extstore,
     /// Options given that change nothing in shoald, in the order given, with why.
     pub inert: Vec<(String, Inert)>,
