@@ -125,7 +125,10 @@ impl<'a> Handler for Conn<'a> {
             std::mem::swap(&mut self.reads, &mut self.worker.flash_reads.borrow_mut());
             let step = Conn::request(self, input, refused, out.reply());
             std::mem::swap(&mut self.reads, &mut self.worker.flash_reads.borrow_mut());
-            if !self.reads.has_wanted() {
+            // Only a request that stopped waits for reads (a finished one never leaves
+            // any wanted; were one left, running the request again would repeat it).
+            if step != Step::Suspend || !self.reads.has_wanted() {
+                self.reads.take_wanted().for_each(drop);
                 self.reads.set_blocking(false);
                 self.rerun = false;
                 return step;

@@ -52,6 +52,13 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
     Ok(Some(cfg))
 }
 
+/// Threads reading flash values for the workers: memcached's reads in flight at once,
+/// `ext_io_depth` per IO thread, `ext_threads` of them (each of shoald's readers has one
+/// read in flight; at least one).
+pub fn readers(e: &Extstore) -> usize {
+    (e.threads as usize * e.io_depth as usize).max(1)
+}
+
 /// `SIZE` with an optional K/M/G/T/P suffix, as memcached's `ext_path` reads it.
 fn parse_size(s: &str) -> Option<u64> {
     let (digits, unit) = match s.char_indices().last()? {

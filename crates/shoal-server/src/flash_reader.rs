@@ -1,5 +1,5 @@
 //! The threads that read flash-resident values for the workers (memcached's extstore IO
-//! threads, `ext_threads` of them).
+//! threads: `ext_threads` × `ext_io_depth` of them, its reads in flight at once).
 //!
 //! A worker that read the disk itself would hold every connection it serves for the
 //! length of the read. Instead a request that meets a value on flash stops where it is

@@ -129,8 +129,11 @@ pub fn run_all(
     };
     let flash_readers = match store.flash() {
         Some(_) => Some(
-            crate::flash_reader::FlashReaders::start(&store, settings.extstore.threads as usize)
-                .map_err(ServeError::io("starting the flash read threads"))?,
+            crate::flash_reader::FlashReaders::start(
+                &store,
+                crate::flash::readers(&settings.extstore),
+            )
+            .map_err(ServeError::io("starting the flash read threads"))?,
         ),
         None => None,
     };

@@ -42,6 +42,7 @@
 
 use crate::class_stats::bump;
 use crate::clock::is_expired;
+use crate::flash::LOCATOR_LEN;
 use crate::index::{Ref, Shard};
 use crate::inner::Inner;
 use crate::layout::{
@@ -135,12 +136,13 @@ enum Emptying {
 }
 
 /// What a moved item carries in its value's place.
-#[derive(Debug, Clone, Copy)]
 pub(crate) enum Payload<'a> {
     /// What it stores now (a value, or a stub's locator).
     Same,
-    /// A stub's locator: the value went to flash (see `tier`).
-    Stub(&'a [u8; crate::flash::LOCATOR_LEN]),
+    /// A stub's locator, from writing the value to flash (see `tier`): called once the
+    /// stub has its place, so that a value is never written for a stub that has none;
+    /// `None` (flash refused the value) leaves the item where it was.
+    Stub(&'a mut dyn FnMut() -> Option<crate::flash::Locator>),
     /// Its value, read back from flash (a recache).
     Value(&'a [u8]),
 }
@@ -542,10 +544,11 @@ impl Inner {
         payload: Payload<'_>,
     ) -> Option<usize> {
         let bits = raw.bits();
-        let (payload, flash_bit): (&[u8], u32) = match payload {
-            Payload::Same => (raw.value(), bits & crate::layout::FLASH),
-            Payload::Stub(locator) => (locator, crate::layout::FLASH),
-            Payload::Value(value) => (value, 0),
+        const UNWRITTEN: [u8; LOCATOR_LEN] = [0; LOCATOR_LEN];
+        let (mut payload, flash_bit, mut write): (&[u8], u32, _) = match payload {
+            Payload::Same => (raw.value(), bits & crate::layout::FLASH, None),
+            Payload::Stub(write) => (&UNWRITTEN[..], crate::layout::FLASH, Some(write)),
+            Payload::Value(value) => (value, 0, None),
         };
         // A CAS unique a client may hold (or one set explicitly) must not change; one no
         // client has seen is derived afresh from the new place, saving 8 bytes.
@@ -563,6 +566,18 @@ impl Inner {
             return None;
         }
         let (seg, off) = ev.alloc(&self.segs, queue, size)?;
+        let locator;
+        let written = match write.as_mut().map(|w| w()) {
+            None => true,
+            Some(Some(l)) => {
+                locator = l.to_bytes();
+                payload = &locator;
+                true
+            }
+            // Flash refused the value: the place taken stays a dead item (never linked),
+            // as an overwritten one does, until eviction reaches its segment.
+            Some(None) => false,
+        };
         // SAFETY: eviction owns [off, off + size) of its head segment exclusively (under
         // the eviction lock); the copy is published below under the shard lock. The source
         // is another segment's item, immutable apart from its header's state words, which
@@ -570,6 +585,9 @@ impl Inner {
         unsafe {
             let dst = self.segs.base(seg).add(off as usize);
             layout::write(dst, &spec, raw.key(), &[payload], raw.atime());
+        }
+        if !written {
+            return None;
         }
         self.expires_in(seg, spec.exptime);
         let new = self.refs.make(seg, off);

@@ -154,6 +154,21 @@ impl FlashReads {
         true
     }
 
+    /// Keeps a read made by the store itself (from the page cache) for the next fetch.
+    pub(crate) fn done_for(
+        &mut self,
+        key: &[u8],
+        locator: Locator,
+        result: Result<Loaded, FlashMiss>,
+    ) {
+        self.bytes += locator.len as usize;
+        self.ready.push(FlashReadDone {
+            key: key.into(),
+            locator,
+            result,
+        });
+    }
+
     /// The read done for `key`'s stub with `locator`, taken out.
     pub(crate) fn take(
         &mut self,

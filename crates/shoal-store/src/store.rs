@@ -5,6 +5,7 @@ use crate::clock::{is_expired, Clock};
 use crate::config::{Geometry, StoreConfig};
 use crate::entry::{Entry, EntryError, EntryErrorKind};
 use crate::error::{ConfigError, StoreError};
+use crate::flash::FlashMiss;
 use crate::flash_reads::{Fetch, FlashReads};
 use crate::index::ShardCounters;
 use crate::inner::{Inner, CRAWL_BATCH};
@@ -88,54 +89,71 @@ impl Store {
     fn fetch_with<R>(
         &self,
         key: &[u8],
-        reads: Option<&mut FlashReads>,
+        mut reads: Option<&mut FlashReads>,
         f: impl FnOnce(&Item<'_>) -> R,
     ) -> Fetch<R> {
         let inner = &*self.inner;
         let now = inner.clock.now();
         inner.check_flush(now);
         let hash = inner.hash(key);
-        let mut shard = inner.shard(hash);
-        let Some(loc) = shard.find(inner, hash, key) else {
-            return Fetch::Missing;
-        };
-        let raw = inner.item_at(loc);
-        if is_expired(raw.exptime(), now) {
-            inner.remove_expired(&mut shard, hash, loc, false);
-            shard.counters.get_expired += 1;
-            return Fetch::Missing;
-        }
-        if raw.is_flash() {
-            let Some(locator) = Inner::locator(&raw) else {
+        // A value in the page cache is read here once (a copy, cheaper than a trip to a
+        // reader thread); only one that needs the disk is left to the caller.
+        let mut tried_cache = false;
+        loop {
+            let mut shard = inner.shard(hash);
+            let Some(loc) = shard.find(inner, hash, key) else {
                 return Fetch::Missing;
             };
-            let found = match reads.filter(|r| !r.blocking()) {
-                None => {
-                    drop(shard);
-                    self.get_from_flash(key, hash, (loc, locator), now, f)
-                }
-                Some(reads) => match reads.take(key, locator) {
-                    Some(Ok(loaded)) => {
-                        self.serve_loaded(shard, key, hash, (loc, locator), &loaded, now, f)
-                    }
-                    Some(Err(_)) => {
-                        // Unreadable and still the item: it is gone, as memcached's
-                        // extstore misses make it.
-                        inner.remove_loc(&mut shard, hash, loc);
-                        None
-                    }
+            let raw = inner.item_at(loc);
+            if is_expired(raw.exptime(), now) {
+                inner.remove_expired(&mut shard, hash, loc, false);
+                shard.counters.get_expired += 1;
+                return Fetch::Missing;
+            }
+            if raw.is_flash() {
+                let Some(locator) = Inner::locator(&raw) else {
+                    return Fetch::Missing;
+                };
+                let found = match reads.as_deref_mut().filter(|r| !r.blocking()) {
                     None => {
-                        reads.want(key, loc, locator, false);
-                        return Fetch::Reading;
+                        drop(shard);
+                        self.get_from_flash(key, hash, (loc, locator), now, f)
                     }
-                },
-            };
-            return found.map_or(Fetch::Missing, Fetch::Found);
+                    Some(reads) => match reads.take(key, locator) {
+                        Some(Ok(loaded)) => {
+                            self.serve_loaded(shard, key, hash, (loc, locator), &loaded, now, f)
+                        }
+                        Some(Err(_)) => {
+                            // Unreadable and still the item: it is gone, as memcached's
+                            // extstore misses make it.
+                            inner.remove_loc(&mut shard, hash, loc);
+                            None
+                        }
+                        None if !tried_cache => {
+                            drop(shard);
+                            tried_cache = true;
+                            match inner.try_load_stub(loc, locator, key) {
+                                Err(FlashMiss::WouldBlock) => {
+                                    reads.want(key, loc, locator, false);
+                                    return Fetch::Reading;
+                                }
+                                read => reads.done_for(key, locator, read),
+                            }
+                            continue;
+                        }
+                        None => {
+                            reads.want(key, loc, locator, false);
+                            return Fetch::Reading;
+                        }
+                    },
+                };
+                return found.map_or(Fetch::Missing, Fetch::Found);
+            }
+            let item = inner.view(loc, raw, now);
+            let r = f(&item);
+            item.record_read();
+            return Fetch::Found(r);
         }
-        let item = inner.view(loc, raw, now);
-        let r = f(&item);
-        item.record_read();
-        Fetch::Found(r)
     }
 
     /// Records in `reads` a read of `key`'s value if it is on flash and not read or
@@ -340,10 +358,14 @@ impl Store {
                             None => inner.load_stub(loc, locator, key),
                             Some(reads) => match reads.take(key, locator) {
                                 Some(read) => read,
-                                None => {
-                                    reads.want(key, loc, locator, false);
-                                    return Ok(None);
-                                }
+                                // In the page cache: read here (see `fetch_with`).
+                                None => match inner.try_load_stub(loc, locator, key) {
+                                    Err(FlashMiss::WouldBlock) => {
+                                        reads.want(key, loc, locator, false);
+                                        return Ok(None);
+                                    }
+                                    read => read,
+                                },
                             },
                         };
                         match read {

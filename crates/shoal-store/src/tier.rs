@@ -108,7 +108,11 @@ impl Inner {
             0 => None,
             e => Some(e.saturating_sub(now)),
         };
-        let loc = flash.write(raw.key(), raw.value(), ttl)?;
+        let mut written = None;
+        let mut write = || {
+            written = flash.write(raw.key(), raw.value(), ttl);
+            written
+        };
         let queue = crate::evict::class_of(stub_size);
         let moved = self.move_item(
             ev,
@@ -117,11 +121,12 @@ impl Inner {
             (old, raw),
             (queue, freq),
             room,
-            crate::evict::Payload::Stub(&loc.to_bytes()),
+            crate::evict::Payload::Stub(&mut write),
         );
-        // `write` counted the record live until a stub holds it; the stub now counts it
-        // (or, not moved, nothing does).
-        flash.release(loc, raw.key_len());
+        // `write` counted the record live until a stub holds it; the stub now counts it.
+        if let Some(loc) = written {
+            flash.release(loc, raw.key_len());
+        }
         if moved.is_some() {
             if let Some(observe) = self.flash_observer.get() {
                 let now = self.clock.now();
@@ -199,10 +204,34 @@ impl Inner {
         locator: Locator,
         key: &[u8],
     ) -> Result<Loaded, FlashMiss> {
+        self.load_stub_waiting(loc, locator, key, true)
+    }
+
+    /// [`load_stub`](Self::load_stub) if it needs no disk IO (see [`Flash::try_read`]),
+    /// else [`FlashMiss::WouldBlock`]. The caller does not hold the shard lock.
+    pub(crate) fn try_load_stub(
+        &self,
+        loc: Ref,
+        locator: Locator,
+        key: &[u8],
+    ) -> Result<Loaded, FlashMiss> {
+        self.load_stub_waiting(loc, locator, key, false)
+    }
+
+    fn load_stub_waiting(
+        &self,
+        loc: Ref,
+        locator: Locator,
+        key: &[u8],
+        wait: bool,
+    ) -> Result<Loaded, FlashMiss> {
         let flash = self.flash().ok_or(FlashMiss::Gone)?;
-        flash.counters.gets.fetch_add(1, Ordering::Relaxed);
         let mut buf = Vec::new();
-        let range = flash.read(locator, key, &mut buf)?;
+        let range = if wait {
+            flash.read(locator, key, &mut buf)?
+        } else {
+            flash.try_read(locator, key, &mut buf)?
+        };
         Ok(Loaded {
             loc,
             locator,

@@ -155,6 +155,10 @@ pub enum FlashMiss {
     /// The read failed.
     #[error("read error")]
     Io,
+    /// The value is not in the page cache, and the read was asked not to wait for the
+    /// disk ([`Flash::try_read`]). Nothing is counted.
+    #[error("not in the page cache")]
+    WouldBlock,
 }
 
 /// Tunables changed at run time by memcached's `extstore` command.
@@ -645,7 +649,34 @@ impl Flash {
         key: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<std::ops::Range<usize>, FlashMiss> {
-        let result = self.read_record(loc, key, out);
+        self.read_counted(loc, key, out, true)
+    }
+
+    /// [`read`](Self::read) if it needs no disk IO: from a write buffer, or from the file
+    /// if the record is in the page cache (`preadv2` with `RWF_NOWAIT`); else
+    /// [`FlashMiss::WouldBlock`], counted nowhere, for the caller to read it where
+    /// waiting costs nothing. A page-cache hit costs a copy, not a trip to another thread.
+    pub fn try_read(
+        &self,
+        loc: Locator,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<std::ops::Range<usize>, FlashMiss> {
+        self.read_counted(loc, key, out, false)
+    }
+
+    fn read_counted(
+        &self,
+        loc: Locator,
+        key: &[u8],
+        out: &mut Vec<u8>,
+        wait: bool,
+    ) -> Result<std::ops::Range<usize>, FlashMiss> {
+        let result = self.read_record(loc, key, out, wait);
+        if matches!(result, Err(FlashMiss::WouldBlock)) {
+            return result;
+        }
+        self.counters.gets.fetch_add(1, Ordering::Relaxed);
         let c = &self.counters;
         match result {
             Ok(_) => {
@@ -668,6 +699,7 @@ impl Flash {
         loc: Locator,
         key: &[u8],
         out: &mut Vec<u8>,
+        wait: bool,
     ) -> Result<std::ops::Range<usize>, FlashMiss> {
         let page = self.page(loc.page).ok_or(FlashMiss::Gone)?;
         let len = record::record_len(key.len(), loc.len as usize);
@@ -704,9 +736,13 @@ impl Flash {
         if out.is_empty() {
             out.resize(len, 0);
             let at = u64::from(loc.page) * self.cfg.page_size + off;
-            self.file
-                .read_exact_at(out, at)
-                .map_err(|_| FlashMiss::Io)?;
+            if wait {
+                self.file
+                    .read_exact_at(out, at)
+                    .map_err(|_| FlashMiss::Io)?;
+            } else {
+                read_cached(&self.file, out, at)?;
+            }
             // Reused while being read: the bytes may be the new tenant's.
             if page.version.load(Ordering::Acquire) != loc.version {
                 return Err(FlashMiss::Gone);
@@ -829,4 +865,28 @@ impl Drop for Flash {
         self.io.lock().take();
         // The IO thread holds only a weak handle, so it ends once its channel closes.
     }
+}
+
+/// Reads `buf.len()` bytes at `offset` only if the page cache holds them all
+/// (`preadv2(RWF_NOWAIT)`, Linux 4.14+): [`FlashMiss::WouldBlock`] when any would need the
+/// disk, or when the kernel or filesystem cannot say (the caller then reads waiting).
+fn read_cached(file: &File, buf: &mut [u8], offset: u64) -> Result<(), FlashMiss> {
+    use std::os::fd::AsRawFd;
+    let Ok(offset) = libc::off_t::try_from(offset) else {
+        return Err(FlashMiss::Io);
+    };
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: one iovec over `buf`, which lives and is writable for the call.
+    let n = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+    if n >= 0 && n as usize == buf.len() {
+        return Ok(());
+    }
+    if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EIO) {
+        return Err(FlashMiss::Io);
+    }
+    // EAGAIN (not cached), a short read (partly cached), or RWF_NOWAIT unsupported.
+    Err(FlashMiss::WouldBlock)
 }
