@@ -9,7 +9,8 @@
 #      replays (get; on a miss, set) of four shapes (Zipf 0.99 and uniform keys, fixed
 #      16 KB and log-uniform 100 B-100 KB values) at two working sets ($SETS MiB).
 #   2. Throughput and GET latency under memtier_benchmark at the larger working set:
-#      prefilled, then 1:10 set:get for $SECS s, $PAIRS alternating pairs, medians.
+#      prefilled, then 1:10 set:get for $SECS s, $PAIRS alternating pairs, medians; at
+#      full speed and at a fixed rate ($MEMTIER_RUNS).
 #   3. RAM per flash-resident item: $DENSITY_KEYS values of 1000 bytes into -m 32 and a
 #      2 GB file; the items each server still holds (curr_items) say how many stubs
 #      32 MiB keeps.
@@ -66,6 +67,10 @@ wrap memcached.sh "$memcached"
 } | tee "$OUT/setup.txt"
 
 PARTS=${PARTS:-"replay memtier density"}
+# memtier runs: Z (Zipf 0.99) or R (uniform) keys, at full speed or, with @N, N requests
+# per second per connection (16 connections): latency below saturation, where it is the
+# servers' own and not the queue of a saturated two-core machine.
+MEMTIER_RUNS=${MEMTIER_RUNS:-"Z R Z@2000 R@2000"}
 DENSITY_KEYS=${DENSITY_KEYS:-1500000}
 has() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 start_server() { # start_server NAME PORT ARGS...: starts the wrapped server, waits for its port
@@ -109,7 +114,10 @@ done
 if has memtier && [ -n "$memtier" ] && [ -x "$memtier" ]; then
   set_mb=${SETS##* }
   keys=$((set_mb * 1048576 / 16400))
-  for pattern in Z R; do
+  for run in $MEMTIER_RUNS; do
+    pattern=${run%@*}
+    limit=()
+    case $run in *@*) limit=(--rate-limiting "${run#*@}") ;; esac
     for pair in $(seq "$PAIRS"); do
       for srv in shoald memcached; do
         port=$((23000 + RANDOM % 2000))
@@ -117,14 +125,15 @@ if has memtier && [ -n "$memtier" ] && [ -x "$memtier" ]; then
         common=(-s 127.0.0.1 -p "$port" -P memcache_text --data-size 16384 --key-maximum "$keys" --hide-histogram)
         "$memtier" "${common[@]}" -t 1 -c 4 --ratio 1:0 --key-pattern P:P -n allkeys >/dev/null 2>&1
         w0=$(awk '/^write_bytes/{print $2}' /proc/$pid/io)
-        "$memtier" "${common[@]}" -t 2 -c 8 --ratio 1:10 --key-pattern "$pattern:$pattern" \
-          --key-zipf-exp 0.99 --test-time "$SECS" --json-out-file "$OUT/memtier-$pattern-$srv-$pair.json" >/dev/null 2>&1
+        "$memtier" "${common[@]}" -t 2 -c 8 --ratio 1:10 --key-pattern "$pattern:$pattern" "${limit[@]}" \
+          --key-zipf-exp 0.99 --test-time "$SECS" --json-out-file "$OUT/memtier-$run-$srv-$pair.json" >/dev/null 2>&1
         w1=$(awk '/^write_bytes/{print $2}' /proc/$pid/io)
         rss=$(awk '/^VmHWM/{print $2}' /proc/$pid/status)
         st=$(server_stats "$port")
+        echo "$st" >"$OUT/stats-$run-$srv-$pair.txt"
         ext_hits=$(echo "$st" | awk '$2=="get_extstore"{print $3+0}')
         hits=$(echo "$st" | awk '$2=="get_hits"{print $3+0}')
-        echo "$pattern $srv $pair rss_kib=$rss disk_written=$((w1 - w0)) get_hits=$hits get_extstore=$ext_hits" \
+        echo "$run $srv $pair rss_kib=$rss disk_written=$((w1 - w0)) get_hits=$hits get_extstore=$ext_hits" \
           | tee -a "$OUT/memtier.txt"
         kill "$pid"; wait "$pid" 2>/dev/null || true
         rm -f "$work"/*.ext

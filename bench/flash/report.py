@@ -56,9 +56,11 @@ def memtier_table(out):
             a = json.load(open(path))["ALL STATS"]
         except (ValueError, KeyError):
             continue
+        lat = a["Gets"]["Percentile Latencies"]
         runs.setdefault((pattern, srv), []).append(
-            (a["Totals"]["Ops/sec"], a["Gets"]["Percentile Latencies"]["p99.00"],
-             a["Gets"]["Hits/sec"] / max(a["Gets"]["Hits/sec"] + a["Gets"]["Misses/sec"], 1e-9)))
+            (a["Totals"]["Ops/sec"], lat["p99.00"],
+             a["Gets"]["Hits/sec"] / max(a["Gets"]["Hits/sec"] + a["Gets"]["Misses/sec"], 1e-9),
+             lat["p50.00"], lat.get("p99.90", 0.0)))
     if not runs:
         return
     rss = {}
@@ -69,15 +71,20 @@ def memtier_table(out):
             kv = dict(x.split("=") for x in f[3:])
             rss.setdefault((f[0], f[1]), []).append(int(kv["rss_kib"]) / 1024)
     print()
-    print("| keys | server | ops/s (median) | GET p99 ms (median) | hit ratio | peak RSS MiB |")
+    print("| keys | server | ops/s (median) | GET p50 / p99 / p99.9 ms (medians) | hit ratio | peak RSS MiB |")
     print("|---|---|---:|---:|---:|---:|")
     for (pattern, srv), v in sorted(runs.items()):
         ops = statistics.median(x[0] for x in v)
         p99 = statistics.median(x[1] for x in v)
         hit = statistics.median(x[2] for x in v)
+        p50 = statistics.median(x[3] for x in v)
+        p999 = statistics.median(x[4] for x in v)
         r = statistics.median(rss.get((pattern, srv), [0]))
-        label = {"Z": "Zipf 0.99", "R": "uniform"}.get(pattern, pattern)
-        print(f"| {label} | {srv} | {ops:,.0f} | {p99:.3f} | {hit:.3f} | {r:.0f} |")
+        keys, _, rate = pattern.partition("@")
+        label = {"Z": "Zipf 0.99", "R": "uniform"}.get(keys, keys)
+        if rate:
+            label += f", {int(rate) * 16:,} req/s"
+        print(f"| {label} | {srv} | {ops:,.0f} | {p50:.3f} / {p99:.3f} / {p999:.3f} | {hit:.3f} | {r:.0f} |")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ use crate::worker::Worker;
 use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_protocol::binary::{self, Status, REQUEST_MAGIC};
 use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed, Request};
-use shoal_store::{FlashReads, ValueRef};
+use shoal_store::{FlashReadDone, FlashReads, ValueRef};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -53,6 +53,7 @@ where
         turn: None,
         watcher: None,
         reads: FlashReads::new(),
+        pending: Vec::new(),
         rerun: false,
     };
     let end = connection::serve(stream, &mut conn, &shared.buffers, &config).await;
@@ -98,6 +99,9 @@ struct Conn<'a> {
     watcher: Option<WatchHandle<'a>>,
     /// Values this connection reads from flash (lent to the worker while a request runs).
     reads: FlashReads,
+    /// Reads handed to the reader threads whose results have not been collected: those
+    /// read ahead for requests behind the one that waited.
+    pending: Vec<tokio::sync::oneshot::Receiver<FlashReadDone>>,
     /// The request is running again after its flash reads: already counted.
     rerun: bool,
 }
@@ -119,8 +123,8 @@ impl<'a> Handler for Conn<'a> {
         // (as at the reply's high-water mark); the reads run on the reader threads while
         // this thread serves other connections, and the request runs again from where it
         // stopped. A stub that keeps changing under its reads (rare: compaction, a
-        // client rewriting the key) is read in place after a few rounds.
-        let mut rounds = 0;
+        // client rewriting the key) is read in place after a few rounds for that key.
+        let (mut rounds, mut waited_for) = (0, Vec::new());
         loop {
             std::mem::swap(&mut self.reads, &mut self.worker.flash_reads.borrow_mut());
             let step = Conn::request(self, input, refused, out.reply());
@@ -133,21 +137,39 @@ impl<'a> Handler for Conn<'a> {
                 self.rerun = false;
                 return step;
             }
-            self.read_ahead(input);
-            let mut results = Vec::new();
-            readers.submit(self.reads.take_wanted(), &mut results);
-            for result in results {
+            let key = self.reads.first_wanted().unwrap_or_default();
+            if key == waited_for.as_slice() {
+                rounds += 1;
+                if rounds >= 3 {
+                    self.reads.set_blocking(true);
+                }
+            } else {
+                rounds = 0;
+                waited_for.clear();
+                waited_for.extend_from_slice(key);
+            }
+            if self.pending.is_empty() {
+                // The request's own read goes first, then those read ahead; the request
+                // runs again as soon as its own is done, while the readers go on.
+                self.read_ahead(input);
+                readers.submit(self.reads.take_wanted(), &mut self.pending);
+                let first = self.pending.remove(0);
                 // A read whose thread is gone (the server stopping) is wanted again.
-                if let Ok(done) = result.await {
+                if let Ok(done) = first.await {
                     self.reads.done(done);
+                }
+            } else {
+                // Reads already in flight (read ahead) likely hold what is wanted:
+                // collect them before asking again.
+                self.reads.take_wanted().for_each(drop);
+                for result in self.pending.drain(..) {
+                    if let Ok(done) = result.await {
+                        self.reads.done(done);
+                    }
                 }
             }
             self.worker.current_conn.set(self.info.id);
             self.rerun = true;
-            rounds += 1;
-            if rounds >= 3 {
-                self.reads.set_blocking(true);
-            }
         }
     }
 
@@ -170,6 +192,7 @@ impl<'a> Handler for Conn<'a> {
     fn end_turn(&mut self) {
         // Values read ahead for requests that did not come this turn.
         self.reads.clear();
+        self.pending.clear();
         if let Some((latency, start)) = self.turn.take() {
             latency.end_turn(start);
         }

@@ -52,12 +52,16 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
     Ok(Some(cfg))
 }
 
-/// Threads reading flash values for the workers: memcached's reads in flight at once,
-/// `ext_io_depth` per IO thread, `ext_threads` of them (each of shoald's readers has one
-/// read in flight; at least one).
+/// Threads reading flash values for the workers: memcached's reads in flight at once
+/// (`ext_io_depth` per IO thread, `ext_threads` of them), and at least
+/// [`MIN_READERS`]: each reader has one read in flight, and a disk serves several
+/// reads at once faster than one after another (memcached's default is one).
 pub fn readers(e: &Extstore) -> usize {
-    (e.threads as usize * e.io_depth as usize).max(1)
+    (e.threads as usize * e.io_depth as usize).max(MIN_READERS)
 }
+
+/// The fewest flash readers shoald runs (see [`readers`]).
+pub const MIN_READERS: usize = 4;
 
 /// `SIZE` with an optional K/M/G/T/P suffix, as memcached's `ext_path` reads it.
 fn parse_size(s: &str) -> Option<u64> {

@@ -91,6 +91,6 @@ fn read_loop(queue: &Queue, store: &Store) {
             }
         };
         // The connection may be gone; its read is simply dropped.
-        let _ = tx.send(read.run(store));
+        let _ = tx.send(store.run_flash_read(read));
     }
 }

@@ -1,27 +1,26 @@
 //! Flash reads made off the thread that serves requests.
 //!
-//! [`Store::get`] reads a flash-resident value where it is called: the calling thread
+//! [`Store::get`](crate::Store::get) reads a flash-resident value where it is called: the calling thread
 //! waits for the disk, and with it every connection that thread serves. memcached queues
 //! such reads to its IO threads and goes on serving. [`FlashReads`] lets a server do the
 //! same:
-//! 1. [`Store::fetch`] (or [`Store::update_fetching`]) meets a stub whose value has not
+//! 1. [`Store::fetch`](crate::Store::fetch) (or [`Store::update_fetching`](crate::Store::update_fetching)) meets a stub whose value has not
 //!    been read: it records a [`FlashRead`] in the caller's [`FlashReads`] and answers
 //!    "reading" with nothing changed or counted;
-//! 2. the caller runs the reads elsewhere ([`FlashRead::run`], on any thread, with a
-//!    clone of the store) and hands the results back ([`FlashReads::done`]);
+//! 2. the caller runs the reads elsewhere ([`Store::run_flash_read`](crate::Store::run_flash_read), on any thread,
+//!    with a clone of the store) and hands the results back ([`FlashReads::done`]);
 //! 3. it asks again, and this time the value read is served, if the key's item is still
 //!    that stub (a stub moved by eviction still is; one replaced, or whose value
 //!    compaction moved, is looked at anew, so a value is never served for the wrong item).
 //!
-//! [`Store::want_read`] records reads ahead of the requests that will ask (the other keys
+//! [`Store::want_read`](crate::Store::want_read) records reads ahead of the requests that will ask (the other keys
 //! of a multi-get, pipelined gets behind it), so they are read together.
 
 use crate::flash::{FlashMiss, Locator};
 use crate::index::Ref;
-use crate::store::Store;
 use crate::tier::Loaded;
 
-/// What a [`Store::fetch`] found.
+/// What a [`Store::fetch`](crate::Store::fetch) found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Fetch<R> {
     /// The item, as the callback saw it.
@@ -33,7 +32,7 @@ pub enum Fetch<R> {
 }
 
 /// One value to read from flash for a key's stub: made by the store, run by the caller
-/// on any thread ([`FlashRead::run`]).
+/// on any thread ([`Store::run_flash_read`](crate::Store::run_flash_read)).
 #[derive(Debug)]
 pub struct FlashRead {
     key: Box<[u8]>,
@@ -42,15 +41,23 @@ pub struct FlashRead {
 }
 
 impl FlashRead {
-    /// Reads the value (waiting for the disk) and checks it. Counted as a read from
-    /// flash (`get_extstore`), hit or miss.
-    pub fn run(self, store: &Store) -> FlashReadDone {
-        let result = store.inner.load_stub(self.loc, self.locator, &self.key);
+    /// Reads the value (waiting for the disk) and checks it, with `load` (the store's);
+    /// see [`Store::run_flash_read`](crate::Store::run_flash_read)(crate::Store::run_flash_read).
+    pub(crate) fn run_with(
+        self,
+        load: impl FnOnce(Ref, Locator, &[u8]) -> Result<Loaded, FlashMiss>,
+    ) -> FlashReadDone {
+        let result = load(self.loc, self.locator, &self.key);
         FlashReadDone {
             key: self.key,
             locator: self.locator,
             result,
         }
+    }
+
+    /// The key the value is read for.
+    pub fn key(&self) -> &[u8] {
+        &self.key
     }
 
     /// The value's length on flash.
@@ -78,14 +85,14 @@ pub struct FlashReadDone {
 pub struct FlashReads {
     wanted: Vec<FlashRead>,
     ready: Vec<FlashReadDone>,
-    /// Value bytes wanted and ready together, which [`Store::want_read`] keeps under
+    /// Value bytes wanted and ready together, which [`Store::want_read`](crate::Store::want_read) keeps under
     /// [`READ_AHEAD_BYTES`].
     bytes: usize,
     /// Read in place instead of recording reads (see [`FlashReads::set_blocking`]).
     blocking: bool,
 }
 
-/// Value bytes [`Store::want_read`] lets wanted and unserved reads hold together: reading
+/// Value bytes [`Store::want_read`](crate::Store::want_read) lets wanted and unserved reads hold together: reading
 /// ahead is an optimisation, and must not let one connection pin much memory.
 pub const READ_AHEAD_BYTES: usize = 4 << 20;
 
@@ -98,6 +105,11 @@ impl FlashReads {
     /// Whether reads are waiting to be run.
     pub fn has_wanted(&self) -> bool {
         !self.wanted.is_empty()
+    }
+
+    /// The key of the first read waiting to be run (the one a stopped request needs).
+    pub fn first_wanted(&self) -> Option<&[u8]> {
+        self.wanted.first().map(|w| w.key())
     }
 
     /// The reads waiting to be run, taken out.

@@ -156,6 +156,13 @@ impl Store {
         }
     }
 
+    /// Runs a read [`fetch`](Self::fetch) recorded: reads the value (waiting for the
+    /// disk) and checks it, for [`FlashReads::done`]. Counted as a read from flash
+    /// (`get_extstore`), hit or miss. Any thread may run it.
+    pub fn run_flash_read(&self, read: crate::FlashRead) -> crate::FlashReadDone {
+        read.run_with(|loc, locator, key| self.inner.load_stub(loc, locator, key))
+    }
+
     /// Records in `reads` a read of `key`'s value if it is on flash and not read or
     /// wanted there yet, within [`READ_AHEAD_BYTES`](crate::READ_AHEAD_BYTES):
     /// for a request still to come, so that its read goes with the ones wanted now.
@@ -645,7 +652,20 @@ impl Store {
     /// `ext_item_size` there instead of dropping them. Once per store; a second call
     /// returns false and changes nothing.
     pub fn attach_flash(&self, flash: Arc<crate::flash::Flash>) -> bool {
-        self.inner.flash.set(flash).is_ok()
+        if self.inner.flash.set(flash).is_err() {
+            return false;
+        }
+        // Eviction now writes values to flash: done ahead of writers (see
+        // `evict_ahead`). Should the thread not start, writers evict for themselves,
+        // as without a flash tier ([`evicts_ahead`](Self::evicts_ahead) says which).
+        let _ = crate::evict_ahead::start(&self.inner);
+        true
+    }
+
+    /// Whether a thread of the store's own evicts ahead of writers (a store with a
+    /// flash tier has one).
+    pub fn evicts_ahead(&self) -> bool {
+        self.inner.ahead.get().is_some()
     }
 
     /// The store's flash tier, if it has one.

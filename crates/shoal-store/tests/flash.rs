@@ -530,7 +530,7 @@ fn fetch_elsewhere(s: &Store, reads: &mut FlashReads, k: &[u8]) -> Option<Vec<u8
         let done = std::thread::spawn(move || {
             wanted
                 .into_iter()
-                .map(|r| r.run(&store))
+                .map(|r| store.run_flash_read(r))
                 .collect::<Vec<_>>()
         })
         .join()
@@ -613,7 +613,7 @@ fn flash_values_are_read_off_the_serving_thread() {
     let wanted: Vec<_> = reads.take_wanted().collect();
     assert_eq!(wanted.len(), 50);
     for r in wanted {
-        reads.done(r.run(&s));
+        reads.done(s.run_flash_read(r));
     }
     for &i in on_flash.iter().rev() {
         let got = s.fetch(&key(i), &mut reads, |it| it.value().to_vec());
@@ -637,7 +637,7 @@ fn a_value_read_for_a_replaced_item_is_not_served() {
     // The read runs, then a client replaces the item before the fetch is asked again.
     let wanted: Vec<_> = reads.take_wanted().collect();
     for r in wanted {
-        reads.done(r.run(&s));
+        reads.done(s.run_flash_read(r));
     }
     s.update(&mut w, &key(i), |e| {
         e.store(&[b"new"], StoreOptions::default())
@@ -663,7 +663,7 @@ fn a_value_read_for_a_replaced_item_is_not_served() {
     assert!(matches!(first, Ok(None)), "waits for the read: {first:?}");
     let wanted: Vec<_> = reads.take_wanted().collect();
     for r in wanted {
-        reads.done(r.run(&s));
+        reads.done(s.run_flash_read(r));
     }
     let second = s.update_fetching(&mut w, &key(j), &mut reads, append);
     assert!(matches!(second, Ok(Some(_))), "{second:?}");
