@@ -153,10 +153,12 @@ impl<'a> Handler for Conn<'a> {
                 // runs again as soon as its own is done, while the readers go on.
                 self.read_ahead(input);
                 readers.submit(self.reads.take_wanted(), &mut self.pending);
-                let first = self.pending.remove(0);
-                // A read whose thread is gone (the server stopping) is wanted again.
-                if let Ok(done) = first.await {
-                    self.reads.done(done);
+                if !self.pending.is_empty() {
+                    let first = self.pending.remove(0);
+                    // A read whose thread is gone (the server stopping) is wanted again.
+                    if let Ok(done) = first.await {
+                        self.reads.done(done);
+                    }
                 }
             } else {
                 // Reads already in flight (read ahead) likely hold what is wanted:

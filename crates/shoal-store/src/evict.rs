@@ -167,14 +167,6 @@ impl Inner {
     /// fault in (and keep resident) all of `-m` while most of it held dead items, where
     /// memcached reuses the chunk an overwrite frees.
     pub(crate) fn acquire_segment(&self) -> Result<SegId, crate::error::StoreError> {
-        let taken = self.take_segment();
-        if taken.is_ok() {
-            self.took_segment();
-        }
-        taken
-    }
-
-    fn take_segment(&self) -> Result<SegId, crate::error::StoreError> {
         if let Some(id) = self.segs.take_reused(PROBATION) {
             return Ok(id);
         }

@@ -68,8 +68,6 @@ pub(crate) struct Inner {
     pub(crate) flash_observer: std::sync::OnceLock<crate::flash::FlashObserver>,
     /// The flash tier, if the store has one (see `tier`).
     pub(crate) flash: std::sync::OnceLock<std::sync::Arc<crate::flash::Flash>>,
-    /// The thread that evicts ahead of writers, if the store has one (`evict_ahead`).
-    pub(crate) ahead: std::sync::OnceLock<std::thread::Thread>,
 }
 
 impl Inner {
@@ -100,7 +98,6 @@ impl Inner {
             class_events: AllClassEvents::default(),
             flash: std::sync::OnceLock::new(),
             flash_observer: std::sync::OnceLock::new(),
-            ahead: std::sync::OnceLock::new(),
         }
     }
 

@@ -27,7 +27,6 @@ mod dump;
 mod entry;
 mod error;
 mod evict;
-mod evict_ahead;
 pub mod flash;
 mod flash_reads;
 mod ghost;

@@ -652,20 +652,7 @@ impl Store {
     /// `ext_item_size` there instead of dropping them. Once per store; a second call
     /// returns false and changes nothing.
     pub fn attach_flash(&self, flash: Arc<crate::flash::Flash>) -> bool {
-        if self.inner.flash.set(flash).is_err() {
-            return false;
-        }
-        // Eviction now writes values to flash: done ahead of writers (see
-        // `evict_ahead`). Should the thread not start, writers evict for themselves,
-        // as without a flash tier ([`evicts_ahead`](Self::evicts_ahead) says which).
-        let _ = crate::evict_ahead::start(&self.inner);
-        true
-    }
-
-    /// Whether a thread of the store's own evicts ahead of writers (a store with a
-    /// flash tier has one).
-    pub fn evicts_ahead(&self) -> bool {
-        self.inner.ahead.get().is_some()
+        self.inner.flash.set(flash).is_ok()
     }
 
     /// The store's flash tier, if it has one.
