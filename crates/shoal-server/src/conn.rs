@@ -53,6 +53,7 @@ where
         turn: None,
         watcher: None,
         reads: FlashReads::new(),
+        ahead: shared.buffers.empty(),
         pending: Vec::new(),
         rerun: false,
     };
@@ -99,6 +100,9 @@ struct Conn<'a> {
     watcher: Option<WatchHandle<'a>>,
     /// Values this connection reads from flash (lent to the worker while a request runs).
     reads: FlashReads,
+    /// What reads ahead may hold, charged to the buffer budget (`-o read_buf_mem_limit`)
+    /// for the turn.
+    ahead: shoal_net::Reservation,
     /// Reads handed to the reader threads whose results have not been collected: those
     /// read ahead for requests behind the one that waited.
     pending: Vec<tokio::sync::oneshot::Receiver<FlashReadDone>>,
@@ -195,6 +199,7 @@ impl<'a> Handler for Conn<'a> {
         // Values read ahead for requests that did not come this turn.
         self.reads.clear();
         self.pending.clear();
+        self.ahead.release();
         if let Some((latency, start)) = self.turn.take() {
             latency.end_turn(start);
         }
@@ -248,10 +253,20 @@ impl<'a> Conn<'a> {
     /// Records reads of values on flash for the keys still to be served in `input` (the
     /// rest of the request that stopped, then the retrievals pipelined behind it), so
     /// they are read together, as memcached queues a pipeline's reads at once. Within
-    /// [`shoal_store::READ_AHEAD_BYTES`]; text requests only (a binary get carries one
-    /// key, and its pipeline is read one value at a time).
+    /// [`shoal_store::READ_AHEAD_BYTES`] taken from the buffer budget for the turn (none
+    /// when the budget is spent); text requests only (a binary get carries one key, and
+    /// its pipeline is read one value at a time).
     fn read_ahead(&mut self, input: &[u8]) {
         if input.first() == Some(&REQUEST_MAGIC) || !self.session.authenticated {
+            return;
+        }
+        let allowed = if self.ahead.grow_to(shoal_store::READ_AHEAD_BYTES) {
+            shoal_store::READ_AHEAD_BYTES
+        } else {
+            0
+        };
+        self.reads.set_read_ahead(allowed);
+        if allowed == 0 {
             return;
         }
         let store = &self.worker.shared.store;

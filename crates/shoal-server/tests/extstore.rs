@@ -421,8 +421,19 @@ fn value_block(k: &str, f: usize, v: &[u8]) -> Vec<u8> {
 /// protocol's get served.
 #[test]
 fn pipelined_reads_of_flash_values_keep_their_order() {
+    pipeline_in_order(&[]);
+}
+
+/// The same with the buffer budget (`read_buf_mem_limit`) at its least, a megabyte, which
+/// reads ahead are charged to: fewer of them, the same replies.
+#[test]
+fn pipelined_reads_of_flash_values_keep_their_order_in_a_small_budget() {
+    pipeline_in_order(&["-o", "read_buf_mem_limit=1"]);
+}
+
+fn pipeline_in_order(extra: &[&str]) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let s = start(dir.path(), &[]);
+    let s = start(dir.path(), extra);
     let mut c = s.conn();
     fill(&mut c, "p", 2000);
     assert!(c.stat("extstore_objects_written") > 1000);

@@ -81,25 +81,47 @@ pub struct FlashReadDone {
 
 /// One requester's flash reads: those wanted and not yet run, and those done and not yet
 /// served. Empty, it holds no memory.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FlashReads {
     wanted: Vec<FlashRead>,
     ready: Vec<FlashReadDone>,
-    /// Value bytes wanted and ready together, which [`Store::want_read`](crate::Store::want_read) keeps under
-    /// [`READ_AHEAD_BYTES`].
+    /// Value bytes wanted and ready together, which
+    /// [`Store::want_read`](crate::Store::want_read) keeps under `read_ahead`.
     bytes: usize,
+    /// See [`FlashReads::set_read_ahead`].
+    read_ahead: usize,
     /// Read in place instead of recording reads (see [`FlashReads::set_blocking`]).
     blocking: bool,
 }
 
-/// Value bytes [`Store::want_read`](crate::Store::want_read) lets wanted and unserved reads hold together: reading
-/// ahead is an optimisation, and must not let one connection pin much memory.
-pub const READ_AHEAD_BYTES: usize = 4 << 20;
+/// Value bytes reads ahead may hold by default (see [`FlashReads::set_read_ahead`]):
+/// reading ahead is an optimisation, and must not let one requester hold much memory.
+pub const READ_AHEAD_BYTES: usize = 1 << 20;
+
+impl Default for FlashReads {
+    fn default() -> FlashReads {
+        FlashReads {
+            wanted: Vec::new(),
+            ready: Vec::new(),
+            bytes: 0,
+            read_ahead: READ_AHEAD_BYTES,
+            blocking: false,
+        }
+    }
+}
 
 impl FlashReads {
     /// No reads.
     pub fn new() -> FlashReads {
         FlashReads::default()
+    }
+
+    /// Value bytes that wanted and unserved reads may hold together before
+    /// [`Store::want_read`](crate::Store::want_read) records no more (reads a request
+    /// needs now are never refused). [`READ_AHEAD_BYTES`] by default; 0 turns reading
+    /// ahead off.
+    pub fn set_read_ahead(&mut self, bytes: usize) {
+        self.read_ahead = bytes;
     }
 
     /// Whether reads are waiting to be run.
@@ -154,7 +176,7 @@ impl FlashReads {
         let known = self.wanted.iter().any(|w| w.locator == locator)
             || self.ready.iter().any(|r| r.locator == locator);
         let len = locator.len as usize;
-        if known || (ahead && self.bytes + len > READ_AHEAD_BYTES) {
+        if known || (ahead && self.bytes + len > self.read_ahead) {
             return false;
         }
         self.bytes += len;
