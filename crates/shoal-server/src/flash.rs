@@ -26,10 +26,10 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
     let mut cfg = FlashConfig::new(PathBuf::from(path), size);
     cfg.page_size = u64::from(e.page_size).max(1 << 20);
     cfg.wbuf_size = (e.wbuf_size as usize).max(64 << 10);
-    // memcached's ext_io_depth bounds reads in flight per IO thread; shoald reads
-    // synchronously and lets twice as many write buffers wait for the disk, at least
-    // four (one fills while others are written; beyond them eviction drops values
-    // rather than wait).
+    // memcached's ext_io_depth bounds IOs in flight per IO thread: shoald runs that
+    // many reads at once (`readers`), and lets twice as many write buffers wait for the
+    // disk, at least four (one fills while others are written; beyond them eviction
+    // drops values rather than wait).
     cfg.io_depth = (2 * e.io_depth as usize * e.threads as usize).max(4);
     cfg.item_size = e.item_size as usize;
     cfg.item_age = e.item_age;
