@@ -59,16 +59,6 @@ impl FlashRead {
     pub fn key(&self) -> &[u8] {
         &self.key
     }
-
-    /// The value's length on flash.
-    pub fn len(&self) -> usize {
-        self.locator.len as usize
-    }
-
-    /// Whether the value is empty.
-    pub fn is_empty(&self) -> bool {
-        self.locator.len == 0
-    }
 }
 
 /// A [`FlashRead`] done: the value, or why it could not be read.

@@ -5,7 +5,7 @@ use crate::clock::{is_expired, Clock};
 use crate::config::{Geometry, StoreConfig};
 use crate::entry::{Entry, EntryError, EntryErrorKind};
 use crate::error::{ConfigError, StoreError};
-use crate::flash::FlashMiss;
+use crate::flash::{Disk, FlashMiss};
 use crate::flash_reads::{Fetch, FlashReads};
 use crate::index::ShardCounters;
 use crate::inner::{Inner, CRAWL_BATCH};
@@ -132,7 +132,7 @@ impl Store {
                         None if !tried_cache => {
                             drop(shard);
                             tried_cache = true;
-                            match inner.try_load_stub(loc, locator, key) {
+                            match inner.load_stub(loc, locator, key, Disk::CacheOnly) {
                                 Err(FlashMiss::WouldBlock) => {
                                     reads.want(key, loc, locator, false);
                                     return Fetch::Reading;
@@ -160,7 +160,7 @@ impl Store {
     /// disk) and checks it, for [`FlashReads::done`]. Counted as a read from flash
     /// (`get_extstore`), hit or miss. Any thread may run it.
     pub fn run_flash_read(&self, read: crate::FlashRead) -> crate::FlashReadDone {
-        read.run_with(|loc, locator, key| self.inner.load_stub(loc, locator, key))
+        read.run_with(|loc, locator, key| self.inner.load_stub(loc, locator, key, Disk::Wait))
     }
 
     /// Records in `reads` a read of `key`'s value if it is on flash and not read or
@@ -207,7 +207,7 @@ impl Store {
         // there, a few times, then it is a miss.
         let mut tries = 0;
         loop {
-            let read = inner.load_stub(loc, locator, key);
+            let read = inner.load_stub(loc, locator, key, Disk::Wait);
             let mut shard = inner.shard(hash);
             if let Ok(loaded) = &read {
                 if let Some(now_loc) = inner.same_stub(&mut shard, hash, key, locator) {
@@ -362,11 +362,11 @@ impl Store {
                         drop(shard);
                         loads += 1;
                         let read = match reads.as_deref_mut().filter(|r| !r.blocking()) {
-                            None => inner.load_stub(loc, locator, key),
+                            None => inner.load_stub(loc, locator, key, Disk::Wait),
                             Some(reads) => match reads.take(key, locator) {
                                 Some(read) => read,
                                 // In the page cache: read here (see `fetch_with`).
-                                None => match inner.try_load_stub(loc, locator, key) {
+                                None => match inner.load_stub(loc, locator, key, Disk::CacheOnly) {
                                     Err(FlashMiss::WouldBlock) => {
                                         reads.want(key, loc, locator, false);
                                         return Ok(None);

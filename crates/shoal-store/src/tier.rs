@@ -13,7 +13,7 @@
 //!   buffer or the file, checked), and takes the lock again to serve what the index then
 //!   holds: the same stub (perhaps moved), or whatever replaced it meanwhile.
 
-use crate::flash::{Flash, FlashEvent, FlashMiss, Locator, LOCATOR_LEN};
+use crate::flash::{Disk, Flash, FlashEvent, FlashMiss, Locator, LOCATOR_LEN};
 use crate::index::{Ref, Shard};
 use crate::inner::Inner;
 use crate::layout::{RawItem, FETCHED};
@@ -196,42 +196,18 @@ impl Inner {
         self.refs.aligned(spec.size())
     }
 
-    /// Reads the value of the stub `raw` (at `loc`) for `key`. The caller does not hold
-    /// the shard lock: this may wait for the disk.
+    /// Reads the value of the stub `raw` (at `loc`) for `key`, waiting for the disk or
+    /// not as `disk` says (see [`Flash::read`]). The caller does not hold the shard lock.
     pub(crate) fn load_stub(
         &self,
         loc: Ref,
         locator: Locator,
         key: &[u8],
-    ) -> Result<Loaded, FlashMiss> {
-        self.load_stub_waiting(loc, locator, key, true)
-    }
-
-    /// [`load_stub`](Self::load_stub) if it needs no disk IO (see [`Flash::try_read`]),
-    /// else [`FlashMiss::WouldBlock`]. The caller does not hold the shard lock.
-    pub(crate) fn try_load_stub(
-        &self,
-        loc: Ref,
-        locator: Locator,
-        key: &[u8],
-    ) -> Result<Loaded, FlashMiss> {
-        self.load_stub_waiting(loc, locator, key, false)
-    }
-
-    fn load_stub_waiting(
-        &self,
-        loc: Ref,
-        locator: Locator,
-        key: &[u8],
-        wait: bool,
+        disk: Disk,
     ) -> Result<Loaded, FlashMiss> {
         let flash = self.flash().ok_or(FlashMiss::Gone)?;
         let mut buf = Vec::new();
-        let range = if wait {
-            flash.read(locator, key, &mut buf)?
-        } else {
-            flash.try_read(locator, key, &mut buf)?
-        };
+        let range = flash.read(locator, key, &mut buf, disk)?;
         Ok(Loaded {
             loc,
             locator,

@@ -320,20 +320,17 @@ impl Client {
 
     /// `stats` as (name, value) pairs.
     pub fn stats(&mut self, group: &str) -> Vec<(String, String)> {
-        self.send(format!("stats{group}\r\n").as_bytes());
-        let mut v = Vec::new();
-        loop {
-            let l = self.line();
-            if l == "END" {
-                return v;
-            }
-            let mut it = l.splitn(3, ' ');
-            assert_eq!(it.next(), Some("STAT"), "{l}");
-            v.push((
-                it.next().unwrap_or_default().to_string(),
-                it.next().unwrap_or_default().to_string(),
-            ));
-        }
+        self.lines_until_end(&format!("stats{group}"))
+            .into_iter()
+            .map(|l| {
+                let mut it = l.splitn(3, ' ');
+                assert_eq!(it.next(), Some("STAT"), "{l}");
+                (
+                    it.next().unwrap_or_default().to_string(),
+                    it.next().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
     }
 
     /// One `stats` value.

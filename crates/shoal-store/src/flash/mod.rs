@@ -156,9 +156,19 @@ pub enum FlashMiss {
     #[error("read error")]
     Io,
     /// The value is not in the page cache, and the read was asked not to wait for the
-    /// disk ([`Flash::try_read`]). Nothing is counted.
+    /// disk ([`Disk::CacheOnly`]). Nothing is counted.
     #[error("not in the page cache")]
     WouldBlock,
+}
+
+/// Whether a read of a flash value may wait for the disk ([`Flash::read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disk {
+    /// Read from the file, waiting for the disk if need be.
+    Wait,
+    /// Only from a write buffer or the page cache (`preadv2` with `RWF_NOWAIT`): a copy,
+    /// not a trip to another thread; anything else is [`FlashMiss::WouldBlock`].
+    CacheOnly,
 }
 
 /// Tunables changed at run time by memcached's `extstore` command.
@@ -642,37 +652,17 @@ impl Flash {
 
     /// Reads the value at `loc` of `key` into `out` (replacing what it held) and returns
     /// where in `out` the value is. From a write buffer if it is not on disk yet, else
-    /// from the file; every way the bytes could be wrong is a [`FlashMiss`].
+    /// from the file; every way the bytes could be wrong is a [`FlashMiss`]. With
+    /// [`Disk::CacheOnly`], a record that would need the disk is
+    /// [`FlashMiss::WouldBlock`], counted nowhere.
     pub fn read(
         &self,
         loc: Locator,
         key: &[u8],
         out: &mut Vec<u8>,
+        disk: Disk,
     ) -> Result<std::ops::Range<usize>, FlashMiss> {
-        self.read_counted(loc, key, out, true)
-    }
-
-    /// [`read`](Self::read) if it needs no disk IO: from a write buffer, or from the file
-    /// if the record is in the page cache (`preadv2` with `RWF_NOWAIT`); else
-    /// [`FlashMiss::WouldBlock`], counted nowhere, for the caller to read it where
-    /// waiting costs nothing. A page-cache hit costs a copy, not a trip to another thread.
-    pub fn try_read(
-        &self,
-        loc: Locator,
-        key: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Result<std::ops::Range<usize>, FlashMiss> {
-        self.read_counted(loc, key, out, false)
-    }
-
-    fn read_counted(
-        &self,
-        loc: Locator,
-        key: &[u8],
-        out: &mut Vec<u8>,
-        wait: bool,
-    ) -> Result<std::ops::Range<usize>, FlashMiss> {
-        let result = self.read_record(loc, key, out, wait);
+        let result = self.read_record(loc, key, out, disk);
         if matches!(result, Err(FlashMiss::WouldBlock)) {
             return result;
         }
@@ -699,7 +689,7 @@ impl Flash {
         loc: Locator,
         key: &[u8],
         out: &mut Vec<u8>,
-        wait: bool,
+        disk: Disk,
     ) -> Result<std::ops::Range<usize>, FlashMiss> {
         let page = self.page(loc.page).ok_or(FlashMiss::Gone)?;
         let len = record::record_len(key.len(), loc.len as usize);
@@ -736,7 +726,7 @@ impl Flash {
         if out.is_empty() {
             out.resize(len, 0);
             let at = u64::from(loc.page) * self.cfg.page_size + off;
-            if wait {
+            if disk == Disk::Wait {
                 self.file
                     .read_exact_at(out, at)
                     .map_err(|_| FlashMiss::Io)?;
