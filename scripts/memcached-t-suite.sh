@@ -31,7 +31,6 @@ declare -A KNOWN_FAILURES=(
   [t/issue_14.t]="expects expired items' slab chunks reused before a new page is malloced; shoald fills -m before reclaiming segments"
   [t/issue_22.t]="expects evictions by the 40th 65 KB item at -m 3 (memcached's page overhead) and then exactly one eviction per set; shoald's 3 segments hold 47 such items and it evicts a segment (~15 of them) at a time"
   [t/lru-maintainer.t]="checks items moving between memcached's HOT/WARM/COLD/TEMP LRUs per slab class; shoald has no segmented LRU"
-  [t/restart.t]="expects an empty .meta file to stop the server (memcached abort()s; its restart.c marks that a TODO to start clean, which shoald does) and hash_power_level kept across a restart (shoald sizes its index for -o hashpower and the items restored)"
   [t/slabs-cas.t]="moves slab pages between classes (slabs reassign)"
   [t/slabs-mover.t]="drives memcached's slab page mover (slabs reassign, automove) between slab classes"
   [t/slabs-reassign-chunked.t]="moves slab pages of chunked items between classes (slabs reassign)"

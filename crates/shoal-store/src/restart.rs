@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 /// Version of the metadata format; a file with another version is refused.
-pub const RESTART_FORMAT_VERSION: u32 = 2;
+pub const RESTART_FORMAT_VERSION: u32 = 3;
 
 const MAGIC: &[u8; 8] = b"SHOALWRM";
 /// Magic, version, body length, CRC-32.
@@ -58,6 +58,17 @@ pub enum RestartError {
     /// Another process holds the memory file.
     #[error("{0}: memory file is in use by another process")]
     Locked(PathBuf),
+    /// The metadata path holds a file shoald did not write (empty, or without its magic).
+    /// shoald publishes metadata whole (temporary file, then rename), so this is not a
+    /// torn save: `-e` most likely names a file of another program (or of memcached),
+    /// and starting would truncate the memory file beside it. Nothing is touched; the
+    /// operator removes the metadata file to start clean. memcached refuses such a file
+    /// too (it aborts).
+    #[error(
+        "{0}: not a shoal restart metadata file; refusing to start on the memory file beside \
+         it (remove the metadata file to start with a clean cache)"
+    )]
+    ForeignMetadata(PathBuf),
     /// The store keeps its memory on the heap, so there is nothing to restart from.
     #[error("the store has no memory file")]
     NoMemoryFile,
@@ -167,6 +178,9 @@ impl Store {
         }
         let meta_path = metadata_path(path);
         let found = match std::fs::read(&meta_path) {
+            Ok(bytes) if !bytes.starts_with(MAGIC) => {
+                return Err(RestartError::ForeignMetadata(meta_path));
+            }
             Ok(bytes) => {
                 std::fs::remove_file(&meta_path).map_err(io_err(&meta_path))?;
                 decode(&bytes).and_then(|m| m.check(&all_settings).map(|()| m))
@@ -222,8 +236,10 @@ impl Store {
         let inner = &*self.inner;
         let mf = inner.memory_file.get().ok_or(RestartError::NoMemoryFile)?;
         let mut refs = Vec::new();
+        let mut shard_buckets = Vec::with_capacity(SHARDS);
         for s in inner.shards.iter() {
             let shard = s.0.lock();
+            shard_buckets.push(u32::try_from(shard.buckets()).unwrap_or(u32::MAX));
             refs.reserve(shard.len());
             shard.for_each(inner, |r| refs.push(r));
         }
@@ -235,6 +251,7 @@ impl Store {
             epoch_unix: inner.clock.epoch_unix(),
             now: inner.clock.now(),
             pending_flush: inner.pending_flush(),
+            shard_buckets,
             pool: inner.segs.save(),
             refs,
         };
@@ -284,11 +301,20 @@ impl Store {
         let now = inner.clock.now();
         let seg_size = inner.segs.seg_size();
         // Sized up front: no shard grows (and rehashes) while a million items go in. Never
-        // below the size the store was opened with (`-o hashpower`), as without a restart.
+        // below the size the store was opened with (`-o hashpower`), as without a restart,
+        // nor below the size it had grown to before the stop.
         let per_shard = meta.refs.len().div_ceil(SHARDS);
-        for s in inner.shards.iter() {
+        for (i, s) in inner.shards.iter().enumerate() {
             let mut shard = s.0.lock();
-            let want = (per_shard + per_shard / 8).max(shard.buckets());
+            // Capped at a bucket per 16 bytes of item memory: a saved size is trusted only
+            // as far as this store's memory could ever fill it.
+            let most = inner.segs.capacity().saturating_mul(seg_size) / 16 / SHARDS;
+            let saved = meta
+                .shard_buckets
+                .get(i)
+                .map_or(0, |&b| b as usize)
+                .min(most);
+            let want = (per_shard + per_shard / 8).max(shard.buckets()).max(saved);
             *shard = Shard::with_capacity(want);
         }
         // Relinked by several threads over contiguous runs of references: the work is
@@ -380,6 +406,10 @@ struct Metadata {
     epoch_unix: i64,
     now: u32,
     pending_flush: u32,
+    /// Buckets of each index shard: the index comes back at the size it had grown to,
+    /// as memcached's hash table does (its `hashpower` is saved), even when most of the
+    /// items that grew it are gone.
+    shard_buckets: Vec<u32>,
     pool: SavedPool,
     refs: Vec<Ref>,
 }
@@ -431,6 +461,10 @@ fn encode(m: &Metadata) -> Vec<u8> {
     body.extend_from_slice(&m.epoch_unix.to_le_bytes());
     put_u32(&mut body, m.now);
     put_u32(&mut body, m.pending_flush);
+    put_u32(&mut body, m.shard_buckets.len() as u32);
+    for &b in &m.shard_buckets {
+        put_u32(&mut body, b);
+    }
     put_u32(&mut body, m.pool.next_gen);
     put_u32(&mut body, m.pool.segments.len() as u32);
     for s in &m.pool.segments {
@@ -501,6 +535,14 @@ fn decode(bytes: &[u8]) -> Result<Metadata, CleanStart> {
     let epoch_unix = i64::from_le_bytes(c.array()?);
     let now = c.u32()?;
     let pending_flush = c.u32()?;
+    let nshards = c.u32()? as usize;
+    if nshards > SHARDS {
+        return Err(corrupt("shard count"));
+    }
+    let mut shard_buckets = Vec::with_capacity(nshards);
+    for _ in 0..nshards {
+        shard_buckets.push(c.u32()?);
+    }
     let next_gen = c.u32()?;
     let nseg = c.u32()? as usize;
     let mut segments = Vec::with_capacity(nseg.min(crate::segments::MAX_SEGMENTS));
@@ -542,6 +584,7 @@ fn decode(bytes: &[u8]) -> Result<Metadata, CleanStart> {
         epoch_unix,
         now,
         pending_flush,
+        shard_buckets,
         pool: SavedPool {
             segments,
             queues,
@@ -728,7 +771,7 @@ mod tests {
         );
 
         let meta = metadata_path(&path);
-        for damage in [0usize, 9, 30, 200] {
+        for damage in [9usize, 30, 200] {
             save(&cas_on);
             let mut bytes = std::fs::read(&meta).expect("meta");
             if damage == 200 {
@@ -746,11 +789,79 @@ mod tests {
                         ..
                     }),
                 ) => {}
-                (_, Restored::Clean(CleanStart::Corrupt(_))) if damage != 9 => {}
+                (30 | 200, Restored::Clean(CleanStart::Corrupt(_))) => {}
                 (_, other) => panic!("damage at {damage}: {other:?}"),
             }
             assert_eq!(store.stats().curr_items, 0);
         }
+    }
+
+    #[test]
+    fn a_metadata_file_shoal_did_not_write_stops_the_start_and_touches_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("mem");
+        let meta = metadata_path(&path);
+        let (store, _) = Store::open_memory_file(cfg(), &path, &[]).expect("open");
+        fill(&store, 50);
+        store.save_restart().expect("save");
+        drop(store);
+        let memory = std::fs::read(&path).expect("memory file");
+        let saved = std::fs::read(&meta).expect("meta");
+        let mut foreign = saved.clone();
+        foreign[0] ^= 0x40;
+        // Empty (memcached's own test), memcached-style text, and a flipped magic byte.
+        for contents in [Vec::new(), b"Tmemcached\n".to_vec(), foreign] {
+            std::fs::write(&meta, &contents).expect("write");
+            match Store::open_memory_file(cfg(), &path, &[]) {
+                Err(RestartError::ForeignMetadata(p)) => assert_eq!(p, meta),
+                Err(e) => panic!("{e}"),
+                Ok((_, r)) => panic!("started: {r:?}"),
+            }
+            assert_eq!(
+                std::fs::read(&meta).expect("meta"),
+                contents,
+                "left in place"
+            );
+            assert!(
+                std::fs::read(&path).expect("memory") == memory,
+                "memory untouched"
+            );
+        }
+        // Once the operator puts the real file back (or removes it), the start goes on.
+        std::fs::write(&meta, &saved).expect("write");
+        let (store, r) = Store::open_memory_file(cfg(), &path, &[]).expect("open");
+        assert!(matches!(r, Restored::Warm { items: 50, .. }), "{r:?}");
+        assert_eq!(store.stats().curr_items, 50);
+    }
+
+    #[test]
+    fn the_index_comes_back_at_the_size_it_had_grown_to() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("mem");
+        let small = StoreConfig {
+            index_capacity: 1 << 10,
+            ..cfg()
+        };
+        let (store, _) = Store::open_memory_file(small.clone(), &path, &[]).expect("open");
+        let started = store.stats().index_buckets;
+        let items = fill(&store, 60_000);
+        let mut w = store.writer();
+        for (key, ..) in &items[10..] {
+            store
+                .update(&mut w, key, |e| {
+                    e.remove();
+                    Ok(())
+                })
+                .expect("delete");
+        }
+        drop(w);
+        let grown = store.stats().index_buckets;
+        assert!(grown >= 4 * started, "{started} -> {grown}");
+        store.save_restart().expect("save");
+        drop(store);
+        let (store, r) = Store::open_memory_file(small, &path, &[]).expect("reopen");
+        assert!(matches!(r, Restored::Warm { items: 10, .. }), "{r:?}");
+        assert_eq!(store.stats().index_buckets, grown);
     }
 
     #[test]
