@@ -36,7 +36,6 @@ declare -A KNOWN_FAILURES=(
   [t/slabs-reassign-chunked.t]="moves slab pages of chunked items between classes (slabs reassign)"
   [t/slabs-reassign2.t]="moves slab pages to the global page pool (slabs reassign)"
   [t/slabs_reassign.t]="moves slab pages between classes (slabs reassign)"
-  [t/stats.t]="counts exactly memcached's stats keys (shoald has no libevent line and adds its own eviction counters) and expects get_flushed 1 from memcached's lazy flush_all; shoald unlinks every item at the flush"
   [t/watcher.t]="expects the one set after the cache is full to evict one item; shoald evicts a segment when a writer needs one"
 )
 

@@ -83,8 +83,10 @@ impl Client {
     }
 
     /// One numeric `stats` value.
+    /// `name` from `stats`, or from `stats eviction` (shoald's own counters).
     fn stat(&mut self, name: &str) -> u64 {
-        let all = self.conn.request_until(b"stats\r\n", b"END\r\n");
+        let mut all = self.conn.request_until(b"stats\r\n", b"END\r\n");
+        all.extend(self.conn.request_until(b"stats eviction\r\n", b"END\r\n"));
         let text = common::show(&all);
         let prefix = format!("STAT {name} ");
         text.lines()

@@ -278,6 +278,70 @@ fn flush_all_forms() {
     assert_eq!(c.stat("cmd_flush"), 6);
 }
 
+/// `get_flushed` counts a read that misses a key `flush_all` removed, once per key, as
+/// memcached counts the read that finds (and unlinks) a flushed item; a key written again
+/// after the flush is no longer one, and `stats reset` zeroes the counter.
+#[test]
+fn get_flushed_counts_reads_of_flushed_keys_once() {
+    let s = Server::start();
+    let mut c = s.conn();
+    for k in ["a", "b", "c"] {
+        c.set(k, b"1");
+    }
+    c.rt(b"flush_all\r\n", b"OK\r\n");
+    c.rt(b"get a\r\n", b"END\r\n");
+    c.rt(b"mg b v\r\n", b"EN\r\n");
+    assert_eq!(c.stat("get_flushed"), 2);
+    c.rt(b"get a b never-set\r\n", b"END\r\n");
+    c.rt(b"touch b 10\r\n", b"NOT_FOUND\r\n");
+    assert_eq!(
+        c.stat("get_flushed"),
+        2,
+        "once per key, and only flushed keys"
+    );
+    c.set("c", b"2");
+    c.rt(b"delete c\r\n", b"DELETED\r\n");
+    c.rt(b"get c\r\n", b"END\r\n");
+    assert_eq!(
+        c.stat("get_flushed"),
+        2,
+        "c was written again after the flush"
+    );
+    c.set("d", b"1");
+    c.rt(b"flush_all\r\n", b"OK\r\n");
+    c.rt(b"touch d 10\r\n", b"NOT_FOUND\r\n");
+    assert_eq!(c.stat("get_flushed"), 3, "a touch reads too");
+    c.rt(b"stats reset\r\n", b"RESET\r\n");
+    assert_eq!(c.stat("get_flushed"), 0);
+    assert_eq!(c.stat("get_misses"), 0);
+}
+
+/// `stats` has memcached 1.6.45's keys (its t/stats.t counts 84 for its command line);
+/// shoald's own eviction counters are in `stats eviction`.
+#[test]
+fn stats_has_memcacheds_keys_and_eviction_its_own() {
+    let s = Server::with_args(&[
+        "-I",
+        "1024",
+        "-o",
+        "slab_chunk_max=1,no_lru_crawler,no_lru_maintainer",
+    ]);
+    let mut c = s.conn();
+    let st = c.stats("");
+    assert_eq!(st.len(), 84, "{:?}", st.keys().collect::<Vec<_>>());
+    assert_eq!(st["libevent"], "none");
+    assert!(!st.contains_key("ghost_hits"));
+    let ev = c.stats("eviction");
+    for key in [
+        "evictions_promoted",
+        "evictions_retained",
+        "ghost_hits",
+        "segments_main",
+    ] {
+        assert!(ev.contains_key(key), "{key} in stats eviction: {ev:?}");
+    }
+}
+
 #[test]
 fn version_verbosity_quit() {
     let s = Server::start();

@@ -119,6 +119,17 @@ impl<'a> Entry<'a> {
         self.inner.clock.expiry(exptime)
     }
 
+    /// Tells the store that a read (`gat`, `touch`, `mg`) found no item here: counted in
+    /// `get_flushed` if the last `flush_all` removed this key, as [`Store::get`]'s misses
+    /// are. Call at most once per request, and only when [`item`](Self::item) is `None`.
+    ///
+    /// [`Store::get`]: crate::Store::get
+    pub fn read_missed(&mut self) {
+        if self.current.is_none() && self.shard.flushed.take(self.hash) {
+            self.shard.counters.get_flushed += 1;
+        }
+    }
+
     /// The live item, if any.
     /// Its value is empty for an item on flash until [`load_value`](Self::load_value)
     /// has been called ([`Item::value_len`] is right either way).
@@ -267,6 +278,10 @@ impl<'a> Entry<'a> {
         // was evicted unread from probation a moment ago starts as read once, so that
         // probation keeps it this time (see `ghost`). Decided only once room is found,
         // since `update` re-runs the closure when it is not.
+        if self.current.is_none() {
+            // Written again: a later miss is no longer a read of what the flush removed.
+            self.shard.flushed.take(self.hash);
+        }
         let freq = match self.current {
             Some(loc) => self.inner.item_at(loc).freq(),
             None if self.inner.ghost.take(self.hash) => {

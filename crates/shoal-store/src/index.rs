@@ -88,6 +88,8 @@ pub struct ShardCounters {
     pub total_items: u64,
     /// Reads that found an expired item.
     pub get_expired: u64,
+    /// Reads that missed a key the last `flush_all` removed (see `flushed`).
+    pub get_flushed: u64,
     /// New keys written soon after being evicted unread from probation (found in the
     /// ghost).
     pub ghost_hits: u64,
@@ -99,6 +101,7 @@ impl ShardCounters {
         self.bytes += o.bytes;
         self.total_items += o.total_items;
         self.get_expired += o.get_expired;
+        self.get_flushed += o.get_flushed;
         self.ghost_hits += o.ghost_hits;
     }
 }
@@ -111,6 +114,8 @@ pub struct Shard {
     pub counters: ShardCounters,
     /// Live items per memcached slab class (see `class_stats`).
     pub(crate) classes: crate::class_stats::ShardClasses,
+    /// Keys the last flush removed, for `get_flushed` (see `flushed`).
+    pub(crate) flushed: crate::flushed::FlushedKeys,
 }
 
 impl Shard {
@@ -122,6 +127,7 @@ impl Shard {
             len: 0,
             counters: ShardCounters::default(),
             classes: Default::default(),
+            flushed: Default::default(),
         }
     }
 

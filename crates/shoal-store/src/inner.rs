@@ -268,10 +268,14 @@ impl Inner {
             let mut shard = s.0.lock();
             let mut removed = Vec::new();
             shard.drain(self, |r| removed.push(r));
+            shard.flushed.clear();
             for r in removed {
                 // Counted as reclaimed, as memcached counts a flushed item whose memory a
                 // store reuses: here every flushed item's memory is freed at once.
                 let raw = self.item_at(r);
+                if shard.flushed.has_room() {
+                    shard.flushed.insert(self.hash(raw.key()));
+                }
                 bump(&self.class_events.of(self.slab_class(&raw).0).reclaimed);
                 self.unlink_accounting(&mut shard, r);
             }

@@ -29,6 +29,7 @@ mod error;
 mod evict;
 pub mod flash;
 mod flash_reads;
+mod flushed;
 mod ghost;
 mod index;
 mod inner;

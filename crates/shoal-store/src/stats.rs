@@ -48,6 +48,9 @@ pub struct StoreStats {
     pub outofmemory: u64,
     /// Reads that found only an expired item.
     pub get_expired: u64,
+    /// Reads that missed a key the last `flush_all` removed, once per key (memcached's
+    /// `get_flushed`; up to 65,536 keys are remembered per flush, see the `flushed` module).
+    pub get_flushed: u64,
     /// The memory limit for items, in bytes.
     pub limit_maxbytes: u64,
     /// Segment size in bytes.

@@ -102,6 +102,9 @@ impl Store {
         loop {
             let mut shard = inner.shard(hash);
             let Some(loc) = shard.find(inner, hash, key) else {
+                if shard.flushed.take(hash) {
+                    shard.counters.get_flushed += 1;
+                }
                 return Fetch::Missing;
             };
             let raw = inner.item_at(loc);
@@ -576,6 +579,12 @@ impl Store {
     /// (evictions, expiry, refused stores; per class and in total) start again from 0.
     pub fn reset_stats(&self) {
         self.inner.class_events.reset();
+        // memcached's per-thread read counters, which its `stats reset` zeroes too.
+        for s in self.inner.shards.iter() {
+            let mut shard = s.0.lock();
+            shard.counters.get_expired = 0;
+            shard.counters.get_flushed = 0;
+        }
     }
 
     /// Changes the memory limit at run time (memcached's `cache_memlimit`).
@@ -623,6 +632,7 @@ impl Store {
             crawler_reclaimed: events.sum(|e| &e.crawler_reclaimed),
             outofmemory: events.sum(|e| &e.outofmemory),
             get_expired: c.get_expired,
+            get_flushed: c.get_flushed,
             limit_maxbytes: inner.limit_bytes.load(Ordering::Relaxed),
             segment_size: inner.segs.seg_size() as u64,
             segments_allocated: allocated as u64,

@@ -76,6 +76,7 @@ pub fn serve_key(w: &Worker, key: &[u8], touch: Option<u32>, emit: &mut impl Emi
             let updated = store.update_fetching(&mut writer, key, &mut reads, |e| {
                 e.load_value()?;
                 let Some(item) = e.item() else {
+                    e.read_missed();
                     return Ok(Served::Miss);
                 };
                 match emit.room(key, &item) {

@@ -46,8 +46,8 @@
 //!   item evicted), `expired_unfetched`, `reclaimed`, `crawler_reclaimed` and
 //!   `get_expired` are the store's own counters, per class where memcached has them, and
 //!   `stats reset` zeroes them as memcached does; so is `evicted_nonzero` (evicted
-//!   items that had an expiry time); `direct_reclaims` is not tracked (0). After
-//!   memcached's keys, `stats` adds shoald's own: `evictions_promoted` and
+//!   items that had an expiry time); `direct_reclaims` is not tracked (0). shoald's own
+//!   are in `stats eviction`: `evictions_promoted` and
 //!   `evictions_retained` (items eviction moved out of probation or forward in a size
 //!   class's queue, with their `_bytes`), `evictions_compactions` and
 //!   `evictions_compacted_items` (segments emptied because expiry, deletes or overwrites
@@ -79,9 +79,11 @@
 //!   counted (`log_worker_*`, `log_watcher_*` 0; a watcher that falls behind is told with
 //!   `skipped=` lines instead).
 //! * **Other.** No allocation failure is survivable (`malloc_fails` 0); no NAPI ids or
-//!   round-robin listener fallback (`unexpected_napi_ids`, `round_robin_fallback` 0);
-//!   `flush_all` leaves nothing a read can find (`get_flushed` 0). memcached's `libevent`
-//!   line is left out: shoald has no libevent to name.
+//!   round-robin listener fallback (`unexpected_napi_ids`, `round_robin_fallback` 0).
+//!   `flush_all` frees every item at once, and remembers up to 65,536 of the keys it
+//!   dropped: `get_flushed` counts reads that miss one of them, once per key, as
+//!   memcached counts reads that find a flushed item before it is reclaimed. `libevent`
+//!   is `none`: shoald uses no event library.
 
 use crate::config::VERSION;
 use crate::worker::{Shared, Worker};
@@ -147,6 +149,7 @@ pub fn stats(w: &Worker, group: StatsGroup<'_>, out: &mut Vec<u8>) {
         // memcached (built with extstore, as by default) lists extstore's stats, none
         // without an `ext_path`.
         StatsGroup::Other(b"extstore") => extstore_pages(w, out),
+        StatsGroup::Other(b"eviction") => eviction(&w.shared, out),
         StatsGroup::Other(_) => {
             out.extend_from_slice(reply::ERROR);
             return;
@@ -177,7 +180,9 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
     reply::stat_u64(out, "uptime", u64::from(clock.uptime()));
     reply::stat_i64(out, "time", clock.unix_now());
     reply::stat_str(out, "version", VERSION);
-    // memcached's next line, `libevent`, names a library shoald does not use.
+    // memcached names its event library's version here; shoald uses none, and says so
+    // rather than leave out a key monitors may read.
+    reply::stat_str(out, "libevent", "none");
     reply::stat_u64(out, "pointer_size", u64::from(usize::BITS));
     let (user, sys) = rusage();
     reply::stat_str(out, "rusage_user", &user);
@@ -213,7 +218,7 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("get_hits", t.get_hits),
         ("get_misses", t.get_misses),
         ("get_expired", st.get_expired),
-        ("get_flushed", 0),
+        ("get_flushed", st.get_flushed),
         ("delete_misses", t.delete_misses),
         ("delete_hits", t.delete_hits),
         ("incr_misses", t.incr_misses),
@@ -266,17 +271,6 @@ pub fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("moves_within_lru", 0),
         ("direct_reclaims", 0),
         ("lru_bumps_dropped", 0),
-        // shoald's own, after memcached's: what eviction kept (see shoal-store's evict).
-        ("evictions_promoted", st.evict_promoted),
-        ("evictions_promoted_bytes", st.evict_promoted_bytes),
-        ("evictions_retained", st.evict_retained),
-        ("evictions_retained_bytes", st.evict_retained_bytes),
-        ("evictions_compactions", st.compactions),
-        ("evictions_compacted_items", st.compacted_items),
-        ("ghost_hits", st.ghost_hits),
-        ("ghost_bytes", st.ghost_bytes),
-        ("segments_probation", st.segments_probation),
-        ("segments_main", st.segments_main),
     ];
     // memcached 1.6.45 prints some groups only while the feature they count is on
     // (`-o no_slab_reassign`, `no_lru_crawler`, `no_lru_maintainer` drop them); shoald
@@ -725,6 +719,29 @@ pub fn slabs(sh: &Shared, out: &mut Vec<u8>) {
         "total_malloced",
         st.segments_allocated.saturating_mul(st.segment_size),
     );
+}
+
+/// `stats eviction`: shoald's own eviction counters, which memcached has no key for (see
+/// shoal-store's `evict`). They are a group of their own rather than lines after
+/// memcached's in `stats`, so that `stats` has exactly memcached's keys for the same
+/// command line (tools and memcached's own t/stats.t count them).
+fn eviction(sh: &Shared, out: &mut Vec<u8>) {
+    let st = sh.store.stats();
+    let numbers = [
+        ("evictions_promoted", st.evict_promoted),
+        ("evictions_promoted_bytes", st.evict_promoted_bytes),
+        ("evictions_retained", st.evict_retained),
+        ("evictions_retained_bytes", st.evict_retained_bytes),
+        ("evictions_compactions", st.compactions),
+        ("evictions_compacted_items", st.compacted_items),
+        ("ghost_hits", st.ghost_hits),
+        ("ghost_bytes", st.ghost_bytes),
+        ("segments_probation", st.segments_probation),
+        ("segments_main", st.segments_main),
+    ];
+    for (name, value) in numbers {
+        reply::stat_u64(out, name, value);
+    }
 }
 
 /// `stats conns`: memcached lists its listening sockets (state `conn_listening`, idle

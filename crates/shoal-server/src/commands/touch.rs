@@ -24,6 +24,9 @@ pub fn touch(w: &Worker, key: &[u8], exptime: i64, noreply: bool, out: &mut Vec<
     let class = std::cell::Cell::new(0);
     let touched = store.update(&mut writer, key, |e| {
         before.set(e.item().map(|i| i.value_len()));
+        if e.item().is_none() {
+            e.read_missed();
+        }
         class.set(e.item().map_or(0, |i| store.slab_class(&i)));
         if !e.set_exptime(expiry)? {
             return Ok(false);

@@ -79,7 +79,10 @@ pub fn meta_get<'w>(
             let (created, was) = match e.item() {
                 Some(item) => (false, item.exptime()),
                 None if vivify.is_some() => (true, 0),
-                None => return Ok(Fetch::Miss),
+                None => {
+                    e.read_missed();
+                    return Ok(Fetch::Miss);
+                }
             };
             if created {
                 // An empty placeholder that this client wins the right to fill in.
