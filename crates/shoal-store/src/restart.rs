@@ -842,7 +842,7 @@ mod tests {
             index_capacity: 1 << 10,
             ..cfg()
         };
-        let (store, _) = Store::open_memory_file(small.clone(), &path, &[]).expect("open");
+        let (store, _) = Store::open_memory_file(small, &path, &[]).expect("open");
         let started = store.stats().index_buckets;
         let items = fill(&store, 60_000);
         let mut w = store.writer();
