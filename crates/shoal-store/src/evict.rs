@@ -45,9 +45,7 @@ use crate::clock::is_expired;
 use crate::flash::LOCATOR_LEN;
 use crate::index::{Ref, Shard};
 use crate::inner::Inner;
-use crate::layout::{
-    self, with_freq, ItemSpec, RawItem, CAS_SEEN, FETCHED, HAS_CAS, STALE, WIN_SENT,
-};
+use crate::layout::{self, with_freq, ItemSpec, RawItem, CAS_SEEN, FETCHED, STALE, WIN_SENT};
 use crate::queue_heads::Evictor;
 use crate::segments::{SegId, PROBATION, QUEUES};
 use std::sync::atomic::Ordering;
@@ -553,17 +551,12 @@ impl Inner {
             Payload::Stub(write) => (&UNWRITTEN[..], crate::layout::FLASH, Some(write)),
             Payload::Value(value) => (value, 0, None),
         };
-        // A CAS unique a client may hold (or one set explicitly) must not change; one no
-        // client has seen is derived afresh from the new place, saving 8 bytes.
-        let cas = (bits & (HAS_CAS | CAS_SEEN) != 0).then(|| self.cas_of(old, &raw));
-        let spec = ItemSpec {
-            key_len: raw.key_len(),
-            value_len: payload.len(),
-            flags: raw.flags(),
-            exptime: raw.exptime(),
-            cas,
-            state: with_freq(bits & (FETCHED | STALE | WIN_SENT | CAS_SEEN), freq) | flash_bit,
-        };
+        let spec = ItemSpec::moved(
+            &raw,
+            payload.len(),
+            || self.cas_of(old, &raw),
+            with_freq(bits & (FETCHED | STALE | WIN_SENT | CAS_SEEN), freq) | flash_bit,
+        );
         let size = self.refs.aligned(spec.size());
         if size > room {
             return None;

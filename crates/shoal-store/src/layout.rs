@@ -102,6 +102,27 @@ pub struct ItemSpec {
 }
 
 impl ItemSpec {
+    /// The spec of `raw` moved to a new place (by eviction, compaction or a trip to or
+    /// from flash) with a value of `value_len` bytes and `state` bits: key, flags and
+    /// expiry are kept. A CAS unique a client may hold (or one set explicitly) must not
+    /// change, so it is kept (`cas()` gives it); one no client has seen is derived afresh
+    /// from the new place, saving 8 bytes.
+    pub(crate) fn moved(
+        raw: &RawItem,
+        value_len: usize,
+        cas: impl FnOnce() -> u64,
+        state: u32,
+    ) -> ItemSpec {
+        ItemSpec {
+            key_len: raw.key_len(),
+            value_len,
+            flags: raw.flags(),
+            exptime: raw.exptime(),
+            cas: (raw.bits() & (HAS_CAS | CAS_SEEN) != 0).then(cas),
+            state,
+        }
+    }
+
     /// Shape bits for this spec.
     fn shape(&self) -> u32 {
         let mut bits = 0;

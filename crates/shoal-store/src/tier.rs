@@ -183,16 +183,8 @@ impl Inner {
 
     /// Bytes the stub of `raw` takes in a segment.
     fn stub_footprint(&self, raw: &RawItem) -> usize {
-        let spec = crate::layout::ItemSpec {
-            key_len: raw.key_len(),
-            value_len: LOCATOR_LEN,
-            flags: raw.flags(),
-            exptime: raw.exptime(),
-            // As `move_item` decides: a unique a client may hold is kept.
-            cas: (raw.bits() & (crate::layout::HAS_CAS | crate::layout::CAS_SEEN) != 0)
-                .then_some(0),
-            state: crate::layout::FLASH,
-        };
+        // The unique's value does not change the size; only whether one is kept does.
+        let spec = crate::layout::ItemSpec::moved(raw, LOCATOR_LEN, || 0, crate::layout::FLASH);
         self.refs.aligned(spec.size())
     }
 
