@@ -28,7 +28,6 @@ declare -A KNOWN_FAILURES=(
   [t/extstore-tiered2.t]="gives several ext_path files with per-file buckets (:default, :compact, ...); shoald keeps one flash file"
   [t/error-extstore.t]="expects get_aborted_extstore > 1 after a multi-get whose last key is too long: memcached has queued the flash reads of the keys before it and aborts them; shoald rejects the line before reading anything, so there is nothing to abort"
   [t/dyn-maxbytes.t]="expects evictions from slab page overhead at -m 3 and total_malloced to follow cache_memlimit page by page"
-  [t/issue_14.t]="expects expired items' slab chunks reused before a new page is malloced; shoald fills -m before reclaiming segments"
   [t/issue_22.t]="expects evictions by the 40th 65 KB item at -m 3 (memcached's page overhead) and then exactly one eviction per set; shoald's 3 segments hold 47 such items and it evicts a segment (~15 of them) at a time"
   [t/lru-maintainer.t]="checks items moving between memcached's HOT/WARM/COLD/TEMP LRUs per slab class; shoald has no segmented LRU"
   [t/slabs-cas.t]="moves slab pages between classes (slabs reassign)"

@@ -296,6 +296,14 @@ impl Inner {
         }
     }
 
+    /// Whether every item written to segment `id` has expired by now (false for an empty
+    /// one, and for one holding an item that never expires).
+    #[inline]
+    pub(crate) fn all_expired(&self, id: SegId) -> bool {
+        let latest = self.segs.meta(id).latest_expiry.load(Ordering::Relaxed);
+        latest != u32::MAX && is_expired(latest, self.clock.now())
+    }
+
     /// Whether sealed segment `id` may hold an item expired at `now` (its earliest
     /// expiry is past), so that an expiry sweep has something to do there.
     pub(crate) fn has_expired(&self, id: SegId, now: u32) -> bool {
@@ -343,12 +351,12 @@ impl Inner {
     /// that the expiry sweep visits the segment by then.
     #[inline]
     pub(crate) fn expires_in(&self, seg: SegId, exptime: u32) {
+        let meta = self.segs.meta(seg);
         if exptime != 0 {
-            self.segs
-                .meta(seg)
-                .earliest_expiry
-                .fetch_min(exptime, Ordering::AcqRel);
+            meta.earliest_expiry.fetch_min(exptime, Ordering::AcqRel);
         }
+        meta.latest_expiry
+            .fetch_max(expires_by(exptime), Ordering::AcqRel);
     }
 
     /// [`expires_in`](Self::expires_in) for an item just written to the writer's own
@@ -357,10 +365,52 @@ impl Inner {
     /// where a later write's expiry is no earlier than what the segment already holds.
     #[inline]
     pub(crate) fn expires_in_active(&self, seg: SegId, exptime: u32) {
-        let earliest = &self.segs.meta(seg).earliest_expiry;
+        let meta = self.segs.meta(seg);
+        let earliest = &meta.earliest_expiry;
         if exptime != 0 && earliest.load(Ordering::Relaxed) > exptime {
             earliest.fetch_min(exptime, Ordering::Relaxed);
         }
+        // A touch in another thread may raise it meanwhile: hence fetch_max, not a store.
+        let by = expires_by(exptime);
+        if meta.latest_expiry.load(Ordering::Relaxed) < by {
+            meta.latest_expiry.fetch_max(by, Ordering::AcqRel);
+        }
+    }
+
+    /// Unlinks the expired items of a writer's own active segment (not reachable by the
+    /// sweep, which walks sealed segments and eviction's heads; its writer has written
+    /// every item up to its `used`, and no one else reuses it) and recomputes its
+    /// [`latest_expiry`](crate::segments::SegMeta::latest_expiry) from what is left.
+    /// Counted in `reclaimed`, as memcached counts an expired item whose memory a store
+    /// reuses.
+    pub(crate) fn reclaim_expired_in_active(&self, id: SegId, now: u32) {
+        let meta = self.segs.meta(id);
+        // As in `reclaim_expired_in`: a touch during the walk raises the fresh bound
+        // itself, so it only ever errs late (one more walk), never early.
+        meta.latest_expiry.swap(0, Ordering::AcqRel);
+        let mut latest = 0;
+        self.walk(id, |loc, raw| {
+            let exptime = raw.exptime();
+            if !is_expired(exptime, now) {
+                latest = latest.max(expires_by(exptime));
+                return;
+            }
+            let hash = self.hash(raw.key());
+            let mut shard = self.shard(hash);
+            self.remove_expired(&mut shard, hash, loc, false);
+        });
+        meta.latest_expiry.fetch_max(latest, Ordering::AcqRel);
+    }
+}
+
+/// The time by which an item with expiry `exptime` is gone, for a segment's
+/// `latest_expiry`: never (`u32::MAX`) for one without.
+#[inline]
+fn expires_by(exptime: u32) -> u32 {
+    if exptime == 0 {
+        u32::MAX
+    } else {
+        exptime
     }
 }
 

@@ -67,6 +67,13 @@ pub struct SegMeta {
     /// or long ones). Only ever lowered while the segment is in use, except by the sweep
     /// itself (see `Inner::reclaim_expired_in`).
     pub earliest_expiry: AtomicU32,
+    /// Every item written to this segment (or touched in it) expires by this rel time:
+    /// 0 while nothing with an expiry is written, `u32::MAX` once an item that never
+    /// expires is. Only ever raised while the segment is in use, except by the walk that
+    /// recomputes it (see `Writer::recycle_expired`). Lets a writer tell at a glance that
+    /// everything in its segment has expired, and write from the start of a fresh one
+    /// rather than fill a segment of garbage.
+    pub latest_expiry: AtomicU32,
     /// The queue the segment belongs to (0: probation; a size class otherwise), set when
     /// it is opened.
     pub queue: AtomicU32,
@@ -430,6 +437,7 @@ impl Segments {
         // Claimed (or never used): no pin can exist, and the drain mark goes.
         m.pins.store(0, Ordering::Relaxed);
         m.earliest_expiry.store(u32::MAX, Ordering::Relaxed);
+        m.latest_expiry.store(0, Ordering::Relaxed);
         m.state.store(ACTIVE, Ordering::Release);
         id
     }

@@ -118,6 +118,63 @@ fn items_expire_and_are_reclaimed_without_a_read() {
     assert!(st.segments_free > 0, "empty segments returned to the pool");
 }
 
+/// A writer whose segment holds only expired items writes a fresh one from the start,
+/// reusing its memory (memcached's t/issue_14.t: `total_malloced` stays put), and an item
+/// that has not expired (touched forward, or without an expiry) keeps it from doing so.
+#[test]
+fn a_writer_reuses_its_segment_once_everything_in_it_expired() {
+    let s = store(64 << 20);
+    let mut w = s.writer();
+    let value = vec![b'B'; 66_560];
+    let short = |s: &Store| StoreOptions {
+        exptime: s.clock().expiry(2),
+        ..StoreOptions::default()
+    };
+    let put = |w: &mut shoal_store::Writer, key: String, opts: StoreOptions| {
+        s.update(w, key.as_bytes(), |e| e.store(&[&value], opts))
+            .expect("store");
+    };
+    for i in 0..10 {
+        put(&mut w, format!("key{i}"), short(&s));
+    }
+    let first = s.stats().segments_allocated;
+    s.clock().advance_for_test(4);
+    for i in 10..20 {
+        put(&mut w, format!("key{i}"), short(&s));
+    }
+    let st = s.stats();
+    assert_eq!(st.segments_allocated, first, "no new memory");
+    assert_eq!(st.curr_items, 10);
+    assert_eq!(
+        st.reclaimed, 10,
+        "the expired items, counted as memcached does"
+    );
+    for i in 10..20 {
+        assert_eq!(
+            get(&s, format!("key{i}").as_bytes()).as_deref(),
+            Some(&value[..])
+        );
+    }
+    // One item touched forward: the segment is not all expired, so it is neither walked
+    // nor handed back, and that item is still served.
+    s.update(&mut w, b"key12", |e| e.set_exptime(s.clock().expiry(1000)))
+        .expect("touch");
+    s.clock().advance_for_test(4);
+    put(&mut w, "key20".into(), short(&s));
+    assert_eq!(s.stats().reclaimed, 10);
+    assert_eq!(get(&s, b"key12").as_deref(), Some(&value[..]));
+    assert_eq!(s.stats().segments_allocated, first);
+    // In a fresh segment, an item that never expires keeps it from being walked.
+    let mut w = s.writer();
+    put(&mut w, "forever".into(), StoreOptions::default());
+    put(&mut w, "brief".into(), short(&s));
+    s.clock().advance_for_test(4);
+    let before = s.stats().reclaimed;
+    put(&mut w, "key21".into(), short(&s));
+    assert_eq!(s.stats().reclaimed, before);
+    assert_eq!(get(&s, b"forever").as_deref(), Some(&value[..]));
+}
+
 /// The sweep skips segments whose items cannot have expired yet; a touch that brings an
 /// item's expiry forward in a sealed segment must bring the segment's visit forward too.
 #[test]
