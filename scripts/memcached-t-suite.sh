@@ -20,7 +20,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 # file -> why it cannot pass against shoald (docs/testing.md has the details).
 declare -A KNOWN_FAILURES=(
-  [t/64bit.t]="fakes total_malloced through memcached-debug's T_MEMD_INITIAL_MALLOC hook to make slab page allocation fail"
   [t/conn-limits.t]="exhausts memcached's per-thread response objects (read_buf_mem_limit / -t 32) with a multiget of misses; shoald's misses allocate nothing"
   [t/extstore.t]="waits for compaction to rescue an item a client holds a reference to (debugitem ref, reported as rescues_realloc), a path of memcached's refcounted items; and expects incr/append/prepend on a flash-resident item to fail, which shoald does on purpose (docs/protocol-deviations.md)"
   [t/extstore-jbod.t]="gives two ext_path files (JBOD); shoald keeps one flash file and refuses a second at startup"

@@ -106,6 +106,7 @@ pub fn open_store(settings: &Settings) -> Result<OpenedStore, crate::error::Serv
     };
     let Some(path) = &settings.memory_file else {
         let store = Store::new(cfg)?;
+        count_test_suite_malloc(&store);
         let flash = crate::flash::open(settings, &store, false)?;
         return Ok(OpenedStore {
             store,
@@ -115,6 +116,7 @@ pub fn open_store(settings: &Settings) -> Result<OpenedStore, crate::error::Serv
     };
     let started = std::time::Instant::now();
     let (store, restored) = Store::open_memory_file(cfg, path, &must_match(settings))?;
+    count_test_suite_malloc(&store);
     let flash = crate::flash::open(settings, &store, matches!(restored, Restored::Warm { .. }))?;
     Ok(OpenedStore {
         store,
@@ -125,6 +127,25 @@ pub fn open_store(settings: &Settings) -> Result<OpenedStore, crate::error::Serv
             secs: started.elapsed().as_secs_f64(),
         }),
     })
+}
+
+/// memcached's test-suite hook: `T_MEMD_INITIAL_MALLOC=N` in the environment counts N
+/// bytes as already allocated (`total_malloced` starts there, and only the rest of `-m`
+/// can be allocated). Every memcached build honours it (slabs.c: "for the test suite"),
+/// and its t/64bit.t relies on it; shoald does the same, and says so in its log.
+fn count_test_suite_malloc(store: &Store) {
+    let Some(raw) = std::env::var_os("T_MEMD_INITIAL_MALLOC") else {
+        return;
+    };
+    // memcached ignores a value it cannot parse.
+    let Some(bytes) = raw.to_str().and_then(|s| s.trim().parse::<u64>().ok()) else {
+        return;
+    };
+    tracing::warn!(
+        "T_MEMD_INITIAL_MALLOC (memcached's test-suite hook): counting {bytes} bytes as \
+         already allocated"
+    );
+    store.count_as_allocated(bytes);
 }
 
 /// The server settings, beyond the store's memory layout, that an item saved by one

@@ -403,3 +403,37 @@ fn port_zero_turns_tcp_off() {
     let answer = answer.expect("a UDP answer and only a UDP port");
     assert!(answer.starts_with(b"VERSION "), "{}", common::show(&answer));
 }
+
+/// memcached's test-suite hook `T_MEMD_INITIAL_MALLOC` (honoured by every memcached build,
+/// used by its t/64bit.t): the bytes it names count as allocated, so `total_malloced`
+/// starts there and only the rest of `-m` can be filled; with `-M` the next store is
+/// refused with memcached's error, and what was stored stays readable.
+#[test]
+fn memcacheds_initial_malloc_hook_counts_memory_as_allocated() {
+    let fake = 4_294_967_328u64; // 2^32 + 32, as t/64bit.t
+    let fake_text = fake.to_string();
+    let s = Server::with_env(
+        &["-m", "4098", "-M"],
+        &[("T_MEMD_INITIAL_MALLOC", &fake_text)],
+    );
+    let mut c = s.conn();
+    assert_eq!(c.stats("")["limit_maxbytes"], "4297064448");
+    assert_eq!(c.stats("slabs")["total_malloced"], fake_text);
+    let value = vec![b'a'; 400 * 1024];
+    let mut refused = 0;
+    for i in 0..5 {
+        let mut req = format!("set big{i} 0 0 {}\r\n", value.len()).into_bytes();
+        req.extend_from_slice(&value);
+        req.extend_from_slice(b"\r\n");
+        let reply = c.request_until(&req, b"\r\n");
+        match &reply[..] {
+            b"STORED\r\n" => assert_eq!(refused, 0, "stored after a refusal"),
+            b"SERVER_ERROR out of memory storing object\r\n" => refused += 1,
+            other => panic!("{}", common::show(other)),
+        }
+    }
+    assert!(refused >= 3, "about 2 MiB of room: {refused} refused");
+    assert_eq!(c.get("big0").as_deref(), Some(&value[..]));
+    let total: u64 = c.stats("slabs")["total_malloced"].parse().expect("number");
+    assert!(total > fake && total <= 4_297_064_448, "{total}");
+}

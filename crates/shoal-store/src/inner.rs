@@ -46,6 +46,8 @@ pub(crate) struct Inner {
     /// Where the `ext_item_age` walk goes on (see `tier`).
     pub(crate) age_cursor: AtomicUsize,
     pub(crate) limit_bytes: AtomicU64,
+    /// Bytes counted as allocated without being so (see `Store::count_as_allocated`).
+    pub(crate) counted_allocated: AtomicU64,
     /// Told about every item evicted to make room (memcached's `watch evictions`).
     pub(crate) evict_observer: std::sync::OnceLock<EvictObserver>,
     /// The memory file segments live in, for a warm restart (see `restart`).
@@ -88,6 +90,7 @@ impl Inner {
             crawl_cursor: AtomicUsize::new(0),
             age_cursor: AtomicUsize::new(0),
             limit_bytes: AtomicU64::new(cfg.memory_limit as u64),
+            counted_allocated: AtomicU64::new(0),
             evict_observer: std::sync::OnceLock::new(),
             memory_file: std::sync::OnceLock::new(),
             evictor: Mutex::new(Evictor::default()),

@@ -57,6 +57,9 @@ pub struct StoreStats {
     pub segment_size: u64,
     /// Segments with memory allocated.
     pub segments_allocated: u64,
+    /// Bytes counted as allocated besides the segments (memcached's test-suite hook, see
+    /// [`Store::count_as_allocated`](crate::Store::count_as_allocated)); 0 otherwise.
+    pub counted_allocated: u64,
     /// Segments free for writing.
     pub segments_free: u64,
     /// Full segments awaiting eviction, in every queue.

@@ -591,7 +591,20 @@ impl Store {
     pub fn set_memory_limit(&self, bytes: usize) {
         let inner = &*self.inner;
         inner.limit_bytes.store(bytes as u64, Ordering::Relaxed);
-        inner.segs.set_limit((bytes / inner.segs.seg_size()).max(1));
+        let counted = inner.counted_allocated.load(Ordering::Relaxed) as usize;
+        let segments = bytes.saturating_sub(counted) / inner.segs.seg_size();
+        inner.segs.set_limit(segments.max(1));
+    }
+
+    /// Counts `bytes` as memory already allocated: the segments the limit allows are fewer
+    /// by that much (at least one remains), and [`StoreStats::counted_allocated`] reports
+    /// it, for `total_malloced`. This is memcached's `T_MEMD_INITIAL_MALLOC`, which every
+    /// memcached build honours "for the test suite" (its t/64bit.t tests a limit above
+    /// 4 GiB without allocating 4 GiB); nothing else should call it.
+    pub fn count_as_allocated(&self, bytes: u64) {
+        let inner = &*self.inner;
+        inner.counted_allocated.store(bytes, Ordering::Relaxed);
+        self.set_memory_limit(inner.limit_bytes.load(Ordering::Relaxed) as usize);
     }
 
     /// A snapshot of the counters.
@@ -636,6 +649,7 @@ impl Store {
             limit_maxbytes: inner.limit_bytes.load(Ordering::Relaxed),
             segment_size: inner.segs.seg_size() as u64,
             segments_allocated: allocated as u64,
+            counted_allocated: inner.counted_allocated.load(Ordering::Relaxed),
             segments_free: free as u64,
             segments_sealed: (probation + main) as u64,
             segments_probation: probation as u64,

@@ -717,7 +717,9 @@ pub fn slabs(sh: &Shared, out: &mut Vec<u8>) {
     reply::stat_u64(
         out,
         "total_malloced",
-        st.segments_allocated.saturating_mul(st.segment_size),
+        st.segments_allocated
+            .saturating_mul(st.segment_size)
+            .saturating_add(st.counted_allocated),
     );
 }
 
