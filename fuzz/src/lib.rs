@@ -158,6 +158,6 @@ pub fn drive_flash_files(data: &[u8]) {
         let _ = decode(rest, key, usize::from(n) * 7);
     }
     for (page_size, pages) in [(1u64 << 20, 2u64), (64 << 20, 16)] {
-        let _ = shoal_store::flash::check_meta(data, page_size, pages);
+        let _ = shoal_store::flash::check_meta(data, page_size, pages, "/x:2\n");
     }
 }

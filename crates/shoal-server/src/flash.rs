@@ -3,27 +3,32 @@
 //! `-e` restart), and its page table saved at a graceful stop.
 
 use crate::config::{Extstore, Settings};
-use shoal_store::{Flash, FlashCleanStart, FlashConfig, Store};
+use shoal_store::{Flash, FlashCleanStart, FlashConfig, FlashFile, Store};
 use std::path::PathBuf;
 
-/// The flash tier's configuration, if an `ext_path` was given. shoald keeps one file;
-/// more (memcached's JBOD) are refused at startup rather than silently ignored.
+/// The flash tier's configuration, if an `ext_path` was given. Several `ext_path` files
+/// (memcached's JBOD, one per device) are pooled: their pages are used as one. A bucket
+/// after the size (`:compact`, `:lowttl`, ...; memcached's tiered pages) is accepted
+/// and its file pooled with the rest; [`ignored_buckets`] names them for a warning.
 pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
-    let Some(first) = e.paths.first() else {
+    if e.paths.is_empty() {
         return Ok(None);
-    };
-    if e.paths.len() > 1 {
-        return Err(
-            "shoald supports one ext_path (memcached's several-file JBOD is not available)".into(),
-        );
     }
-    let mut parts = first.split(':');
-    let path = parts.next().unwrap_or_default();
-    let size = parts
-        .next()
-        .and_then(parse_size)
-        .ok_or_else(|| "failed to parse ext_path argument".to_string())?;
-    let mut cfg = FlashConfig::new(PathBuf::from(path), size);
+    let mut files = Vec::with_capacity(e.paths.len());
+    for spec in &e.paths {
+        let mut parts = spec.split(':');
+        let path = parts.next().unwrap_or_default();
+        let size = parts
+            .next()
+            .and_then(parse_size)
+            .ok_or_else(|| "failed to parse ext_path argument".to_string())?;
+        files.push(FlashFile {
+            path: PathBuf::from(path),
+            size,
+        });
+    }
+    let mut cfg = FlashConfig::new(PathBuf::new(), 0);
+    cfg.files = files;
     cfg.page_size = u64::from(e.page_size).max(1 << 20);
     cfg.wbuf_size = (e.wbuf_size as usize).max(64 << 10);
     // memcached's ext_io_depth bounds IOs in flight per IO thread: shoald runs that
@@ -33,7 +38,7 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
     cfg.io_depth = (2 * e.io_depth as usize * e.threads as usize).max(4);
     cfg.item_size = e.item_size as usize;
     cfg.item_age = e.item_age;
-    let pages = size / cfg.page_size.max(1);
+    let pages = cfg.pages();
     // memcached: compaction and dropping start under 1% of pages free, at least one.
     cfg.compact_under = if e.compact_under != 0 {
         e.compact_under
@@ -50,6 +55,18 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
     cfg.low_ttl = e.low_ttl;
     cfg.recache_rate = e.recache_rate;
     Ok(Some(cfg))
+}
+
+/// The buckets given after `ext_path` sizes other than `default` (memcached's tiered
+/// pages: `compact`, `lowttl`, `old`, `chunked`, ...). shoald pools every file's pages,
+/// so they have no effect; the caller warns.
+pub fn ignored_buckets(e: &Extstore) -> Vec<String> {
+    e.paths
+        .iter()
+        .filter_map(|spec| spec.split(':').nth(2))
+        .filter(|b| !b.is_empty() && *b != "default")
+        .map(str::to_string)
+        .collect()
 }
 
 /// Threads reading flash values for the workers: memcached's reads in flight at once
@@ -87,11 +104,19 @@ fn parse_size(s: &str) -> Option<u64> {
 pub struct FlashOutcome {
     path: PathBuf,
     restored: Result<(), FlashCleanStart>,
+    ignored_buckets: Vec<String>,
 }
 
 impl FlashOutcome {
-    /// Logs whether the flash tier was kept, and if not why.
+    /// Logs whether the flash tier was kept, and if not why; and the `ext_path` buckets
+    /// accepted without effect.
     pub fn log(&self) {
+        for bucket in &self.ignored_buckets {
+            tracing::warn!(
+                "[extstore] ext_path bucket '{bucket}' accepted without effect: shoald \
+                 pools the pages of every ext_path file"
+            );
+        }
         match &self.restored {
             Ok(()) => tracing::info!("[extstore] kept the flash tier in {}", self.path.display()),
             Err(why @ (FlashCleanStart::NoMetadata | FlashCleanStart::MemoryClean)) => {
@@ -113,11 +138,15 @@ pub fn open(
     let Some(cfg) = cfg else {
         return Ok(None);
     };
-    let path = cfg.path.clone();
+    let path = cfg.path().to_path_buf();
     let (flash, restored) = Flash::open_restoring(cfg, memory_warm)
         .map_err(|e| crate::error::ServeError::Flash(e.to_string()))?;
     store.attach_flash(flash);
-    Ok(Some(FlashOutcome { path, restored }))
+    Ok(Some(FlashOutcome {
+        path,
+        restored,
+        ignored_buckets: ignored_buckets(&settings.extstore),
+    }))
 }
 
 /// At a graceful stop with `-e`: writes what the flash tier buffers and saves its page
@@ -152,10 +181,18 @@ mod tests {
         e.paths.push("/tmp/x:64m".into());
         e.page_size = 8 << 20;
         let cfg = config(&e).expect("valid").expect("configured");
-        assert_eq!(cfg.size, 64 << 20);
+        assert_eq!(cfg.size(), 64 << 20);
         assert_eq!(cfg.pages(), 8);
         assert_eq!(cfg.compact_under, 1);
-        e.paths.push("/tmp/y:64m".into());
-        assert!(config(&e).is_err());
+        // memcached's JBOD: pooled, in order.
+        e.paths.push("/tmp/y:96m".into());
+        let cfg = config(&e).expect("valid").expect("configured");
+        assert_eq!(cfg.pages(), 20);
+        assert_eq!(cfg.files[1].path, PathBuf::from("/tmp/y"));
+        assert!(ignored_buckets(&e).is_empty());
+        e.paths.push("/tmp/z:64m:compact".into());
+        assert_eq!(ignored_buckets(&e), ["compact"]);
+        e.paths.push("/tmp/w".into());
+        assert!(config(&e).is_err(), "a file without a size");
     }
 }

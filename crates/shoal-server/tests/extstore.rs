@@ -289,6 +289,67 @@ fn a_graceful_restart_keeps_the_flash_tier_and_a_crash_does_not() {
     assert_eq!(c.stat("extstore_objects_used"), 0);
 }
 
+/// memcached's JBOD: two `ext_path` files pooled. Values land in both, are served byte
+/// for byte, `stats extstore` lists both files' pages (free ones at version 0), and a
+/// graceful `-e` restart keeps them all; a bucket suffix is accepted with a warning.
+#[test]
+fn several_ext_path_files_are_pooled_and_kept_across_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mem = memory_dir();
+    let mem_arg = mem
+        .path()
+        .join("shoal.mem")
+        .to_str()
+        .expect("utf-8")
+        .to_string();
+    let (one, two) = (dir.path().join("ssd1"), dir.path().join("ssd2"));
+    let ext = format!(
+        "ext_path={}:24m,ext_path={}:40m:compact,ext_page_size=8,ext_wbuf_size=2,\
+         ext_item_size=512,ext_io_depth=16",
+        one.display(),
+        two.display()
+    );
+    let args = ["-m", "16", "-t", "2", "-e", &mem_arg, "-o", &ext];
+    let mut s = Server::with_args(&args);
+    s.wait_log(
+        "bucket 'compact' accepted without effect",
+        Duration::from_secs(10),
+    )
+    .expect("bucket warning");
+    let mut c = s.conn();
+    let pages = c.stats("extstore");
+    assert_eq!(pages.len(), 8 * 4, "3 + 5 pages of 8 MiB, four lines each");
+    assert_eq!(pages["7:version"], "0", "a free page");
+    // 50 MB of values into 16 MiB of memory: more than the first file's 24 MiB.
+    fill(&mut c, "j", 2500);
+    for f in [&one, &two] {
+        let bytes = std::fs::read(f).expect("flash file");
+        assert_eq!(bytes.len() % (8 << 20), 0);
+        assert!(
+            bytes.iter().any(|&b| b != 0),
+            "{} holds values",
+            f.display()
+        );
+    }
+    let on_flash = c.stat("extstore_objects_used");
+    assert!(on_flash > 1500, "{on_flash}");
+    check_all(&mut c, "j", 2500);
+    drop(c);
+    s.signal(libc::SIGUSR1);
+    assert!(s
+        .wait_exit(Duration::from_secs(30))
+        .expect("exits")
+        .success());
+
+    let s = Server::with_args(&args);
+    s.wait_log("kept the flash tier", Duration::from_secs(10))
+        .expect("flash tier kept");
+    let mut c = s.conn();
+    assert_eq!(c.stat("extstore_objects_used"), on_flash);
+    check_all(&mut c, "j", 2500);
+    assert_eq!(c.stat("miss_from_extstore"), 0);
+}
+
 #[test]
 fn compaction_moves_live_values_out_of_fragmented_pages() {
     let dir = tempfile::tempdir().expect("tempdir");

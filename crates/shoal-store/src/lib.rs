@@ -52,7 +52,9 @@ pub use clock::{is_expired, Clock, MAX_RELATIVE_EXPTIME};
 pub use config::StoreConfig;
 pub use entry::{Entry, EntryError, StoreOptions};
 pub use error::{ConfigError, StoreError};
-pub use flash::{Flash, FlashCleanStart, FlashConfig, FlashError, FlashEvent, FlashStats};
+pub use flash::{
+    Flash, FlashCleanStart, FlashConfig, FlashError, FlashEvent, FlashFile, FlashStats,
+};
 pub use flash_reads::{Fetch, FlashRead, FlashReadDone, FlashReads, READ_AHEAD_BYTES};
 pub use inner::EvictObserver;
 pub use item::Item;

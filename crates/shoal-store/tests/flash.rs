@@ -3,7 +3,8 @@
 //! gives misses, never wrong data.
 
 use shoal_store::{
-    Fetch, Flash, FlashConfig, FlashReads, Store, StoreConfig, StoreOptions, Writer,
+    Fetch, Flash, FlashCleanStart, FlashConfig, FlashFile, FlashReads, Store, StoreConfig,
+    StoreOptions, Writer,
 };
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
@@ -118,7 +119,14 @@ fn deletes_and_overwrites_free_pages_without_io() {
     assert_eq!(after.objects_used, 0, "{after:?}");
     assert_eq!(after.bytes_used, 0);
     assert_eq!(after.objects_read, before.objects_read, "no value was read");
-    assert!(after.page_reclaims > 0, "emptied pages were freed");
+    assert!(
+        after.page_reclaims > before.page_reclaims,
+        "emptied pages were freed"
+    );
+    assert_eq!(
+        after.page_evictions, before.page_evictions,
+        "freed, not evicted"
+    );
     assert!(after.pages_free > before.pages_free);
     for i in 0..2000 {
         let want = (i % 2 == 1).then(|| b"small".to_vec());
@@ -461,6 +469,10 @@ fn short_lived_values_get_pages_of_their_own_that_free_as_they_expire() {
         "pages of expired values freed whole: {after:?}"
     );
     assert_eq!(
+        after.page_evictions, before.page_evictions,
+        "freed, not evicted"
+    );
+    assert_eq!(
         after.objects_read, before.objects_read,
         "freed without reading"
     );
@@ -469,6 +481,116 @@ fn short_lived_values_get_pages_of_their_own_that_free_as_they_expire() {
             get(&s, format!("long:{i}").as_bytes()) == Some(value(i, 20_000)),
             "long:{i}"
         );
+    }
+}
+
+/// memcached's JBOD: several files pooled as one tier. Values land in every file, are
+/// read back byte for byte, a damaged second file gives misses (never wrong data), the
+/// same file cannot be given twice, and a saved page table is used only with the same
+/// files in the same order.
+#[test]
+fn several_files_are_pooled_as_one_tier() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = [dir.path().join("ext1"), dir.path().join("ext2")];
+    let jbod = || -> FlashConfig {
+        let mut cfg = FlashConfig::new(files[0].clone(), 12 << 20);
+        cfg.files.push(FlashFile {
+            path: files[1].clone(),
+            size: 20 << 20,
+        });
+        cfg.page_size = 1 << 20;
+        cfg.wbuf_size = 256 << 10;
+        cfg.io_depth = 64;
+        cfg
+    };
+    assert_eq!(jbod().pages(), 32);
+    let store = Store::new(StoreConfig {
+        memory_limit: 16 << 20,
+        max_item_size: 64 << 10,
+        writers: 1,
+        ..StoreConfig::default()
+    })
+    .expect("config");
+    let flash = Flash::open(jbod()).expect("flash files");
+    assert!(store.attach_flash(flash.clone()));
+    let mut w = store.writer();
+    // 40 MB of values: more than the first file's 12 pages.
+    fill(&store, &mut w, 2000, 20_000);
+    settle(&store);
+    drop(w);
+    assert!(flash.stats().objects_written > 1000);
+    for f in &files {
+        let bytes = std::fs::read(f).expect("flash file");
+        assert!(
+            bytes.iter().any(|&b| b != 0),
+            "{} holds values",
+            f.display()
+        );
+    }
+    let mut from_flash = 0;
+    for i in 0..2000 {
+        if let Some(v) = get(&store, &key(i)) {
+            assert_eq!(v, value(i, 20_000), "key {i}");
+            from_flash += 1;
+        }
+    }
+    assert!(from_flash > 1500, "{from_flash} of 2000 served");
+    // Damage the second file: what it held reads as misses, never as other bytes.
+    let second = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&files[1])
+        .expect("open");
+    for at in (0..(20u64 << 20)).step_by(4096) {
+        second.write_all_at(&[0xa5; 64], at).expect("write");
+    }
+    for i in 0..2000 {
+        if let Some(v) = get(&store, &key(i)) {
+            assert_eq!(v, value(i, 20_000), "key {i}");
+        }
+    }
+    drop(store);
+    flash.save().expect("save");
+    drop(flash);
+
+    // The page table saved for (ext1, ext2) is not used for (ext1, ext3), even where
+    // ext3 is ext2's bytes under another name: pages must come back in the files they
+    // were written to, as they were listed.
+    std::fs::copy(&files[1], dir.path().join("ext3")).expect("copy");
+    let mut other = jbod();
+    other.files[1].path = dir.path().join("ext3");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (reopened, restored) = loop {
+        match Flash::open_restoring(other.clone(), true) {
+            Ok(r) => break r,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "{e}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    };
+    assert!(
+        matches!(restored, Err(FlashCleanStart::Unusable(_))),
+        "{restored:?}"
+    );
+    drop(reopened);
+
+    // One file named twice (here under a second name) is refused.
+    let link = dir.path().join("ext1-again");
+    std::fs::hard_link(&files[0], &link).expect("link");
+    let mut twice = FlashConfig::new(files[0].clone(), 4 << 20);
+    twice.files.push(FlashFile {
+        path: link,
+        size: 4 << 20,
+    });
+    twice.page_size = 1 << 20;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match Flash::open(twice.clone()) {
+            Err(e) if e.to_string().contains("same file") => break,
+            Err(e) => assert!(Instant::now() < deadline, "{e}"),
+            Ok(_) => panic!("one file opened twice as two"),
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

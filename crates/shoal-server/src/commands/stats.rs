@@ -402,7 +402,14 @@ fn extstore_pages(w: &Worker, out: &mut Vec<u8>) {
         return;
     };
     for p in flash.stats().page_table {
-        reply::stat_u64(out, &format!("{}:version", p.page), u64::from(p.version));
+        // memcached's version of a free page is 0 (tools count free pages by it); shoald
+        // keeps a free page's version, so that stubs of its old values never match it.
+        let version = if p.state == "free" {
+            0
+        } else {
+            u64::from(p.version)
+        };
+        reply::stat_u64(out, &format!("{}:version", p.page), version);
         reply::stat_u64(out, &format!("{}:bytes", p.page), p.bytes);
         reply::stat_u64(out, &format!("{}:bucket", p.page), 0);
         reply::stat_u64(out, &format!("{}:free_bucket", p.page), 0);

@@ -56,7 +56,9 @@ impl Flash {
             return false;
         };
         let written = pg.written.load(Ordering::Acquire);
-        let base = u64::from(page) * self.cfg.page_size;
+        let Some((file, base)) = self.files.page(page) else {
+            return false;
+        };
         let mut buf = Vec::new();
         let mut offset = 0u64;
         while offset + RECORD_HEADER as u64 <= written {
@@ -65,7 +67,7 @@ impl Flash {
             }
             let want = CHUNK.min((written - offset) as usize);
             buf.resize(want, 0);
-            if self.file.read_exact_at(&mut buf, base + offset).is_err() {
+            if file.read_exact_at(&mut buf, base + offset).is_err() {
                 return false;
             }
             let mut at = 0usize;
@@ -88,7 +90,7 @@ impl Flash {
                             return false;
                         }
                         buf.resize(len, 0);
-                        if self.file.read_exact_at(&mut buf, base + offset).is_err() {
+                        if file.read_exact_at(&mut buf, base + offset).is_err() {
                             return false;
                         }
                         continue;

@@ -19,6 +19,7 @@
 
 mod compact;
 mod event;
+mod files;
 mod locator;
 mod pages;
 pub mod record;
@@ -41,13 +42,21 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
+/// One file of the flash tier: memcached's `ext_path=PATH:SIZE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlashFile {
+    /// The file values are written to (created if missing).
+    pub path: PathBuf,
+    /// Its size in bytes; it holds `size / page_size` whole pages.
+    pub size: u64,
+}
+
 /// How the flash tier is sized and behaves; memcached's `ext_*` settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlashConfig {
-    /// The file values are written to (created if missing).
-    pub path: PathBuf,
-    /// Its size in bytes (`ext_path=PATH:SIZE`).
-    pub size: u64,
+    /// The files values are written to, in order: one, or several whose pages are
+    /// pooled (memcached's JBOD, an `ext_path` per device).
+    pub files: Vec<FlashFile>,
     /// Bytes per page, the unit of reuse (`ext_page_size`, 64 MiB).
     pub page_size: u64,
     /// Bytes per write buffer (`ext_wbuf_size`, 4 MiB).
@@ -83,8 +92,7 @@ impl FlashConfig {
     /// memcached's defaults for a file at `path` of `size` bytes.
     pub fn new(path: PathBuf, size: u64) -> FlashConfig {
         FlashConfig {
-            path,
-            size,
+            files: vec![FlashFile { path, size }],
             page_size: 64 << 20,
             wbuf_size: 4 << 20,
             io_depth: 4,
@@ -99,9 +107,22 @@ impl FlashConfig {
         }
     }
 
-    /// Pages the file holds.
+    /// Pages the files hold in all.
     pub fn pages(&self) -> u64 {
-        self.size / self.page_size.max(1)
+        self.files
+            .iter()
+            .map(|f| f.size / self.page_size.max(1))
+            .sum()
+    }
+
+    /// Bytes of the files in all.
+    pub fn size(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+
+    /// The first file's path: where the page table is saved at a graceful stop.
+    pub fn path(&self) -> &Path {
+        self.files.first().map_or(Path::new(""), |f| &f.path)
     }
 }
 
@@ -226,7 +247,7 @@ struct WriteState {
 /// The flash tier of one store. See the module docs.
 pub struct Flash {
     cfg: FlashConfig,
-    file: Arc<File>,
+    files: files::Files,
     pages: Box<[Page]>,
     state: Mutex<WriteState>,
     /// Signalled by the IO thread when a buffer is written.
@@ -247,8 +268,8 @@ impl Flash {
     /// Opens (creating or resizing) the file and starts the IO thread. The file's old
     /// contents are not read: a fresh tier starts with every page free.
     pub fn open(cfg: FlashConfig) -> Result<Arc<Flash>, FlashError> {
-        let file = Self::lock_file(&cfg)?;
-        Self::open_with(cfg, None, file)
+        let files = files::Files::lock(&cfg)?;
+        Self::open_with(cfg, None, files)
     }
 
     /// Opens the file as a graceful stop left it, if `memory_warm` (the memory holding
@@ -261,15 +282,15 @@ impl Flash {
     ) -> Result<(Arc<Flash>, Result<(), FlashCleanStart>), FlashError> {
         // Locked first: a second process must not delete the page table of the one
         // that holds the file.
-        let file = Self::lock_file(&cfg)?;
-        let meta = saved::meta_path(&cfg.path);
+        let files = files::Files::lock(&cfg)?;
+        let meta = saved::meta_path(cfg.path());
         let found = match std::fs::read(&meta) {
             Ok(bytes) => {
                 std::fs::remove_file(&meta).map_err(|source| FlashError::Io {
                     path: meta.clone(),
                     source,
                 })?;
-                saved::decode(&bytes, cfg.page_size, cfg.pages())
+                saved::decode(&bytes, cfg.page_size, cfg.pages(), &files.layout())
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(FlashCleanStart::NoMetadata),
             Err(source) => return Err(FlashError::Io { path: meta, source }),
@@ -280,8 +301,8 @@ impl Flash {
             Err(FlashCleanStart::MemoryClean)
         };
         match found {
-            Ok(pages) => Ok((Self::open_with(cfg, Some(&pages), file)?, Ok(()))),
-            Err(why) => Ok((Self::open_with(cfg, None, file)?, Err(why))),
+            Ok(pages) => Ok((Self::open_with(cfg, Some(&pages), files)?, Ok(()))),
+            Err(why) => Ok((Self::open_with(cfg, None, files)?, Err(why))),
         }
     }
 
@@ -290,7 +311,7 @@ impl Flash {
     /// once nothing writes to the store any more.
     pub fn save(&self) -> Result<(), FlashError> {
         let io = |source| FlashError::Io {
-            path: self.cfg.path.clone(),
+            path: self.cfg.path().to_path_buf(),
             source,
         };
         let mut st = self.state.lock();
@@ -308,7 +329,7 @@ impl Flash {
             self.written
                 .wait_for(&mut st, std::time::Duration::from_millis(50));
         }
-        self.file.sync_all().map_err(io)?;
+        self.files.sync_all()?;
         let pages = self
             .pages
             .iter()
@@ -324,61 +345,23 @@ impl Flash {
             .collect();
         let mut sealed: Vec<u32> = st.sealed.iter().copied().collect();
         sealed.extend(st.streams.iter().filter_map(|s| s.open));
-        let bytes = saved::encode(&stats::SavedPages { pages, sealed }, self.cfg.page_size);
+        let bytes = saved::encode(
+            &stats::SavedPages { pages, sealed },
+            self.cfg.page_size,
+            &self.files.layout(),
+        );
         drop(st);
-        let meta = saved::meta_path(&self.cfg.path);
+        let meta = saved::meta_path(self.cfg.path());
         saved::write_whole(&meta, &bytes).map_err(|source| FlashError::Io { path: meta, source })
-    }
-
-    /// Checks the sizes, opens (creating) the file and locks it.
-    fn lock_file(cfg: &FlashConfig) -> Result<File, FlashError> {
-        let pages = cfg.pages();
-        // One page works (it is reused once full, as memcached's single page is), if
-        // poorly: every fill evicts all it held.
-        if pages < 1 {
-            return Err(FlashError::Config(format!(
-                "ext_path size {} is less than one page of {} bytes",
-                cfg.size, cfg.page_size
-            )));
-        }
-        if cfg.page_size > u64::from(u32::MAX) || pages > u64::from(u32::MAX) {
-            return Err(FlashError::Config("ext_page_size too large".into()));
-        }
-        let io_err = io_err_of(&cfg.path);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&cfg.path)
-            .map_err(io_err)?;
-        // Two processes writing one flash file would overwrite each other's values (and
-        // each read the other's as CRC misses): the second is refused, as memcached
-        // refuses a second server on the same extstore file.
-        // SAFETY: flock on a descriptor this function owns.
-        if unsafe {
-            libc::flock(
-                std::os::fd::AsRawFd::as_raw_fd(&file),
-                libc::LOCK_EX | libc::LOCK_NB,
-            )
-        } != 0
-        {
-            return Err(FlashError::Config(format!(
-                "{}: flash file is in use by another process",
-                cfg.path.display()
-            )));
-        }
-        Ok(file)
     }
 
     fn open_with(
         cfg: FlashConfig,
         saved: Option<&stats::SavedPages>,
-        file: File,
+        files: files::Files,
     ) -> Result<Arc<Flash>, FlashError> {
         let pages = cfg.pages();
-        let io_err = io_err_of(&cfg.path);
-        file.set_len(pages * cfg.page_size).map_err(io_err)?;
+        files.size_files()?;
         let table: Box<[Page]> = (0..pages).map(|_| Page::default()).collect();
         let mut state = WriteState {
             streams: Default::default(),
@@ -410,7 +393,7 @@ impl Flash {
         };
         let flash = Arc::new(Flash {
             cfg,
-            file: Arc::new(file),
+            files,
             pages: table,
             state: Mutex::new(state),
             written: parking_lot::Condvar::new(),
@@ -424,7 +407,7 @@ impl Flash {
         let handle = std::thread::Builder::new()
             .name("shoal-flash-io".into())
             .spawn(move || io_thread(weak, rx))
-            .map_err(io_err_of(&flash.cfg.path))?;
+            .map_err(io_err_of(flash.cfg.path()))?;
         *flash.io.lock() = Some(tx);
         *flash.io_thread.lock() = Some(handle);
         Ok(flash)
@@ -435,9 +418,9 @@ impl Flash {
         &self.cfg
     }
 
-    /// The file's path.
+    /// The first file's path.
     pub fn path(&self) -> &Path {
-        &self.cfg.path
+        self.cfg.path()
     }
 
     /// Smallest value moved to flash now (`extstore item_size` may change it).
@@ -625,7 +608,10 @@ impl Flash {
             Some(p) => Some(p),
             None => st.sealed.pop_front().inspect(|&p| {
                 let (objects, bytes) = self.pages[p as usize].reset();
+                // An evicted page is freed on the way to reuse: memcached counts it in
+                // both (`extstore_evict_page` frees it, and `_free_page` counts reclaims).
                 c.page_evictions.fetch_add(1, Ordering::Relaxed);
+                c.page_reclaims.fetch_add(1, Ordering::Relaxed);
                 c.objects_evicted.fetch_add(objects, Ordering::Relaxed);
                 c.bytes_evicted.fetch_add(bytes, Ordering::Relaxed);
             }),
@@ -725,13 +711,12 @@ impl Flash {
         }
         if out.is_empty() {
             out.resize(len, 0);
-            let at = u64::from(loc.page) * self.cfg.page_size + off;
+            let (file, base) = self.files.page(loc.page).ok_or(FlashMiss::Gone)?;
+            let at = base + off;
             if disk == Disk::Wait {
-                self.file
-                    .read_exact_at(out, at)
-                    .map_err(|_| FlashMiss::Io)?;
+                file.read_exact_at(out, at).map_err(|_| FlashMiss::Io)?;
             } else {
-                read_cached(&self.file, out, at)?;
+                read_cached(file, out, at)?;
             }
             // Reused while being read: the bytes may be the new tenant's.
             if page.version.load(Ordering::Acquire) != loc.version {
@@ -814,8 +799,10 @@ fn io_err_of(path: &Path) -> impl Fn(std::io::Error) -> FlashError + '_ {
 fn io_thread(flash: std::sync::Weak<Flash>, rx: mpsc::Receiver<Arc<Pending>>) {
     while let Ok(p) = rx.recv() {
         let Some(flash) = flash.upgrade() else { return };
-        let at = u64::from(p.page) * flash.cfg.page_size + u64::from(p.start);
-        let result = flash.file.write_all_at(&p.bytes, at);
+        let result = match flash.files.page(p.page) {
+            Some((file, base)) => file.write_all_at(&p.bytes, base + u64::from(p.start)),
+            None => Err(std::io::Error::from(std::io::ErrorKind::InvalidInput)),
+        };
         let mut st = flash.state.lock();
         if let Some(i) = st.in_flight.iter().position(|q| Arc::ptr_eq(q, &p)) {
             st.in_flight.remove(i);

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"SHOALEXT";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// Where the page table of the flash file at `path` is saved.
 pub fn meta_path(path: &Path) -> PathBuf {
@@ -36,9 +36,12 @@ pub enum FlashCleanStart {
     MemoryClean,
 }
 
-pub(crate) fn encode(saved: &SavedPages, page_size: u64) -> Vec<u8> {
+/// `layout`: the files' paths and page counts (`Files::layout`), which a restart must
+/// find the same.
+pub(crate) fn encode(saved: &SavedPages, page_size: u64, layout: &str) -> Vec<u8> {
     let mut body = Vec::new();
     body.extend_from_slice(&page_size.to_le_bytes());
+    body.extend_from_slice(&crc32fast::hash(layout.as_bytes()).to_le_bytes());
     body.extend_from_slice(&(saved.pages.len() as u64).to_le_bytes());
     for &(version, state, written, objects, bytes) in &saved.pages {
         body.extend_from_slice(&version.to_le_bytes());
@@ -75,18 +78,25 @@ impl Reader<'_> {
     }
 }
 
-/// Whether `bytes` are a saved page table a start with pages of `page_size` bytes and
-/// `pages` pages would use, and if not why (what [`Flash::open_restoring`] decides by).
+/// Whether `bytes` are a saved page table a start with pages of `page_size` bytes,
+/// `pages` pages and files laid out as `layout` would use, and if not why (what
+/// [`Flash::open_restoring`] decides by).
 ///
 /// [`Flash::open_restoring`]: super::Flash::open_restoring
-pub fn check_meta(bytes: &[u8], page_size: u64, pages: u64) -> Result<(), FlashCleanStart> {
-    decode(bytes, page_size, pages).map(|_| ())
+pub fn check_meta(
+    bytes: &[u8],
+    page_size: u64,
+    pages: u64,
+    layout: &str,
+) -> Result<(), FlashCleanStart> {
+    decode(bytes, page_size, pages, layout).map(|_| ())
 }
 
 pub(crate) fn decode(
     bytes: &[u8],
     page_size: u64,
     pages: u64,
+    layout: &str,
 ) -> Result<SavedPages, FlashCleanStart> {
     let bad = FlashCleanStart::Unusable;
     let mut r = Reader(bytes);
@@ -102,6 +112,9 @@ pub(crate) fn decode(
     }
     if r.u64() != Some(page_size) {
         return Err(bad("another ext_page_size"));
+    }
+    if r.u32() != Some(crc32fast::hash(layout.as_bytes())) {
+        return Err(bad("other ext_path files, or in another order"));
     }
     let n = r.u64().ok_or(bad("truncated"))?;
     if n != pages {
@@ -144,15 +157,20 @@ mod tests {
             pages: vec![(7, 2, 100, 3, 90), (1, 0, 0, 0, 0)],
             sealed: vec![0],
         };
-        let bytes = encode(&saved, 4096);
-        assert_eq!(decode(&bytes, 4096, 2), Ok(saved));
-        assert!(decode(&bytes, 8192, 2).is_err());
-        assert!(decode(&bytes, 4096, 3).is_err());
+        let layout = "/a:1\n/b:1\n";
+        let bytes = encode(&saved, 4096, layout);
+        assert_eq!(decode(&bytes, 4096, 2, layout), Ok(saved));
+        assert!(decode(&bytes, 8192, 2, layout).is_err());
+        assert!(decode(&bytes, 4096, 3, layout).is_err());
+        assert!(
+            decode(&bytes, 4096, 2, "/b:1\n/a:1\n").is_err(),
+            "files swapped"
+        );
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 1;
-            assert!(decode(&bad, 4096, 2).is_err(), "byte {i}");
+            assert!(decode(&bad, 4096, 2, layout).is_err(), "byte {i}");
         }
-        assert!(decode(&bytes[..bytes.len() - 1], 4096, 2).is_err());
+        assert!(decode(&bytes[..bytes.len() - 1], 4096, 2, layout).is_err());
     }
 }

@@ -49,7 +49,8 @@ pub struct FlashStats {
     pub page_allocs: u64,
     /// Pages reused while still holding live values (`extstore_page_evictions`).
     pub page_evictions: u64,
-    /// Pages freed because nothing in them was live (`extstore_page_reclaims`).
+    /// Pages freed, because nothing in them was live or by eviction, as memcached counts
+    /// `extstore_page_reclaims`.
     pub page_reclaims: u64,
     /// Pages free now (`extstore_pages_free`).
     pub pages_free: u64,
