@@ -388,8 +388,9 @@ fn apply_extstore(e: &mut Extstore, o: &SubOpt<'_>) -> Result<(), ConfigError> {
             let v = o
                 .value
                 .ok_or_else(|| invalid("missing argument to ext_path, ie: ext_path=/d/file:5G"))?;
-            if !valid_ext_path(v) {
-                return Err(invalid("failed to parse ext_path argument"));
+            if let Err(why) = check_ext_path(v) {
+                // memcached prints what was wrong, then this line.
+                return Err(invalid(format!("{why}\nfailed to parse ext_path argument")));
             }
             e.paths.push(v.to_string());
         }
@@ -419,24 +420,48 @@ fn apply_extstore(e: &mut Extstore, o: &SubOpt<'_>) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// `PATH:SIZE[:...]` with SIZE a number and an optional K/M/G/T suffix, as memcached's
-/// `storage_conf_parse` wants it.
-fn valid_ext_path(v: &str) -> bool {
-    let mut parts = v.split(':');
-    let path = parts.next().unwrap_or_default();
+/// memcached's page buckets, by the names `ext_path=PATH:SIZE:BUCKET` gives them.
+pub(crate) const EXT_BUCKETS: [&str; 6] = [
+    "default",
+    "compact",
+    "lowttl",
+    "chunked",
+    "coldcompact",
+    "old",
+];
+
+/// `PATH:SIZE[:BUCKET]` as memcached's `storage_conf_parse` reads it: SIZE a number with
+/// an `m`, `g`, `t` or `p` suffix (either case), BUCKET one of [`EXT_BUCKETS`]. The error
+/// is memcached's line for what is wrong.
+fn check_ext_path(v: &str) -> Result<(), String> {
+    // strtok: empty fields are skipped, so ":1G" is a path without a size.
+    let mut parts = v.split(':').filter(|p| !p.is_empty());
+    let _path = parts.next();
     let Some(size) = parts.next() else {
-        return false;
+        return Err(
+            "must supply size to ext_path, ie: ext_path=/f/e:64m (M|G|T|P supported)".into(),
+        );
     };
-    let digits = size.trim_end_matches(['k', 'K', 'm', 'M', 'g', 'G', 't', 'T']);
-    !path.is_empty()
-        && !digits.is_empty()
-        && digits.len() + 1 >= size.len()
-        && digits.bytes().all(|b| b.is_ascii_digit())
+    let digits = size.trim_end_matches(['m', 'M', 'g', 'G', 't', 'T', 'p', 'P']);
+    if digits.is_empty()
+        || digits.len() + 1 != size.len()
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(
+            "must supply size to ext_path, ie: ext_path=/f/e:64m (m|g|t|p supported)".into(),
+        );
+    }
+    match parts.next() {
+        Some(bucket) if !EXT_BUCKETS.contains(&bucket) => {
+            Err(format!("Unknown extstore bucket: {bucket}"))
+        }
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::valid_ext_path;
+    use super::check_ext_path;
     use crate::config::testing::{refused, settings};
     use crate::config::{HashAlgorithm, EX_USAGE};
 
@@ -562,11 +587,26 @@ mod tests {
 
     #[test]
     fn ext_path_syntax() {
-        assert!(valid_ext_path("/mnt/d1/extstore:1G"));
-        assert!(valid_ext_path("/x:64m:compact"));
-        assert!(!valid_ext_path("/x"));
-        assert!(!valid_ext_path("/x:"));
-        assert!(!valid_ext_path(":1G"));
-        assert!(!valid_ext_path("/x:1GB"));
+        assert_eq!(check_ext_path("/mnt/d1/extstore:1G"), Ok(()));
+        assert_eq!(check_ext_path("/x:64m:compact"), Ok(()));
+        assert_eq!(check_ext_path("/x:2p:old"), Ok(()));
+        let no_size =
+            Err("must supply size to ext_path, ie: ext_path=/f/e:64m (M|G|T|P supported)".into());
+        let bad_unit =
+            Err("must supply size to ext_path, ie: ext_path=/f/e:64m (m|g|t|p supported)".into());
+        assert_eq!(check_ext_path("/x"), no_size);
+        assert_eq!(check_ext_path("/x:"), no_size);
+        assert_eq!(check_ext_path(":1G"), no_size);
+        assert_eq!(check_ext_path("/x:1GB"), bad_unit);
+        assert_eq!(
+            check_ext_path("/x:1024"),
+            bad_unit,
+            "memcached wants a unit"
+        );
+        assert_eq!(check_ext_path("/x:64k"), bad_unit);
+        assert_eq!(
+            check_ext_path("/x:64m:fast"),
+            Err("Unknown extstore bucket: fast".into())
+        );
     }
 }

@@ -326,6 +326,8 @@ mod tests {
             (&["-o", "lru_segmented"], "Illegal suboption \"lru_segmented\"", 1),
             (&["-o", "proxy_config=x"], "Illegal suboption \"proxy_config=x\"", 1),
             (&["-o", "ext_bogus=1"], "Illegal suboption \"ext_bogus=1\"", 1),
+            (&["-o", "ext_path=/x:64k"], "must supply size to ext_path, ie: ext_path=/f/e:64m (m|g|t|p supported)\nfailed to parse ext_path argument", 1),
+            (&["-o", "ext_path=/x:64m:fast"], "Unknown extstore bucket: fast\nfailed to parse ext_path argument", 1),
             (&["-o", "hashpower=5"], "Initial hashtable multiplier of 5 is too low", 1),
             (&["-o", "hashpower"], "Missing numeric argument for hashpower", 1),
             (&["-o", "slab_automove=3"], "slab_automove must be between 0 and 2", 1),
