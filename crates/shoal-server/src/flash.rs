@@ -80,16 +80,12 @@ pub fn readers(e: &Extstore) -> usize {
 /// The fewest flash readers shoald runs (see [`readers`]).
 pub const MIN_READERS: usize = 4;
 
-/// `SIZE` with an optional K/M/G/T/P suffix, as memcached's `ext_path` reads it.
+/// `SIZE` with its M/G/T/P suffix (either case), as memcached's `ext_path` reads it (the
+/// option parser has refused anything else with memcached's message).
 fn parse_size(s: &str) -> Option<u64> {
-    let (digits, unit) = match s.char_indices().last()? {
-        (i, c) if c.is_ascii_alphabetic() => (&s[..i], c.to_ascii_uppercase()),
-        _ => (s, ' '),
-    };
-    let n: u64 = digits.parse().ok()?;
-    let shift = match unit {
-        ' ' => 0,
-        'K' => 10,
+    let (i, unit) = s.char_indices().last()?;
+    let n: u64 = s[..i].parse().ok()?;
+    let shift = match unit.to_ascii_uppercase() {
         'M' => 20,
         'G' => 30,
         'T' => 40,
@@ -168,7 +164,8 @@ mod tests {
     fn sizes_read_as_memcached_reads_them() {
         assert_eq!(parse_size("64m"), Some(64 << 20));
         assert_eq!(parse_size("5G"), Some(5 << 30));
-        assert_eq!(parse_size("1024"), Some(1024));
+        assert_eq!(parse_size("1024"), None, "memcached wants a unit");
+        assert_eq!(parse_size("64k"), None);
         assert_eq!(parse_size("1GB"), None);
         assert_eq!(parse_size("x"), None);
         assert_eq!(parse_size("99999999999P"), None);
