@@ -81,9 +81,7 @@ impl Writer {
         }
         Ok(())
     }
-}
 
-impl Writer {
     /// When every item in the active segment has expired (a quiet writer of short-lived
     /// items), unlinks them and, if the segment is then empty and no reply reads from it,
     /// hands it back to take a fresh one, most likely itself: its memory is written again

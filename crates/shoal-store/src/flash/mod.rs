@@ -1,5 +1,5 @@
 //! The flash tier (memcached's extstore): values of items eviction would drop, kept in a
-//! file, with a small stub in memory saying where.
+//! file (or several pooled, see `files`), with a small stub in memory saying where.
 //!
 //! - **Writes never wait on the disk.** Eviction copies a value into the open write
 //!   buffer (a memory copy) and leaves a stub item (header, key, a 16-byte
@@ -265,15 +265,16 @@ impl std::fmt::Debug for Flash {
 }
 
 impl Flash {
-    /// Opens (creating or resizing) the file and starts the IO thread. The file's old
+    /// Opens (creating or resizing) the files and starts the IO thread. Their old
     /// contents are not read: a fresh tier starts with every page free.
     pub fn open(cfg: FlashConfig) -> Result<Arc<Flash>, FlashError> {
         let files = files::Files::lock(&cfg)?;
         Self::open_with(cfg, None, files)
     }
 
-    /// Opens the file as a graceful stop left it, if `memory_warm` (the memory holding
-    /// the stubs survived too) and the page table saved beside it is intact and matches;
+    /// Opens the files as a graceful stop left them, if `memory_warm` (the memory holding
+    /// the stubs survived too) and the page table saved beside the first is intact and
+    /// matches (page size, and the same files with the same pages, in the same order);
     /// otherwise as [`open`](Self::open), saying why. The saved table is deleted either
     /// way, so a crash after this start starts the next one clean.
     pub fn open_restoring(
