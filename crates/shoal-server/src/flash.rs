@@ -16,7 +16,8 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
     }
     let mut files = Vec::with_capacity(e.paths.len());
     for spec in &e.paths {
-        let mut parts = spec.split(':');
+        // Empty fields are skipped, as memcached's strtok skips them.
+        let mut parts = spec.split(':').filter(|p| !p.is_empty());
         let path = parts.next().unwrap_or_default();
         let size = parts
             .next()
@@ -63,7 +64,7 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
 pub fn ignored_buckets(e: &Extstore) -> Vec<String> {
     e.paths
         .iter()
-        .filter_map(|spec| spec.split(':').nth(2))
+        .filter_map(|spec| spec.split(':').filter(|p| !p.is_empty()).nth(2))
         .filter(|b| !b.is_empty() && *b != "default")
         .map(str::to_string)
         .collect()

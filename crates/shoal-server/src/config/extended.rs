@@ -421,7 +421,7 @@ fn apply_extstore(e: &mut Extstore, o: &SubOpt<'_>) -> Result<(), ConfigError> {
 }
 
 /// memcached's page buckets, by the names `ext_path=PATH:SIZE:BUCKET` gives them.
-pub(crate) const EXT_BUCKETS: [&str; 6] = [
+const EXT_BUCKETS: [&str; 6] = [
     "default",
     "compact",
     "lowttl",
