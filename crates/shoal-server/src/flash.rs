@@ -3,13 +3,16 @@
 //! `-e` restart), and its page table saved at a graceful stop.
 
 use crate::config::{Extstore, Settings};
+use shoal_store::flash::bucket;
 use shoal_store::{Flash, FlashCleanStart, FlashConfig, FlashFile, Store};
 use std::path::PathBuf;
 
 /// The flash tier's configuration, if an `ext_path` was given. Several `ext_path` files
 /// (memcached's JBOD, one per device) are pooled: their pages are used as one. A bucket
-/// after the size (`:compact`, `:lowttl`, ...; memcached's tiered pages) is accepted
-/// and its file pooled with the rest; [`ignored_buckets`] names them for a warning.
+/// after the size gives the file to it (memcached's tiered pages): `compact` files take
+/// the values compaction rescues and `lowttl` files the values under `ext_low_ttl`. The
+/// kinds of write shoald does not have (`chunked`, `coldcompact`, `old`) leave their
+/// files in the default pool; [`ignored_buckets`] names them for a warning.
 pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
     if e.paths.is_empty() {
         return Ok(None);
@@ -26,6 +29,11 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
         files.push(FlashFile {
             path: PathBuf::from(path),
             size,
+            bucket: match parts.next() {
+                Some("compact") => bucket::COMPACT,
+                Some("lowttl") => bucket::LOW_TTL,
+                _ => bucket::DEFAULT,
+            },
         });
     }
     let mut cfg = FlashConfig::new(PathBuf::new(), 0);
@@ -58,14 +66,14 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
     Ok(Some(cfg))
 }
 
-/// The buckets given after `ext_path` sizes other than `default` (memcached's tiered
-/// pages: `compact`, `lowttl`, `old`, `chunked`, ...). shoald pools every file's pages,
-/// so they have no effect; the caller warns.
+/// The buckets given after `ext_path` sizes that have no effect (memcached's `chunked`,
+/// `coldcompact` and `old` pages hold kinds of write shoald does not make): their files'
+/// pages are default ones. The caller warns.
 pub fn ignored_buckets(e: &Extstore) -> Vec<String> {
     e.paths
         .iter()
         .filter_map(|spec| spec.split(':').filter(|p| !p.is_empty()).nth(2))
-        .filter(|b| !b.is_empty() && *b != "default")
+        .filter(|b| !matches!(*b, "default" | "compact" | "lowttl"))
         .map(str::to_string)
         .collect()
 }
@@ -110,8 +118,8 @@ impl FlashOutcome {
     pub fn log(&self) {
         for bucket in &self.ignored_buckets {
             tracing::warn!(
-                "[extstore] ext_path bucket '{bucket}' accepted without effect: shoald \
-                 pools the pages of every ext_path file"
+                "[extstore] ext_path bucket '{bucket}' accepted without effect: its file's \
+                 pages are default pages"
             );
         }
         match &self.restored {
@@ -189,7 +197,11 @@ mod tests {
         assert_eq!(cfg.files[1].path, PathBuf::from("/tmp/y"));
         assert!(ignored_buckets(&e).is_empty());
         e.paths.push("/tmp/z:64m:compact".into());
-        assert_eq!(ignored_buckets(&e), ["compact"]);
+        e.paths.push("/tmp/v:64m:old".into());
+        let cfg = config(&e).expect("valid").expect("configured");
+        assert_eq!(cfg.files[2].bucket, bucket::COMPACT);
+        assert_eq!(cfg.files[3].bucket, bucket::DEFAULT);
+        assert_eq!(ignored_buckets(&e), ["old"]);
         e.paths.push("/tmp/w".into());
         assert!(config(&e).is_err(), "a file without a size");
     }

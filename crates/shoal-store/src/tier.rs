@@ -359,7 +359,7 @@ impl Inner {
                 0 => None,
                 e => Some(e.saturating_sub(self.clock.now())),
             };
-            let Some(moved) = flash.write(key, value, ttl) else {
+            let Some(moved) = flash.rescue(key, value, ttl) else {
                 // Every write buffer is busy: the page is left for the next call.
                 return false;
             };

@@ -2,11 +2,13 @@
 //! on flash and read back byte for byte; forgetting them costs no IO; a corrupted file
 //! gives misses, never wrong data.
 
+use shoal_store::flash::bucket;
 use shoal_store::{
     Fetch, Flash, FlashCleanStart, FlashConfig, FlashFile, FlashReads, Store, StoreConfig,
     StoreOptions, Writer,
 };
 use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// A 16 MiB store (1 MiB segments) over a flash file of `pages` pages of 1 MiB.
@@ -497,6 +499,7 @@ fn several_files_are_pooled_as_one_tier() {
         cfg.files.push(FlashFile {
             path: files[1].clone(),
             size: 20 << 20,
+            bucket: bucket::DEFAULT,
         });
         cfg.page_size = 1 << 20;
         cfg.wbuf_size = 256 << 10;
@@ -581,6 +584,7 @@ fn several_files_are_pooled_as_one_tier() {
     twice.files.push(FlashFile {
         path: link,
         size: 4 << 20,
+        bucket: bucket::DEFAULT,
     });
     twice.page_size = 1 << 20;
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -592,6 +596,92 @@ fn several_files_are_pooled_as_one_tier() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// memcached's tiered files: a file given to the compact bucket takes the values
+/// compaction rescues, one given to lowttl the short-lived values, the default files
+/// everything else; a bucket whose files are full falls back to default pages; without
+/// such files rescues go where evicted values go. `stats extstore`'s buckets say so.
+#[test]
+fn files_given_to_a_bucket_take_its_writes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = |name: &str, b: u8| FlashFile {
+        path: dir.path().join(name),
+        size: 2 << 20,
+        bucket: b,
+    };
+    let mut cfg = FlashConfig::new(PathBuf::new(), 0);
+    cfg.files = vec![
+        file("default", bucket::DEFAULT),
+        file("compact", bucket::COMPACT),
+        file("lowttl", bucket::LOW_TTL),
+    ];
+    cfg.page_size = 1 << 20;
+    cfg.wbuf_size = 64 << 10;
+    cfg.low_ttl = 60;
+    let flash = Flash::open(cfg).expect("flash files");
+    let value = vec![7u8; 100_000];
+    let page_of = |loc: Option<shoal_store::flash::Locator>| loc.expect("written").page;
+    // Pages 0-1 are the default file's, 2-3 the compact file's, 4-5 the lowttl file's.
+    assert!(page_of(flash.write(b"evicted", &value, None)) < 2);
+    assert!(page_of(flash.write(b"long", &value, Some(600))) < 2);
+    assert!((4..6).contains(&page_of(flash.write(b"brief", &value, Some(5)))));
+    let rescued = flash.rescue(b"rescued", &value, None);
+    assert!((2..4).contains(&page_of(rescued)));
+    // Values read back from the compact file.
+    let mut out = Vec::new();
+    let at = flash
+        .read(
+            rescued.expect("written"),
+            b"rescued",
+            &mut out,
+            shoal_store::flash::Disk::Wait,
+        )
+        .expect("read");
+    assert_eq!(&out[at], &value[..]);
+    let table = flash.stats().page_table;
+    let p = rescued.expect("written").page as usize;
+    assert_eq!(
+        (table[p].bucket, table[p].free_bucket),
+        (bucket::COMPACT, bucket::COMPACT)
+    );
+    assert_eq!(table[0].free_bucket, bucket::DEFAULT);
+    assert_eq!(table[5].free_bucket, bucket::LOW_TTL);
+    // 30 more rescues, 3 MB: the compact file's 2 pages fill, then default pages serve.
+    // (Each waits for a write buffer: the disk may lag.)
+    let pages: Vec<u32> = (0..30)
+        .map(|i| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Some(l) = flash.rescue(format!("r{i}").as_bytes(), &value, None) {
+                    break l.page;
+                }
+                assert!(Instant::now() < deadline, "no write buffer came free");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+        .collect();
+    assert!(
+        pages.iter().any(|&p| p < 2),
+        "fell back to default pages: {pages:?}"
+    );
+    assert!(
+        pages.iter().all(|&p| p < 4),
+        "never the lowttl file's: {pages:?}"
+    );
+    drop(flash);
+
+    // Without a compact file, a rescue goes where an evicted value goes.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = FlashConfig::new(dir.path().join("ext"), 2 << 20);
+    cfg.files.push(FlashFile {
+        path: dir.path().join("lowttl"),
+        size: 2 << 20,
+        bucket: bucket::LOW_TTL,
+    });
+    cfg.page_size = 1 << 20;
+    let flash = Flash::open(cfg).expect("flash files");
+    assert!(page_of(flash.rescue(b"rescued", &value, None)) < 2);
 }
 
 #[test]

@@ -411,8 +411,12 @@ fn extstore_pages(w: &Worker, out: &mut Vec<u8>) {
         };
         reply::stat_u64(out, &format!("{}:version", p.page), version);
         reply::stat_u64(out, &format!("{}:bytes", p.page), p.bytes);
-        reply::stat_u64(out, &format!("{}:bucket", p.page), 0);
-        reply::stat_u64(out, &format!("{}:free_bucket", p.page), 0);
+        reply::stat_u64(out, &format!("{}:bucket", p.page), u64::from(p.bucket));
+        reply::stat_u64(
+            out,
+            &format!("{}:free_bucket", p.page),
+            u64::from(p.free_bucket),
+        );
     }
 }
 

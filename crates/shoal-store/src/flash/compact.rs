@@ -21,7 +21,7 @@ impl Flash {
         let under = self.tune.compact_under.load(Ordering::Relaxed) as usize;
         let max_frag = f64::from(self.tune.max_frag_milli.load(Ordering::Relaxed)) / 1000.0;
         let st = self.state.lock();
-        if st.free.len() >= under.max(1) {
+        if self.free_pages_of(&st, super::bucket::DEFAULT) >= under.max(1) {
             return None;
         }
         // A page whose last buffers are still queued is not read: the file there may
@@ -39,7 +39,8 @@ impl Flash {
     /// `drop_unread`, and when fewer pages than `drop_under` are free.
     pub(crate) fn drop_unread_now(&self) -> bool {
         let under = self.tune.drop_under.load(Ordering::Relaxed) as usize;
-        self.tune.drop_unread.load(Ordering::Relaxed) != 0 || self.state.lock().free.len() < under
+        self.tune.drop_unread.load(Ordering::Relaxed) != 0
+            || self.free_pages_of(&self.state.lock(), super::bucket::DEFAULT) < under
     }
 
     /// Calls `f(offset, key, value)` for each sound record of `page` (while it keeps

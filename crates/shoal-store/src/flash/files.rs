@@ -1,7 +1,10 @@
 //! The files a flash tier's pages live in: one `ext_path`, or several pooled as one
 //! (memcached's JBOD: a file per device, every file's pages in the default bucket).
 //! Pages are numbered across the files in the order given, each file holding whole
-//! pages; a page never spans two files, so every read and write goes to one file.
+//! pages; a page never spans two files, so every read and write goes to one file. A file
+//! may be given to a page bucket (memcached's tiered `ext_path=PATH:SIZE:BUCKET`): its
+//! pages then take only that bucket's writes, and a bucket without files of its own
+//! takes pages of the default files.
 
 use super::{FlashConfig, FlashError};
 use std::fs::File;
@@ -15,6 +18,8 @@ struct PageFile {
     first: u32,
     /// Pages it holds.
     pages: u32,
+    /// The page bucket its pages belong to (see `super::bucket`).
+    bucket: u8,
 }
 
 /// The open, locked files of a flash tier.
@@ -67,6 +72,7 @@ impl Files {
                 file,
                 first: first as u32,
                 pages: pages as u32,
+                bucket: f.bucket,
             });
             first += pages;
         }
@@ -87,6 +93,19 @@ impl Files {
                 })?;
         }
         Ok(())
+    }
+
+    /// The bucket page `page` belongs to (0, the default, for a page past the end).
+    pub(crate) fn bucket_of(&self, page: u32) -> u8 {
+        self.files
+            .iter()
+            .find(|f| page >= f.first && page - f.first < f.pages)
+            .map_or(super::bucket::DEFAULT, |f| f.bucket)
+    }
+
+    /// Whether some file holds pages of `bucket`.
+    pub(crate) fn has_bucket(&self, bucket: u8) -> bool {
+        self.files.iter().any(|f| f.bucket == bucket)
     }
 
     /// The file page `page` is in, and the page's byte offset in it.
@@ -111,13 +130,13 @@ impl Files {
         Ok(())
     }
 
-    /// The pool's shape, for the saved page table: each file's path and page count, in
-    /// order. A restart with the files named in another order, or other files, must not
-    /// take one file's pages for another's.
+    /// The pool's shape, for the saved page table: each file's path, page count and
+    /// bucket, in order. A restart with the files named in another order, or other files,
+    /// must not take one file's pages for another's.
     pub(crate) fn layout(&self) -> String {
         let mut out = String::new();
         for f in &self.files {
-            out.push_str(&format!("{}:{}\n", f.path.display(), f.pages));
+            out.push_str(&format!("{}:{}:{}\n", f.path.display(), f.pages, f.bucket));
         }
         out
     }

@@ -42,13 +42,29 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
-/// One file of the flash tier: memcached's `ext_path=PATH:SIZE`.
+/// memcached's page buckets (its `PAGE_BUCKET_*` ids, as `stats extstore` prints them):
+/// which writes a page takes. shoald writes three kinds: evicted values (`DEFAULT`),
+/// values with less than `ext_low_ttl` to live (`LOW_TTL`) and values compaction rescues
+/// (`COMPACT`).
+pub mod bucket {
+    /// Evicted values; every bucket without files of its own takes these pages.
+    pub const DEFAULT: u8 = 0;
+    /// Values compaction moved out of fragmented pages.
+    pub const COMPACT: u8 = 1;
+    /// Values with less than `ext_low_ttl` seconds to live.
+    pub const LOW_TTL: u8 = 3;
+}
+
+/// One file of the flash tier: memcached's `ext_path=PATH:SIZE[:BUCKET]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlashFile {
     /// The file values are written to (created if missing).
     pub path: PathBuf,
     /// Its size in bytes; it holds `size / page_size` whole pages.
     pub size: u64,
+    /// The page bucket its pages take writes for ([`bucket`]); [`bucket::DEFAULT`] unless
+    /// the file is given to one.
+    pub bucket: u8,
 }
 
 /// How the flash tier is sized and behaves; memcached's `ext_*` settings.
@@ -92,7 +108,11 @@ impl FlashConfig {
     /// memcached's defaults for a file at `path` of `size` bytes.
     pub fn new(path: PathBuf, size: u64) -> FlashConfig {
         FlashConfig {
-            files: vec![FlashFile { path, size }],
+            files: vec![FlashFile {
+                path,
+                size,
+                bucket: bucket::DEFAULT,
+            }],
             page_size: 64 << 20,
             wbuf_size: 4 << 20,
             io_depth: 4,
@@ -226,11 +246,15 @@ struct Stream {
     buf_start: u64,
 }
 
-/// The default stream, and the one for values that expire soon (`ext_low_ttl`), kept
-/// on pages of their own so that those pages empty, and free themselves, as they expire.
-pub(crate) const STREAMS: usize = 2;
+/// The default stream; the one for values that expire soon (`ext_low_ttl`), kept on
+/// pages of their own so that those pages empty, and free themselves, as they expire;
+/// and the one for values compaction rescues, used when a file is given to the compact
+/// bucket (otherwise rescues go where an evicted value would).
+pub(crate) const STREAMS: usize = 3;
 /// The stream of values with a TTL under `ext_low_ttl`.
 pub(crate) const LOW_TTL: usize = 1;
+/// The stream of values compaction rescues into compact-bucket files.
+pub(crate) const COMPACT: usize = 2;
 
 /// What the write side holds under its lock.
 struct WriteState {
@@ -371,7 +395,16 @@ impl Flash {
             sealed: VecDeque::new(),
         };
         match saved {
-            Some(s) => s.restore(&table, &mut state.free, &mut state.sealed),
+            Some(s) => {
+                s.restore(&table, &mut state.free, &mut state.sealed);
+                // What a page held is not saved; its file's bucket is the best guess.
+                for (n, p) in table.iter().enumerate() {
+                    if p.state.load(Ordering::Relaxed) != pages::FREE {
+                        let b = files.bucket_of(n as u32);
+                        p.bucket.store(u32::from(b), Ordering::Relaxed);
+                    }
+                }
+            }
             None => {
                 state.free = (0..pages as u32).rev().collect();
                 // Versions no stub of an earlier run carries (a memory file may keep
@@ -505,15 +538,30 @@ impl Flash {
     /// `ttl` is the seconds the item has left (`None`: no expiry): under `ext_low_ttl`,
     /// the value goes to the short-lived stream's pages.
     pub fn write(&self, key: &[u8], value: &[u8], ttl: Option<u32>) -> Option<Locator> {
-        let len = record::record_len(key.len(), value.len()) as u64;
-        if len > self.cfg.page_size || value.len() > u32::MAX as usize {
-            return None;
-        }
         let low_ttl = self.tune.low_ttl.load(Ordering::Relaxed);
         let stream = match ttl {
             Some(t) if t < low_ttl => LOW_TTL,
             _ => 0,
         };
+        self.write_to(stream, key, value)
+    }
+
+    /// [`write`](Self::write) for a value compaction moves out of a fragmented page: to
+    /// the compact bucket's pages when a file is given to it (memcached's tiered
+    /// `:compact`), else as `write` places it.
+    pub fn rescue(&self, key: &[u8], value: &[u8], ttl: Option<u32>) -> Option<Locator> {
+        if self.files.has_bucket(bucket::COMPACT) {
+            self.write_to(COMPACT, key, value)
+        } else {
+            self.write(key, value, ttl)
+        }
+    }
+
+    fn write_to(&self, stream: usize, key: &[u8], value: &[u8]) -> Option<Locator> {
+        let len = record::record_len(key.len(), value.len()) as u64;
+        if len > self.cfg.page_size || value.len() > u32::MAX as usize {
+            return None;
+        }
         let mut st = self.state.lock();
         let s = &st.streams[stream];
         let page_full = s.open.is_none() || s.fill + len > self.cfg.page_size;
@@ -602,22 +650,64 @@ impl Flash {
         }
     }
 
-    /// Opens a free page for a stream, reusing the oldest sealed one when none is free.
+    /// The bucket whose pages `stream` writes: its own when a file is given to it, else
+    /// the default one.
+    fn stream_bucket(&self, stream: usize) -> u8 {
+        let own = match stream {
+            LOW_TTL => bucket::LOW_TTL,
+            COMPACT => bucket::COMPACT,
+            _ => bucket::DEFAULT,
+        };
+        if self.files.has_bucket(own) {
+            own
+        } else {
+            bucket::DEFAULT
+        }
+    }
+
+    /// Free pages of `bucket` (the default bucket's: the pages evicted values fill).
+    fn free_pages_of(&self, st: &WriteState, bucket: u8) -> usize {
+        st.free
+            .iter()
+            .filter(|&&p| self.files.bucket_of(p) == bucket)
+            .count()
+    }
+
+    /// Opens a free page for a stream, reusing the oldest sealed one when none is free:
+    /// as memcached does, a page of the stream's bucket, else a default one.
     fn open_page(&self, st: &mut WriteState, stream: usize) -> bool {
         let c = &self.counters;
-        let next = match st.free.pop() {
-            Some(p) => Some(p),
-            None => st.sealed.pop_front().inspect(|&p| {
-                let (objects, bytes) = self.pages[p as usize].reset();
-                // An evicted page is freed on the way to reuse: memcached counts it in
-                // both (`extstore_evict_page` frees it, and `_free_page` counts reclaims).
-                c.page_evictions.fetch_add(1, Ordering::Relaxed);
-                c.page_reclaims.fetch_add(1, Ordering::Relaxed);
-                c.objects_evicted.fetch_add(objects, Ordering::Relaxed);
-                c.bytes_evicted.fetch_add(bytes, Ordering::Relaxed);
-            }),
+        let want = self.stream_bucket(stream);
+        let fits = |p: u32| {
+            let b = self.files.bucket_of(p);
+            b == want || b == bucket::DEFAULT
+        };
+        // The newest free page of the bucket (the free list is used as a stack), else
+        // of the default bucket.
+        let free = st
+            .free
+            .iter()
+            .rposition(|&p| self.files.bucket_of(p) == want)
+            .or_else(|| st.free.iter().rposition(|&p| fits(p)));
+        let next = match free {
+            Some(i) => Some(st.free.remove(i)),
+            None => {
+                let oldest = st.sealed.iter().position(|&p| fits(p));
+                oldest.and_then(|i| st.sealed.remove(i)).inspect(|&p| {
+                    let (objects, bytes) = self.pages[p as usize].reset();
+                    // An evicted page is freed on the way to reuse: memcached counts it in
+                    // both (`extstore_evict_page` frees it, and `_free_page` counts reclaims).
+                    c.page_evictions.fetch_add(1, Ordering::Relaxed);
+                    c.page_reclaims.fetch_add(1, Ordering::Relaxed);
+                    c.objects_evicted.fetch_add(objects, Ordering::Relaxed);
+                    c.bytes_evicted.fetch_add(bytes, Ordering::Relaxed);
+                })
+            }
         };
         let Some(p) = next else { return false };
+        self.pages[p as usize]
+            .bucket
+            .store(u32::from(want), Ordering::Relaxed);
         self.pages[p as usize].state.store(OPEN, Ordering::Release);
         c.page_allocs.fetch_add(1, Ordering::Relaxed);
         let s = &mut st.streams[stream];

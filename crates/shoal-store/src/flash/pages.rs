@@ -22,6 +22,8 @@ pub struct Page {
     pub live_objects: AtomicU64,
     /// Their bytes.
     pub live_bytes: AtomicU64,
+    /// The bucket (memcached's page bucket id) of the stream that opened it; 0 while free.
+    pub bucket: AtomicU32,
 }
 
 impl Page {
@@ -31,6 +33,7 @@ impl Page {
         self.version.fetch_add(1, Ordering::AcqRel);
         self.state.store(FREE, Ordering::Release);
         self.written.store(0, Ordering::Relaxed);
+        self.bucket.store(0, Ordering::Relaxed);
         (
             self.live_objects.swap(0, Ordering::Relaxed),
             self.live_bytes.swap(0, Ordering::Relaxed),

@@ -117,6 +117,10 @@ pub struct PageStat {
     pub written: u64,
     /// "free", "open" or "sealed".
     pub state: &'static str,
+    /// The bucket of what it holds (memcached's `bucket`; 0 while free).
+    pub bucket: u8,
+    /// The bucket it belongs to, by its file (memcached's `free_bucket`).
+    pub free_bucket: u8,
 }
 
 impl Flash {
@@ -174,6 +178,8 @@ impl Flash {
                     OPEN => "open",
                     _ => "sealed",
                 },
+                bucket: p.bucket.load(Ordering::Relaxed) as u8,
+                free_bucket: self.files.bucket_of(n as u32),
             });
         }
         s
