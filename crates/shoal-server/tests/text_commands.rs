@@ -285,34 +285,27 @@ fn flush_all_forms() {
 fn get_flushed_counts_reads_of_flushed_keys_once() {
     let s = Server::start();
     let mut c = s.conn();
+    let flushed = |c: &mut common::Conn| c.stat("get_flushed");
     for k in ["a", "b", "c"] {
         c.set(k, b"1");
     }
     c.rt(b"flush_all\r\n", b"OK\r\n");
     c.rt(b"get a\r\n", b"END\r\n");
     c.rt(b"mg b v\r\n", b"EN\r\n");
-    assert_eq!(c.stat("get_flushed"), 2);
+    assert_eq!(flushed(&mut c), 2);
     c.rt(b"get a b never-set\r\n", b"END\r\n");
     c.rt(b"touch b 10\r\n", b"NOT_FOUND\r\n");
-    assert_eq!(
-        c.stat("get_flushed"),
-        2,
-        "once per key, and only flushed keys"
-    );
+    assert_eq!(flushed(&mut c), 2, "once per key, and only flushed keys");
     c.set("c", b"2");
     c.rt(b"delete c\r\n", b"DELETED\r\n");
     c.rt(b"get c\r\n", b"END\r\n");
-    assert_eq!(
-        c.stat("get_flushed"),
-        2,
-        "c was written again after the flush"
-    );
+    assert_eq!(flushed(&mut c), 2, "c was written again after the flush");
     c.set("d", b"1");
     c.rt(b"flush_all\r\n", b"OK\r\n");
     c.rt(b"touch d 10\r\n", b"NOT_FOUND\r\n");
-    assert_eq!(c.stat("get_flushed"), 3, "a touch reads too");
+    assert_eq!(flushed(&mut c), 3, "a touch reads too");
     c.rt(b"stats reset\r\n", b"RESET\r\n");
-    assert_eq!(c.stat("get_flushed"), 0);
+    assert_eq!(flushed(&mut c), 0);
     assert_eq!(c.stat("get_misses"), 0);
 }
 
