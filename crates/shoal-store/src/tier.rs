@@ -254,10 +254,14 @@ impl Inner {
         let mut ev = self.evictor.lock();
         let start = self.age_cursor.load(Ordering::Relaxed);
         let mut flushed = 0u64;
+        // At most a page's worth per call: compaction, which runs first on every call,
+        // then frees fragmented pages as this fills free ones, instead of this flush
+        // (which nothing presses for) evicting live pages once the free ones are gone.
+        let mut budget = flash.config().page_size;
         let mut old = Vec::new();
         let mut visited = 0;
         let mut walked = 0;
-        while walked < self.shards.len() && visited < AGE_ITEMS_PER_CALL {
+        while walked < self.shards.len() && visited < AGE_ITEMS_PER_CALL && budget > 0 {
             let mut shard = self.shards[(start + walked) % self.shards.len()].0.lock();
             walked += 1;
             visited += shard.len();
@@ -274,6 +278,7 @@ impl Inner {
                     continue;
                 }
                 let hash = self.hash(raw.key());
+                let len = raw.value().len() as u64;
                 let moved = self.flush_to_flash(
                     &mut ev,
                     &mut shard,
@@ -290,6 +295,12 @@ impl Inner {
                 if self.segs.meta(seg).state.load(Ordering::Acquire) == crate::segments::SEALED {
                     ev.note_sparse(seg, self.is_sparse(seg, true));
                 }
+                budget = budget.saturating_sub(len);
+                if budget == 0 {
+                    // The next call goes on in this shard.
+                    walked -= 1;
+                    break;
+                }
             }
         }
         self.age_cursor.store(start + walked, Ordering::Relaxed);
@@ -303,7 +314,8 @@ impl Inner {
 
     /// Compaction, one page per call from maintenance: when free pages run short, the
     /// live values of the most fragmented sealed page move to the open page (their stubs
-    /// repointed in place), or are dropped as `drop_unread`/`drop_under` say, so the page
+    /// repointed in place), or, for the oldest page when nothing is fragmented enough and
+    /// `drop_unread`/`drop_under` say so, those never read are dropped, so the page
     /// frees. Returns whether a page was compacted.
     pub(crate) fn compact_flash(&self) -> bool {
         let Some(flash) = self.flash() else {
@@ -319,10 +331,9 @@ impl Inner {
                 });
             }
         }
-        let Some((page, version)) = flash.compaction_candidate() else {
+        let Some((page, version, drop_all_unread)) = flash.compaction_candidate() else {
             return false;
         };
-        let drop_all_unread = flash.drop_unread_now();
         if let Some(observe) = observe {
             observe(&FlashEvent::CompactStart { page, version });
         }

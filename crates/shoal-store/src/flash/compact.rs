@@ -15,32 +15,45 @@ use std::sync::atomic::Ordering;
 const CHUNK: usize = 1 << 20;
 
 impl Flash {
-    /// The page to compact now, with its version: the sealed page with the least live
-    /// share below `max_frag`, when fewer pages than `compact_under` are free.
-    pub(crate) fn compaction_candidate(&self) -> Option<(u32, u32)> {
+    /// The page to compact now, with its version, and whether its unread values are
+    /// dropped rather than moved; as memcached's `storage_compact_check` decides, once
+    /// fewer default pages than `compact_under` are free:
+    /// - the sealed page with the least live share below `max_frag`, everything in it
+    ///   moved;
+    /// - else, with `drop_unread` on and fewer than `drop_under` free, the oldest sealed
+    ///   page, its values never read dropped (nothing is fragmented enough to gain from
+    ///   moving, and values nobody read are the cheapest to lose).
+    pub(crate) fn compaction_candidate(&self) -> Option<(u32, u32, bool)> {
         let under = self.tune.compact_under.load(Ordering::Relaxed) as usize;
+        let drop_under = self.tune.drop_under.load(Ordering::Relaxed) as usize;
+        let drop_unread = self.tune.drop_unread.load(Ordering::Relaxed) != 0;
         let max_frag = f64::from(self.tune.max_frag_milli.load(Ordering::Relaxed)) / 1000.0;
         let st = self.state.lock();
-        if self.free_pages_of(&st, super::bucket::DEFAULT) >= under.max(1) {
+        let free = self.free_pages_of(&st, super::bucket::DEFAULT);
+        if free >= under.max(1) {
             return None;
         }
         // A page whose last buffers are still queued is not read: the file there may
         // still hold an earlier tenant's records, which would pass their checks.
-        st.sealed
+        let mut sealed = st
+            .sealed
             .iter()
             .filter(|&&p| !st.in_flight.iter().any(|b| b.page == p))
             .map(|&p| (p, &self.pages[p as usize]))
-            .filter(|(_, pg)| pg.state.load(Ordering::Acquire) == SEALED && pg.fill() < max_frag)
+            .filter(|(_, pg)| pg.state.load(Ordering::Acquire) == SEALED);
+        let version = |pg: &super::pages::Page| pg.version.load(Ordering::Acquire);
+        if let Some((p, pg)) = sealed
+            .clone()
+            .filter(|(_, pg)| pg.fill() < max_frag)
             .min_by(|a, b| a.1.fill().total_cmp(&b.1.fill()))
-            .map(|(p, pg)| (p, pg.version.load(Ordering::Acquire)))
-    }
-
-    /// Whether compaction drops values never read rather than moving them: always with
-    /// `drop_unread`, and when fewer pages than `drop_under` are free.
-    pub(crate) fn drop_unread_now(&self) -> bool {
-        let under = self.tune.drop_under.load(Ordering::Relaxed) as usize;
-        self.tune.drop_unread.load(Ordering::Relaxed) != 0
-            || self.free_pages_of(&self.state.lock(), super::bucket::DEFAULT) < under
+        {
+            return Some((p, version(pg), false));
+        }
+        if drop_unread && free < drop_under {
+            // `sealed` is oldest first.
+            return sealed.next().map(|(p, pg)| (p, version(pg), true));
+        }
+        None
     }
 
     /// Calls `f(offset, key, value)` for each sound record of `page` (while it keeps

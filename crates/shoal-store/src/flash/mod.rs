@@ -88,13 +88,14 @@ pub struct FlashConfig {
     pub item_age: u32,
     /// Compaction starts when fewer pages than this are free (`ext_compact_under`).
     pub compact_under: u32,
-    /// Below this many free pages, compaction drops items never read instead of
-    /// rescuing them (`ext_drop_under`).
+    /// Below this many free pages, with `drop_unread` on and no page fragmented under
+    /// `max_frag`, compaction takes the oldest page and drops its values never read
+    /// (`ext_drop_under`).
     pub drop_under: u32,
     /// A page is compacted only when its live bytes are under this share of it
     /// (`ext_max_frag`).
     pub max_frag: f64,
-    /// Compaction drops items not read since they were written (`ext_drop_unread`).
+    /// Lets compaction drop values never read, under `drop_under` (`ext_drop_unread`).
     pub drop_unread: bool,
     /// Values of items with less than this many seconds to live go to pages of their
     /// own (`ext_low_ttl`; 0, the default: no such pages).
