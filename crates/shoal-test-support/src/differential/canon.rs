@@ -9,7 +9,10 @@
 //! - **Times.** A TTL (`t`, `me`'s `exp=`) is read from each server's own clock, whose
 //!   seconds tick at different moments, so times may differ by [`TIME_SLACK`] seconds.
 //!   The time since last access (`l`, `me`'s `la=`) is masked: memcached updates it only
-//!   on some fetches, depending on its LRU segments (documented).
+//!   on some fetches, depending on its LRU segments (documented). A meta `W` flag may
+//!   differ where the two replies' times do: `R<ttl>` wins the recache when the TTL left
+//!   is under the token, and a TTL set a moment ago has dropped below it on the server
+//!   whose clock ticked in between.
 //! - **Server identity.** `VERSION` text, and `me`'s `cls=` and `size=` (slab class and
 //!   item size: shoald has one class and its own item layout, both documented).
 //!
@@ -102,8 +105,55 @@ impl Reply {
         }
     }
 
-    /// Whether two replies match: equal token by token, times within [`TIME_SLACK`].
+    /// Whether two replies match: equal token by token, times within [`TIME_SLACK`]; and
+    /// where their times differ, equal but for a meta `W` flag (see the module docs).
     pub fn matches(&self, other: &Reply) -> bool {
+        self.matches_exactly(other)
+            || (self.times_differ(other)
+                && self.without_win().matches_exactly(&other.without_win()))
+    }
+
+    /// Whether some time differs between the two (both list their times in order).
+    fn times_differ(&self, other: &Reply) -> bool {
+        let times = |r: &Reply| -> Vec<i64> {
+            r.toks
+                .iter()
+                .filter_map(|t| match t {
+                    Tok::Time(x) => Some(*x),
+                    _ => None,
+                })
+                .collect()
+        };
+        let (a, b) = (times(self), times(other));
+        a.len() == b.len() && a != b
+    }
+
+    /// The reply without meta `W` flags (` W` before a space or the line's end).
+    fn without_win(&self) -> Reply {
+        let mut r = Reply::default();
+        for t in &self.toks {
+            match t {
+                Tok::Bytes(b) => {
+                    let mut out = Vec::with_capacity(b.len());
+                    let mut i = 0;
+                    while i < b.len() {
+                        let rest = &b[i..];
+                        if rest.starts_with(b" W ") || rest.starts_with(b" W\r\n") {
+                            i += 2;
+                            continue;
+                        }
+                        out.push(b[i]);
+                        i += 1;
+                    }
+                    r.push_bytes(&out);
+                }
+                t => r.push(t.clone()),
+            }
+        }
+        r
+    }
+
+    fn matches_exactly(&self, other: &Reply) -> bool {
         self.toks.len() == other.toks.len()
             && self
                 .toks
@@ -463,6 +513,21 @@ mod tests {
         assert!(!a.matches(&c));
         let d = text(b"HD t-1\r\n", None, &mut book);
         assert_eq!(d.render(), "HD t-1\\r\\n");
+    }
+
+    #[test]
+    fn a_recache_win_may_differ_only_where_the_times_do() {
+        let mut book = CasBook::default();
+        let won = text(b"HD t3599 W\r\n", None, &mut book);
+        let not_yet = text(b"HD t3600\r\n", None, &mut book);
+        let same_time = text(b"HD t3599\r\n", None, &mut book);
+        assert!(won.matches(&not_yet), "the clocks ticked apart");
+        assert!(
+            !won.matches(&same_time),
+            "same TTL, different win: a real difference"
+        );
+        let other = text(b"HD t3600 X\r\n", None, &mut book);
+        assert!(!won.matches(&other), "only W is forgiven");
     }
 
     #[test]
