@@ -684,6 +684,53 @@ fn files_given_to_a_bucket_take_its_writes() {
     assert!(page_of(flash.rescue(b"rescued", &value, None)) < 2);
 }
 
+/// Compaction decides as memcached's `storage_compact_check`: a fragmented page is moved
+/// whole, unread values included, even with `drop_unread` on; only when no page is
+/// fragmented, with `drop_unread` on and free pages under `drop_under`, is the oldest page
+/// compacted with its unread values dropped; with `drop_unread` off, nothing is.
+#[test]
+fn compaction_drops_unread_values_only_when_nothing_is_fragmented() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = tiered(&dir, 64);
+    let mut w = s.writer();
+    fill(&s, &mut w, 2000, 20_000);
+    settle(&s);
+    let flash = s.flash().expect("flash");
+    // Always "short of free pages", so that only the rule decides.
+    assert!(flash.set_tunable("compact_under", 1000));
+    assert!(flash.set_tunable("drop_under", 1000));
+    let run = |calls: usize| {
+        for _ in 0..calls {
+            s.maintain_without_tick_for_test();
+            settle(&s);
+        }
+        s.flash().expect("flash").stats()
+    };
+    // Full pages, drop_unread off: nothing to do.
+    let st = run(4);
+    assert_eq!((st.compact_rescues, st.compact_skipped), (0, 0), "{st:?}");
+    // Half the values deleted: fragmented pages are moved whole though drop_unread is on.
+    for i in (0..2000).step_by(2) {
+        s.update(&mut w, &key(i), |e| Ok(e.remove()))
+            .expect("delete");
+    }
+    assert!(flash.set_tunable("drop_unread", 1));
+    let st = run(1);
+    assert!(st.compact_rescues > 0, "{st:?}");
+    assert_eq!(
+        st.compact_skipped, 0,
+        "nothing dropped while a page is fragmented"
+    );
+    // Once no page is fragmented, the oldest page goes, its unread values dropped.
+    let st = run(64);
+    assert!(st.compact_skipped > 0, "{st:?}");
+    for i in (1..2000).step_by(2) {
+        if let Some(v) = get(&s, &key(i)) {
+            assert_eq!(v, value(i, 20_000), "key {i}");
+        }
+    }
+}
+
 #[test]
 fn a_second_process_cannot_open_the_same_file() {
     let dir = tempfile::tempdir().expect("tempdir");
