@@ -89,9 +89,13 @@ fn read_line(s: &mut TcpStream) -> Vec<u8> {
     line
 }
 
-fn writer(addr: SocketAddr, t: u64, stop: &AtomicBool, versions: &AtomicU64) -> u64 {
+/// Sets values until told to stop; returns (stored, refused). A set may be refused with
+/// memcached's `SERVER_ERROR out of memory storing object` when every segment it could
+/// take is pinned by replies in flight for longer than the store waits (memcached refuses
+/// likewise when every item it could evict is referenced); anything else fails.
+fn writer(addr: SocketAddr, t: u64, stop: &AtomicBool, versions: &AtomicU64) -> (u64, u64) {
     let mut s = connect(addr);
-    let mut n = 0;
+    let (mut stored, mut refused) = (0, 0);
     while !stop.load(Ordering::Relaxed) {
         let version = versions.fetch_add(1, Ordering::Relaxed);
         let key = (version * 13 + t) % KEYS;
@@ -100,10 +104,13 @@ fn writer(addr: SocketAddr, t: u64, stop: &AtomicBool, versions: &AtomicU64) -> 
         req.extend_from_slice(&v);
         req.extend_from_slice(b"\r\n");
         s.write_all(&req).expect("set");
-        assert_eq!(read_line(&mut s), b"STORED", "set refused while churning");
-        n += 1;
+        match &read_line(&mut s)[..] {
+            b"STORED" => stored += 1,
+            b"SERVER_ERROR out of memory storing object" => refused += 1,
+            other => panic!("set answered {}", String::from_utf8_lossy(other)),
+        }
     }
-    n
+    (stored, refused)
 }
 
 /// Text multi-gets of every key, read slowly; returns the values checked.
@@ -218,7 +225,7 @@ fn values_sent_from_segment_memory_stay_intact_while_memory_churns() {
     let versions = AtomicU64::new(1);
     let addr = server.addr.expect("tcp");
     let started = Instant::now();
-    let (sets, checked) = thread::scope(|scope| {
+    let (sets, refused, checked) = thread::scope(|scope| {
         let writers: Vec<_> = (0..2)
             .map(|t| {
                 let (stop, versions) = (&stop, &versions);
@@ -231,17 +238,28 @@ fn values_sent_from_segment_memory_stay_intact_while_memory_churns() {
             scope.spawn(|| meta_reader(addr, &stop)),
             scope.spawn(|| binary_reader(addr, &stop)),
         ];
-        while started.elapsed() < RUN && !writers.iter().chain(&readers).any(|h| h.is_finished()) {
+        while started.elapsed() < RUN
+            && !writers.iter().any(|h| h.is_finished())
+            && !readers.iter().any(|h| h.is_finished())
+        {
             thread::sleep(Duration::from_millis(20));
         }
         stop.store(true, Ordering::Relaxed);
-        let sets: u64 = writers.into_iter().map(|h| h.join().unwrap()).sum();
+        let (sets, refused) = writers
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((0, 0), |(a, b), (s, r)| (a + s, b + r));
         let checked: Vec<u64> = readers.into_iter().map(|h| h.join().unwrap()).collect();
-        (sets, checked)
+        (sets, refused, checked)
     });
     let mut c = server.conn();
     let evictions = c.stat("evictions");
-    eprintln!("zero-copy churn: {sets} sets, {checked:?} values checked, {evictions} evictions");
+    eprintln!(
+        "zero-copy churn: {sets} sets, {refused} refused, {checked:?} values checked, \
+         {evictions} evictions"
+    );
+    // Rare: only while readers hold every segment eviction could take.
+    assert!(refused * 20 <= sets, "{refused} of {sets} sets refused");
     assert!(
         evictions > 100,
         "memory was not churned ({evictions} evictions)"
