@@ -97,9 +97,7 @@ impl Files {
 
     /// The bucket page `page` belongs to (0, the default, for a page past the end).
     pub(crate) fn bucket_of(&self, page: u32) -> u8 {
-        self.files
-            .iter()
-            .find(|f| page >= f.first && page - f.first < f.pages)
+        self.file_of(page)
             .map_or(super::bucket::DEFAULT, |f| f.bucket)
     }
 
@@ -111,12 +109,17 @@ impl Files {
     /// The file page `page` is in, and the page's byte offset in it.
     #[inline]
     pub(crate) fn page(&self, page: u32) -> Option<(&File, u64)> {
-        // Few files (one per device): a scan beats a search.
-        let f = self
-            .files
-            .iter()
-            .find(|f| page >= f.first && page - f.first < f.pages)?;
+        let f = self.file_of(page)?;
         Some((&f.file, u64::from(page - f.first) * self.page_size))
+    }
+
+    /// The file page `page` is in.
+    #[inline]
+    fn file_of(&self, page: u32) -> Option<&PageFile> {
+        // Few files (one per device): a scan beats a search.
+        self.files
+            .iter()
+            .find(|f| page >= f.first && page - f.first < f.pages)
     }
 
     /// Makes every write so far durable.
