@@ -404,7 +404,7 @@ where
             }
         };
         let read = match config.idle_timeout {
-            Some(t) => match tokio::time::timeout(t, read).await {
+            Some(t) => match crate::time::timeout(t, read).await {
                 Ok(read) => read,
                 Err(_) => {
                     let _ = stream.shutdown().await;

@@ -14,6 +14,8 @@
 //! - [`ReadBuffer`]: a connection's input buffer, growing only within the budget;
 //! - [`Reply`]: a connection's pending output, with large values referred to in place
 //!   and written with vectored writes;
+//! - [`event_loop`]: a worker thread's own epoll loop and task slab, the default data
+//!   path of shoald's workers, and [`time`], timers that work on it and on tokio;
 //! - [`uring`]: the io_uring data path, sockets whose reads and writes a worker thread
 //!   submits in batches;
 //! - [`tune_allocator`]: keeps freed buffers from staying resident;
@@ -28,6 +30,7 @@
 mod accept;
 mod budget;
 pub mod connection;
+pub mod event_loop;
 mod listener;
 pub mod logging;
 mod malloc;
@@ -37,12 +40,13 @@ pub mod peer;
 mod pool;
 mod read_buffer;
 mod reply;
+pub mod time;
 pub mod uring;
 
 pub use accept::{Acceptor, Event};
 pub use budget::{Budget, Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
 pub use listener::{Incoming, Listener};
 pub use malloc::{tune_allocator, MMAP_THRESHOLD};
-pub use pool::{panic_message, WorkerPool, WorkerService};
+pub use pool::{panic_message, Executor, WorkerPool, WorkerService};
 pub use read_buffer::{Need, ReadBuffer, ReadError, FREE_READ_BYTES};
 pub use reply::{NoValue, Reply, MIN_REFERENCED_VALUE};

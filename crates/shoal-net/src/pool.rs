@@ -25,6 +25,18 @@ pub trait WorkerService<C = Incoming>: 'static {
     fn stopping(&self) {}
 }
 
+/// What runs a worker thread's connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Executor {
+    /// A tokio current-thread runtime with a `LocalSet`: what sockets that need tokio's
+    /// reactor (io_uring streams, connections to other servers) run on.
+    #[default]
+    Tokio,
+    /// This crate's [`crate::event_loop`]: epoll and a task slab, for sockets served
+    /// through [`crate::event_loop::EpollStream`].
+    EventLoop,
+}
+
 /// The worker threads and the channels that hand them connections (`C`: see
 /// [`WorkerService`]).
 pub struct WorkerPool<C = Incoming> {
@@ -39,8 +51,25 @@ impl<C: Send + 'static> WorkerPool<C> {
     /// with `make(i)`, serves the connections dispatched to it, and stops when `shutdown`
     /// changes or the pool is joined; it then gives its connections up to `drain` to
     /// finish before aborting them. Returns once every worker's runtime is running (see
-    /// [`WorkerPool::handles`]).
+    /// [`WorkerPool::handles`]). Workers run on tokio ([`Executor::Tokio`]).
     pub fn start<S, F>(
+        threads: usize,
+        name: &str,
+        shutdown: &watch::Receiver<bool>,
+        drain: Duration,
+        make: F,
+    ) -> io::Result<WorkerPool<C>>
+    where
+        S: WorkerService<C>,
+        F: Fn(usize) -> S + Send + Clone + 'static,
+    {
+        Self::start_on(Executor::Tokio, threads, name, shutdown, drain, make)
+    }
+
+    /// [`WorkerPool::start`] on the given executor. With [`Executor::EventLoop`] the
+    /// workers have no tokio runtime, and [`WorkerPool::handles`] is empty.
+    pub fn start_on<S, F>(
+        executor: Executor,
         threads: usize,
         name: &str,
         shutdown: &watch::Receiver<bool>,
@@ -65,13 +94,19 @@ impl<C: Send + 'static> WorkerPool<C> {
             let handle_tx = handle_tx.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
-                .spawn(move || worker_main(rx, shutdown, drain, handle_tx, move || make(i)))?;
+                .spawn(move || match executor {
+                    Executor::Tokio => worker_main(rx, shutdown, drain, handle_tx, move || make(i)),
+                    Executor::EventLoop => {
+                        worker_loop_main(rx, shutdown, drain, handle_tx, move || make(i))
+                    }
+                })?;
             pool.senders.push(tx);
             pool.threads.push(thread);
             // A worker whose runtime could not be built has logged why and ended: its
             // sender is dropped, so the pool comes out short rather than waiting forever.
             match handle_rx.recv() {
-                Ok(h) => pool.handles.push(h),
+                Ok(Some(h)) => pool.handles.push(h),
+                Ok(None) => {}
                 Err(_) => return Err(io::Error::other("a worker runtime failed to start")),
             }
         }
@@ -109,7 +144,7 @@ fn worker_main<C, S: WorkerService<C>>(
     mut rx: mpsc::UnboundedReceiver<C>,
     mut shutdown: watch::Receiver<bool>,
     drain: Duration,
-    handle_tx: std::sync::mpsc::Sender<Handle>,
+    handle_tx: std::sync::mpsc::Sender<Option<Handle>>,
     make: impl FnOnce() -> S,
 ) {
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -122,7 +157,7 @@ fn worker_main<C, S: WorkerService<C>>(
             return;
         }
     };
-    let _ = handle_tx.send(rt.handle().clone());
+    let _ = handle_tx.send(Some(rt.handle().clone()));
     drop(handle_tx);
     let service = Rc::new(make());
     let local = tokio::task::LocalSet::new();
@@ -156,6 +191,44 @@ fn worker_main<C, S: WorkerService<C>>(
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
         }
+    });
+}
+
+/// [`worker_main`] on this crate's event loop: the same dispatch, shutdown and bounded
+/// drain, with connections as the loop's tasks (a task that panics is logged by the loop).
+fn worker_loop_main<C: 'static, S: WorkerService<C>>(
+    mut rx: mpsc::UnboundedReceiver<C>,
+    mut shutdown: watch::Receiver<bool>,
+    drain: Duration,
+    handle_tx: std::sync::mpsc::Sender<Option<Handle>>,
+    make: impl FnOnce() -> S,
+) {
+    let event_loop = match crate::event_loop::EventLoop::new() {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("worker event loop: {e}");
+            return;
+        }
+    };
+    let _ = handle_tx.send(None);
+    drop(handle_tx);
+    let service = Rc::new(make());
+    event_loop.block_on(async move {
+        loop {
+            let conn = tokio::select! {
+                biased;
+                c = rx.recv() => match c { Some(c) => c, None => break },
+                _ = shutdown.changed() => break,
+            };
+            crate::event_loop::spawn(service.clone().serve(conn));
+        }
+        tokio::task::yield_now().await;
+        service.stopping();
+        let drained = crate::time::timeout(drain, crate::event_loop::until_idle());
+        if drained.await.is_err() {
+            tracing::warn!("connections still open {drain:?} after shutdown; closing them");
+        }
+        // Returning ends the loop, which drops the connections still open.
     });
 }
 

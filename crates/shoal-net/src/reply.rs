@@ -209,6 +209,24 @@ impl<V: AsRef<[u8]>> Reply<V> {
         let mut at = 0usize;
         let result = poll_fn(|cx| {
             while sent < total {
+                if self.values.is_empty() {
+                    // Only the reply's own bytes (every reply at depth 1 with small
+                    // values): one plain write, without building an iovec array, whose
+                    // setup alone cost more than the rest of the write path.
+                    let rest = self.bytes.get(at..).unwrap_or_default();
+                    match Pin::new(&mut *w).poll_write(cx, rest) {
+                        Poll::Ready(Ok(0)) => {
+                            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()))
+                        }
+                        Poll::Ready(Ok(k)) => {
+                            sent += k;
+                            at += k;
+                            continue;
+                        }
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
                 let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
                 let n = self.slices(at, &mut iov);
                 let poll = if n == 1 {

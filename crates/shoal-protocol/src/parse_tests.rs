@@ -153,6 +153,31 @@ fn get_errors() {
         E::GetKeyTooLong,
         false,
     );
+    // The one-key shortcut gives what the tokenizer gives, at its edges too.
+    line_err(
+        format!("get {k251}\r\n").as_bytes(),
+        E::GetKeyTooLong,
+        false,
+    );
+    line_err(
+        format!("gets {k251}\r\n").as_bytes(),
+        E::GetKeyTooLong,
+        false,
+    );
+    for (line, want) in [
+        ("get k\r\n", vec!["k"]),
+        ("gets k\r\n", vec!["k"]),
+        ("get k \r\n", vec!["k"]),
+        ("get  k\r\n", vec!["k"]),
+        ("get a b\r\n", vec!["a", "b"]),
+        ("gets a  b \r\n", vec!["a", "b"]),
+    ] {
+        let got: Vec<String> = keys(&req(line.as_bytes()))
+            .iter()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .collect();
+        assert_eq!(got, want, "{line:?}");
+    }
 }
 
 #[test]

@@ -71,6 +71,24 @@ pub mod code {
 /// Appends the decimal form of `n` (no sign, no padding).
 #[inline]
 pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    // Flags and lengths are mostly short: pushed directly, without the general path's
+    // copy call (which cost more than the digits).
+    if n < 10 {
+        out.push(b'0' + n as u8);
+        return;
+    }
+    if n < 100 {
+        out.extend_from_slice(&[b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]);
+        return;
+    }
+    if n < 1000 {
+        out.extend_from_slice(&[
+            b'0' + (n / 100) as u8,
+            b'0' + (n / 10 % 10) as u8,
+            b'0' + (n % 10) as u8,
+        ]);
+        return;
+    }
     // Digits are produced backwards into a stack buffer; 20 bytes fit u64::MAX.
     let mut buf = [0u8; 20];
     let mut i = buf.len();
@@ -240,6 +258,15 @@ pub fn meta_key(out: &mut Vec<u8>, key: &[u8], base64: bool) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn short_numbers_take_the_direct_path_exactly() {
+        for n in 0..=1000u64 {
+            let mut out = b"x".to_vec();
+            push_u64(&mut out, n);
+            assert_eq!(out, format!("x{n}").into_bytes());
+        }
+    }
 
     #[test]
     fn numbers() {

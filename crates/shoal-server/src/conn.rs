@@ -219,7 +219,7 @@ impl<'a> Handler for Conn<'a> {
         if let Some(delay) = self.session.penalty.take() {
             // A failed login: its reply (and anything after it) waits, so a client that
             // opens a new connection per guess is slowed down too.
-            tokio::time::sleep(delay).await;
+            shoal_net::time::sleep(delay).await;
         }
         Proceed::Write
     }

@@ -16,6 +16,7 @@ use crate::restart::OpenedStore;
 use crate::stats::{StatsRegistry, ThreadStats};
 use crate::watch::Watchers;
 use crate::worker::{Shared, Worker};
+use shoal_net::event_loop::EpollStream;
 use shoal_net::uring::UringStream;
 use shoal_net::{Acceptor, Budget, Event, Incoming, WorkerPool, WorkerService};
 use std::io;
@@ -183,7 +184,8 @@ pub fn run_all(
         let shared = shared.clone();
         move |_| Worker::new(&shared, shared.settings.metrics_listen.is_some())
     };
-    let mut pool = WorkerPool::start(
+    let mut pool = WorkerPool::start_on(
+        shared.executor(),
         shared.settings.threads,
         "shoal-worker",
         &shared.shutdown_signal(),
@@ -329,12 +331,18 @@ impl WorkerService for Worker {
             shared: self.shared.clone(),
         };
         let uring = self.shared.io_uring;
+        let event_loop = self.shared.executor() == shoal_net::Executor::EventLoop;
         match incoming {
             Incoming::Tcp(s, addr) => {
                 let _ = s.set_nodelay(true);
                 let label = format!("tcp:{addr}");
                 if uring {
                     let Ok(mut s) = UringStream::new(OwnedFd::from(s)) else {
+                        return;
+                    };
+                    serve_tcp(&self, &mut s, label, addr).await;
+                } else if event_loop {
+                    let Ok(mut s) = EpollStream::new(OwnedFd::from(s)) else {
                         return;
                     };
                     serve_tcp(&self, &mut s, label, addr).await;
@@ -349,6 +357,12 @@ impl WorkerService for Worker {
                 let label = self.shared.listen_label.clone();
                 if uring {
                     let Ok(mut s) = UringStream::new(OwnedFd::from(s)) else {
+                        return;
+                    };
+                    let open = OpenConn::register(&self, label, s.as_raw_fd());
+                    conn::serve(&mut s, &self, &open.info).await;
+                } else if event_loop {
+                    let Ok(mut s) = EpollStream::new(OwnedFd::from(s)) else {
                         return;
                     };
                     let open = OpenConn::register(&self, label, s.as_raw_fd());
@@ -383,7 +397,7 @@ where
             // whatever later reloads do.
             let acceptor = acceptor.read().clone();
             // A plain-text client or a stalled handshake is dropped.
-            let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(s));
+            let handshake = shoal_net::time::timeout(Duration::from_secs(10), acceptor.accept(s));
             match handshake.await {
                 Ok(Ok(mut tls)) => {
                     ThreadStats::incr(&worker.stats.tls_handshakes);

@@ -80,6 +80,16 @@ impl Shared {
         self.listen_labels.len() as u64 + 1
     }
 
+    /// What runs the worker threads: the io_uring data path needs tokio's runtime;
+    /// otherwise what `-o event_loop` chose.
+    pub fn executor(&self) -> shoal_net::Executor {
+        if self.io_uring {
+            shoal_net::Executor::Tokio
+        } else {
+            self.settings.event_loop
+        }
+    }
+
     /// A receiver that changes when shutdown begins.
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown_tx.subscribe()

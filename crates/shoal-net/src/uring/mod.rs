@@ -160,7 +160,7 @@ impl Drop for UringStream {
     }
 }
 
-fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+pub(crate) fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     // SAFETY: fcntl on a descriptor we own, with valid commands.
     unsafe {
         let flags = libc::fcntl(fd, libc::F_GETFL);

@@ -599,6 +599,14 @@ pub fn settings(sh: &Shared, out: &mut Vec<u8>) {
     // shoald's own, after every memcached key (tools read those in order).
     u64s(out, "segment_size", sh.store.stats().segment_size);
     strs(out, "io_uring", yes_no(sh.io_uring));
+    strs(
+        out,
+        "event_loop",
+        match sh.executor() {
+            shoal_net::Executor::EventLoop => "epoll",
+            shoal_net::Executor::Tokio => "tokio",
+        },
+    );
     match s.zero_copy_min {
         usize::MAX => strs(out, "zero_copy_min", "off"),
         n => reply::stat_u64(out, "zero_copy_min", n as u64),

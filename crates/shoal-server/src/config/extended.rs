@@ -83,6 +83,15 @@ pub(super) fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigEr
         // shoald's own: the io_uring data path (not a memcached option).
         "io_uring" => s.io_uring = true,
         "no_io_uring" => s.io_uring = false,
+        // shoald's own: what runs the worker threads (shoal-net's epoll loop by default;
+        // tokio's runtime, the earlier data path, for comparison).
+        "event_loop" => {
+            s.event_loop = match o.text("Missing event_loop argument")? {
+                "epoll" => shoal_net::Executor::EventLoop,
+                "tokio" => shoal_net::Executor::Tokio,
+                _ => return Err(invalid("Unknown event_loop option (epoll, tokio)")),
+            };
+        }
         // shoald's own: values of this many bytes or more are sent from segment memory.
         "zero_copy_min" => {
             let n: u64 = o.number("Missing numeric argument for zero_copy_min")?;
@@ -485,6 +494,13 @@ mod tests {
         assert!(s.io_uring);
         assert_eq!(s.zero_copy_min, 1000);
         assert!(settings(&["--io-uring"]).unwrap().io_uring);
+        assert_eq!(
+            settings(&[]).unwrap().event_loop,
+            shoal_net::Executor::EventLoop
+        );
+        let s = settings(&["-o", "event_loop=tokio"]).unwrap();
+        assert_eq!(s.event_loop, shoal_net::Executor::Tokio);
+        assert!(settings(&["-o", "event_loop=kqueue"]).is_err());
         let s = settings(&["--io-uring", "-o", "no_io_uring,no_zero_copy"]).unwrap();
         assert!(!s.io_uring);
         assert_eq!(s.zero_copy_min, usize::MAX);

@@ -226,6 +226,9 @@ pub struct Settings {
     /// `--io-uring` / `-o io_uring`: the io_uring data path was asked for (it is used
     /// where the kernel supports it; see `shoal_net::uring`).
     pub io_uring: bool,
+    /// `-o event_loop=epoll|tokio`: what runs the worker threads when io_uring is not in
+    /// use (the io_uring data path needs tokio's runtime).
+    pub event_loop: shoal_net::Executor,
     /// `-o zero_copy_min=BYTES`: hits at least this long are sent from segment memory
     /// rather than copied into the reply (`-o no_zero_copy`: `usize::MAX`, never).
     pub zero_copy_min: usize,

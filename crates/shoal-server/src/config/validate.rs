@@ -142,6 +142,7 @@ impl Args {
             inert,
             metrics_listen: self.metrics_listen,
             io_uring: self.io_uring,
+            event_loop: shoal_net::Executor::EventLoop,
             zero_copy_min: shoal_net::MIN_REFERENCED_VALUE,
             // memcached uses large pages only with -L; so does shoald unless told.
             huge_pages: self.large_pages,

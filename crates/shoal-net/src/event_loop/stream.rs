@@ -1,0 +1,185 @@
+//! A connected socket on the event loop: non-blocking system calls straight from
+//! `poll_read`/`poll_write`, and the loop's edge-triggered readiness in between.
+
+use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::{current, IoState};
+
+/// Most buffers one `sendmsg` takes (Linux's `IOV_MAX`); a longer reply is sent in parts,
+/// as a short write.
+const IOV_MAX: usize = 1024;
+
+/// A stream socket (TCP or unix) served by this thread's [`super::EventLoop`].
+///
+/// Registered once, edge-triggered, for both directions. A read or write that would
+/// block clears its readiness and waits for the loop to see it again; a read shorter than
+/// the buffer clears it too (the socket is drained, as tokio also assumes), which saves
+/// the system call that would only say so. End-of-stream and errors stay ready for good.
+pub struct EpollStream {
+    fd: OwnedFd,
+    token: usize,
+    io: Rc<IoState>,
+}
+
+impl EpollStream {
+    /// Takes over a connected socket (made non-blocking here) on this thread's loop.
+    ///
+    /// Fails outside an event loop, or when epoll refuses the descriptor.
+    pub fn new(fd: OwnedFd) -> io::Result<EpollStream> {
+        let core = current().ok_or_else(|| io::Error::other("no event loop on this thread"))?;
+        crate::uring::set_nonblocking(fd.as_raw_fd())?;
+        let (token, io) = core.register_socket(fd.as_raw_fd())?;
+        Ok(EpollStream { fd, token, io })
+    }
+
+    fn poll_send(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if total == 0 {
+            return Poll::Ready(Ok(0));
+        }
+        loop {
+            if !self.io.writable.get() && !self.io.closed.get() {
+                IoState::register(&self.io.writer, cx.waker());
+                self.io.wants_write.set(true);
+                // Readiness may have come between the failed send and now only through
+                // this thread's loop, which has not run since: nothing is missed.
+                return Poll::Pending;
+            }
+            let n = if bufs.len() == 1 {
+                // SAFETY: sends from a live slice of its own length.
+                unsafe {
+                    libc::send(
+                        self.fd.as_raw_fd(),
+                        bufs[0].as_ptr().cast(),
+                        bufs[0].len(),
+                        libc::MSG_NOSIGNAL,
+                    )
+                }
+            } else {
+                let iov = &bufs[..bufs.len().min(IOV_MAX)];
+                // SAFETY: an all-zero msghdr is valid; the iovec array is `IoSlice`s,
+                // which are ABI-compatible with iovec, live for the call.
+                let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+                msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+                msg.msg_iovlen = iov.len() as _;
+                // SAFETY: `msg` points at live buffers for the duration of the call.
+                unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) }
+            };
+            if n >= 0 {
+                let n = n as usize;
+                if n < total {
+                    // The send buffer is full: the next send would only say so.
+                    self.io.writable.set(false);
+                }
+                return Poll::Ready(Ok(n));
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock => self.io.writable.set(false),
+                io::ErrorKind::Interrupted => {}
+                _ => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl Drop for EpollStream {
+    fn drop(&mut self) {
+        if let Some(core) = current() {
+            core.deregister_socket(self.token, self.fd.as_raw_fd());
+        }
+    }
+}
+
+impl AsRawFd for EpollStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl AsyncRead for EpollStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            if !self.io.readable.get() && !self.io.closed.get() {
+                IoState::register(&self.io.reader, cx.waker());
+                self.io.wants_read.set(true);
+                return Poll::Pending;
+            }
+            let len = buf.remaining();
+            // SAFETY: receives into the unfilled part of `buf`, at most its length; the
+            // bytes written are marked initialized below, and only those.
+            let n = unsafe {
+                let dst = buf.unfilled_mut();
+                libc::recv(self.fd.as_raw_fd(), dst.as_mut_ptr().cast(), len, 0)
+            };
+            if n >= 0 {
+                let n = n as usize;
+                // SAFETY: the kernel wrote `n` bytes at the start of the unfilled part.
+                unsafe { buf.assume_init(n) };
+                buf.advance(n);
+                if n > 0 && n < len {
+                    self.io.readable.set(false);
+                }
+                return Poll::Ready(Ok(()));
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock => self.io.readable.set(false),
+                io::ErrorKind::Interrupted => {}
+                _ => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for EpollStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_send(cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_send(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Writes go to the kernel as they are made: nothing is held here.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // SAFETY: shutdown on a socket this stream owns.
+        if unsafe { libc::shutdown(self.fd.as_raw_fd(), libc::SHUT_WR) } < 0 {
+            let e = io::Error::last_os_error();
+            // Already gone (the peer reset it): nothing left to end.
+            if e.raw_os_error() != Some(libc::ENOTCONN) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
