@@ -116,7 +116,10 @@ impl Reservation {
             if !self.budget.take(bytes - self.bytes) {
                 return false;
             }
-        } else {
+        } else if bytes < self.bytes {
+            // Only a real change touches the shared counter: an atomic read-modify-write
+            // of a line every worker writes, which connections would otherwise pay on
+            // every turn for nothing.
             self.budget.give(self.bytes - bytes);
         }
         self.bytes = bytes;

@@ -126,7 +126,12 @@ impl ReadBuffer {
     /// consumed. Call between turns, not per request: it moves the unconsumed bytes.
     pub fn compact(&mut self) {
         if self.start > 0 {
-            self.buf.drain(..self.start);
+            if self.start >= self.buf.len() {
+                // Everything was consumed (the usual case between turns): nothing to move.
+                self.buf.clear();
+            } else {
+                self.buf.drain(..self.start);
+            }
             self.start = 0;
         }
         if self.want <= FREE_READ_BYTES

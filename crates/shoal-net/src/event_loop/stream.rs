@@ -54,12 +54,15 @@ impl EpollStream {
             let n = if bufs.len() == 1 {
                 // SAFETY: sends from a live slice of its own length.
                 unsafe {
-                    libc::send(
+                    sys(libc::syscall(
+                        libc::SYS_sendto,
                         self.fd.as_raw_fd(),
-                        bufs[0].as_ptr().cast(),
+                        bufs[0].as_ptr(),
                         bufs[0].len(),
                         libc::MSG_NOSIGNAL,
-                    )
+                        std::ptr::null::<libc::sockaddr>(),
+                        0,
+                    ))
                 }
             } else {
                 let iov = &bufs[..bufs.len().min(IOV_MAX)];
@@ -69,7 +72,14 @@ impl EpollStream {
                 msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
                 msg.msg_iovlen = iov.len() as _;
                 // SAFETY: `msg` points at live buffers for the duration of the call.
-                unsafe { libc::sendmsg(self.fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) }
+                unsafe {
+                    sys(libc::syscall(
+                        libc::SYS_sendmsg,
+                        self.fd.as_raw_fd(),
+                        &msg as *const libc::msghdr,
+                        libc::MSG_NOSIGNAL,
+                    ))
+                }
             };
             if n >= 0 {
                 let n = n as usize;
@@ -87,6 +97,14 @@ impl EpollStream {
             }
         }
     }
+}
+
+/// A system call's result as `send`/`recv` return it. The calls are made through
+/// `syscall` rather than libc's wrappers: those are thread-cancellation points, whose
+/// bookkeeping around every call cost more instructions per request than the wrapper
+/// itself (shoald never cancels threads).
+fn sys(r: libc::c_long) -> isize {
+    r as isize
 }
 
 impl Drop for EpollStream {
@@ -123,7 +141,15 @@ impl AsyncRead for EpollStream {
             // bytes written are marked initialized below, and only those.
             let n = unsafe {
                 let dst = buf.unfilled_mut();
-                libc::recv(self.fd.as_raw_fd(), dst.as_mut_ptr().cast(), len, 0)
+                sys(libc::syscall(
+                    libc::SYS_recvfrom,
+                    self.fd.as_raw_fd(),
+                    dst.as_mut_ptr(),
+                    len,
+                    0,
+                    std::ptr::null_mut::<libc::sockaddr>(),
+                    std::ptr::null_mut::<libc::socklen_t>(),
+                ))
             };
             if n >= 0 {
                 let n = n as usize;
