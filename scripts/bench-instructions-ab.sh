@@ -12,6 +12,8 @@
 # 1,000,000 keys, 50% sets: the write and eviction path).
 # Usage: scripts/bench-instructions-ab.sh OLD_SHOALD NEW_SHOALD [requests]
 #   [DEPTHS="1 16"] [CASES="fits evicts"]   (needs valgrind and a release shoal-bench)
+#   [OLD_ARGS="..."] [NEW_ARGS="..."]: further flags for each build, so one binary can be
+#   compared with itself, e.g. OLD_ARGS="-o event_loop=tokio" for the worker loops.
 set -euo pipefail
 old=$1
 new=$2
@@ -30,8 +32,8 @@ wait_port() { # port
   exit 1
 }
 
-run() { # shoald depth case -> instructions per request
-  local shoald=$1 depth=$2 case=$3 mem keys sets prefill
+run() { # shoald depth case extra-args -> instructions per request
+  local shoald=$1 depth=$2 case=$3 extra=$4 mem keys sets prefill
   case $case in
     fits) mem=1024 keys=100000 sets=0.1 prefill=() ;;
     # No prefill (a million sets under callgrind take minutes): the warm-up's 100,000
@@ -44,7 +46,7 @@ run() { # shoald depth case -> instructions per request
     exit 1
   fi
   valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
-    "$shoald" -p $port -l 127.0.0.1 -t 1 -U 0 -m "$mem" >/dev/null 2>"$tmp/vg.log" &
+    "$shoald" -p $port -l 127.0.0.1 -t 1 -U 0 -m "$mem" $extra >/dev/null 2>"$tmp/vg.log" &
   local pid=$!
   wait_port $port
   "$bench" load -s 127.0.0.1:$port -T 1 -c 16 -d "$depth" -k "$keys" -v 100 --set-ratio "$sets" \
@@ -66,8 +68,8 @@ printf '| depth | memory | old instr/request | new instr/request | new / old |\n
 printf '|---:|---|---:|---:|---:|\n'
 for depth in ${DEPTHS:-1 16}; do
   for case in ${CASES:-fits evicts}; do
-    a=$(run "$old" "$depth" "$case")
-    b=$(run "$new" "$depth" "$case")
+    a=$(run "$old" "$depth" "$case" "${OLD_ARGS:-}")
+    b=$(run "$new" "$depth" "$case" "${NEW_ARGS:-}")
     printf '| %s | %s | %s | %s | %s |\n' "$depth" "$case" "$a" "$b" \
       "$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", b / a}')"
   done

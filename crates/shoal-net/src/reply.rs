@@ -30,6 +30,9 @@ pub const MIN_REFERENCED_VALUE: usize = 4096;
 /// Most iovec entries passed to one vectored write (Linux accepts 1024; a reply at the
 /// high-water mark with values of [`MIN_REFERENCED_VALUE`] bytes needs about 130).
 const MAX_IOVECS: usize = 128;
+/// Iovecs enough for a reply that refers to at most three values (each may need the
+/// bytes before it and itself, and the reply its tail).
+const SHORT_IOVECS: usize = 8;
 
 /// A reply that cannot hold values: for protocols with nothing to refer to in place.
 #[derive(Debug)]
@@ -227,8 +230,18 @@ impl<V: AsRef<[u8]>> Reply<V> {
                         Poll::Pending => return Poll::Pending,
                     }
                 }
-                let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
-                let n = self.slices(at, &mut iov);
+                // A reply referring to a few values (a single get of a large value: its
+                // header, the value, its `\r\n`) fits a short array; only a multi-get's
+                // pays for setting up the full one.
+                let mut short = [IoSlice::new(&[]); SHORT_IOVECS];
+                let mut full;
+                let iov: &mut [IoSlice<'_>] = if self.values.len() * 2 < SHORT_IOVECS {
+                    &mut short
+                } else {
+                    full = [IoSlice::new(&[]); MAX_IOVECS];
+                    &mut full
+                };
+                let n = self.slices(at, iov);
                 let poll = if n == 1 {
                     Pin::new(&mut *w).poll_write(cx, &iov[0])
                 } else {
