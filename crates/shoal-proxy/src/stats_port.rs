@@ -24,6 +24,11 @@ pub const STATS_MAX_CONNECTIONS: usize = shoal_net::metrics::MAX_CONNECTIONS;
 /// How long writing one stats answer may take before the connection is dropped: a client
 /// that never reads holds its slot this long at most.
 pub const STATS_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The kernel send buffer of a stats connection. Fixed rather than autotuned: with
+/// autotuning some kernels (6.18 here) take a whole document of hundreds of KB into the
+/// buffer of a client that never reads, which then holds that kernel memory for as long
+/// as it stays connected; this caps what each of those clients can pin.
+const STATS_SEND_BUFFER: usize = 64 * 1024;
 
 /// Serves the stats port: a client that sends nothing within [`STATS_COMMAND_WAIT`] (or
 /// closes its side) gets the stats JSON, as from twemproxy; one that sends `reload`
@@ -53,6 +58,7 @@ pub(crate) async fn serve_stats(mut acceptor: Acceptor, shared: Arc<Shared>) {
         let shared = shared.clone();
         tokio::spawn(async move {
             let _slot = slot;
+            let _ = socket2::SockRef::from(&s).set_send_buffer_size(STATS_SEND_BUFFER);
             let Ok(mut s) = TcpStream::from_std(s) else {
                 return;
             };

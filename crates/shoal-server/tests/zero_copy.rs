@@ -341,3 +341,55 @@ fn data_path_settings_are_reported_and_the_threshold_is_honoured() {
     c.set("on-huge-pages", &v);
     assert_eq!(c.get("on-huge-pages").as_deref(), Some(v.as_slice()));
 }
+
+/// Both worker loops (shoal-net's epoll loop, the default, and tokio's runtime with
+/// `-o event_loop=tokio`) give the same replies: a pipelined burst mixing copied and
+/// zero-copy values in one multi-get, a reply larger than the socket buffer to a client
+/// that reads late, and an idle connection closed by `idle_timeout` (the loop's timers)
+/// while a busy one is served.
+#[test]
+fn both_worker_loops_serve_the_same_replies() {
+    for (args, name) in [
+        (vec!["-m", "16", "-o", "idle_timeout=1"], "epoll"),
+        (vec!["-m", "16", "-o", "idle_timeout=1,event_loop=tokio"], "tokio"),
+    ] {
+        let server = Server::with_args(&args);
+        let mut c = server.conn();
+        assert_eq!(c.stats("settings")["event_loop"], name);
+        let idle = server.conn();
+        let sizes = [10usize, 4095, 4096, 100_000, 900_000];
+        let mut burst = Vec::new();
+        let mut want = Vec::new();
+        for (i, &len) in sizes.iter().enumerate() {
+            let v = value_for(i as u64, len as u64);
+            let v = &v[..len.min(v.len())];
+            burst.extend_from_slice(format!("set k{i} {i} 0 {}\r\n", v.len()).as_bytes());
+            burst.extend_from_slice(v);
+            burst.extend_from_slice(b"\r\n");
+            want.extend_from_slice(b"STORED\r\n");
+        }
+        burst.extend_from_slice(b"get k0 k1 k2 k3 k4 missing\r\n");
+        for (i, &len) in sizes.iter().enumerate() {
+            let v = value_for(i as u64, len as u64);
+            let v = &v[..len.min(v.len())];
+            want.extend_from_slice(format!("VALUE k{i} {i} {}\r\n", v.len()).as_bytes());
+            want.extend_from_slice(v);
+            want.extend_from_slice(b"\r\n");
+        }
+        want.extend_from_slice(b"END\r\n");
+        c.send(&burst);
+        // Read late: the reply (over 1 MB) has to wait for the socket buffer to drain.
+        thread::sleep(Duration::from_millis(200));
+        let got = c.read_n(want.len());
+        assert!(got == want, "{name}: the burst's replies differ");
+        // The busy connection stays open past the idle timeout; the idle one is closed.
+        for _ in 0..6 {
+            thread::sleep(Duration::from_millis(400));
+            c.send(b"mn\r\n");
+            c.expect(b"MN\r\n");
+        }
+        let mut idle = idle;
+        idle.expect_closed();
+        assert!(c.stat("idle_kicks") >= 1, "{name}: idle_kicks");
+    }
+}
