@@ -47,28 +47,14 @@ pub struct WorkerPool<C = Incoming> {
 }
 
 impl<C: Send + 'static> WorkerPool<C> {
-    /// Starts `threads` (at least one) threads named `<name>-<i>`. Each builds its service
-    /// with `make(i)`, serves the connections dispatched to it, and stops when `shutdown`
-    /// changes or the pool is joined; it then gives its connections up to `drain` to
-    /// finish before aborting them. Returns once every worker's runtime is running (see
-    /// [`WorkerPool::handles`]). Workers run on tokio ([`Executor::Tokio`]).
+    /// Starts `threads` (at least one) threads named `<name>-<i>`, running their
+    /// connections on `executor`. Each builds its service with `make(i)`, serves the
+    /// connections dispatched to it, and stops when `shutdown` changes or the pool is
+    /// joined; it then gives its connections up to `drain` to finish before aborting them.
+    /// Returns once every worker is running. With [`Executor::Tokio`],
+    /// [`WorkerPool::handles`] gives each worker's runtime; with [`Executor::EventLoop`]
+    /// there is none, and it is empty.
     pub fn start<S, F>(
-        threads: usize,
-        name: &str,
-        shutdown: &watch::Receiver<bool>,
-        drain: Duration,
-        make: F,
-    ) -> io::Result<WorkerPool<C>>
-    where
-        S: WorkerService<C>,
-        F: Fn(usize) -> S + Send + Clone + 'static,
-    {
-        Self::start_on(Executor::Tokio, threads, name, shutdown, drain, make)
-    }
-
-    /// [`WorkerPool::start`] on the given executor. With [`Executor::EventLoop`] the
-    /// workers have no tokio runtime, and [`WorkerPool::handles`] is empty.
-    pub fn start_on<S, F>(
         executor: Executor,
         threads: usize,
         name: &str,

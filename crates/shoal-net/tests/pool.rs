@@ -10,8 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shoal_net::{Acceptor, Event, Incoming, Listener, WorkerPool, WorkerService};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use shoal_net::event_loop::EpollStream;
+use shoal_net::{Acceptor, Event, Executor, Incoming, Listener, WorkerPool, WorkerService};
+use std::os::fd::OwnedFd;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 /// Answers each connection's first line with `<thread name> <line>`; a line `hang` makes
@@ -24,9 +26,22 @@ struct Echo {
 impl WorkerService for Echo {
     async fn serve(self: Rc<Self>, conn: Incoming) {
         let Incoming::Tcp(s, _) = conn else { return };
-        let Ok(mut s) = tokio::net::TcpStream::from_std(s) else {
-            return;
-        };
+        if shoal_net::event_loop::is_current() {
+            if let Ok(mut s) = EpollStream::new(OwnedFd::from(s)) {
+                self.answer(&mut s).await;
+            }
+        } else if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
+            self.answer(&mut s).await;
+        }
+    }
+
+    fn stopping(&self) {
+        self.stopped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Echo {
+    async fn answer<S: AsyncRead + AsyncWrite + Unpin>(&self, s: &mut S) {
         let mut buf = vec![0u8; 64];
         let n = s.read(&mut buf).await.unwrap_or(0);
         let line = String::from_utf8_lossy(&buf[..n]).trim().to_string();
@@ -41,10 +56,6 @@ impl WorkerService for Echo {
         }
         let name = std::thread::current().name().unwrap_or("?").to_string();
         let _ = s.write_all(format!("{name} {line}\n").as_bytes()).await;
-    }
-
-    fn stopping(&self) {
-        self.stopped.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -78,16 +89,29 @@ fn ask(client: &mut TcpStream, line: &str) -> String {
 
 #[test]
 fn connections_go_round_robin_and_shutdown_drains() {
+    for executor in [Executor::Tokio, Executor::EventLoop] {
+        round_robin_and_drain(executor);
+    }
+}
+
+fn round_robin_and_drain(executor: Executor) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let (tx, rx) = watch::channel(false);
     let stopped = Arc::new(AtomicUsize::new(0));
     let s2 = stopped.clone();
     let hanging = Arc::new(AtomicUsize::new(0));
     let h2 = hanging.clone();
-    let mut pool = WorkerPool::start(2, "w", &rx, Duration::from_millis(300), move |_| Echo {
-        stopped: s2.clone(),
-        hanging: h2.clone(),
-    })
+    let mut pool = WorkerPool::start(
+        executor,
+        2,
+        "w",
+        &rx,
+        Duration::from_millis(300),
+        move |_| Echo {
+            stopped: s2.clone(),
+            hanging: h2.clone(),
+        },
+    )
     .expect("pool");
     let mut names = Vec::new();
     for i in 0..4 {
@@ -153,14 +177,27 @@ fn acceptor_reports_connections_and_shutdown() {
 
 #[test]
 fn a_panicking_connection_runs_its_guards_and_the_worker_keeps_serving() {
+    for executor in [Executor::Tokio, Executor::EventLoop] {
+        panicking_connection(executor);
+    }
+}
+
+fn panicking_connection(executor: Executor) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let (_tx, rx) = watch::channel(false);
     let stopped = Arc::new(AtomicUsize::new(0));
     let s2 = stopped.clone();
-    let mut pool = WorkerPool::start(1, "panicky", &rx, Duration::from_secs(2), move |_| Echo {
-        stopped: s2.clone(),
-        hanging: Arc::default(),
-    })
+    let mut pool = WorkerPool::start(
+        executor,
+        1,
+        "panicky",
+        &rx,
+        Duration::from_secs(2),
+        move |_| Echo {
+            stopped: s2.clone(),
+            hanging: Arc::default(),
+        },
+    )
     .expect("start");
     let (mut a, conn) = pair(&l);
     pool.dispatch(conn).ok().expect("dispatch");

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_net::{Acceptor, Budget, Listener, WorkerPool};
+use shoal_net::{Acceptor, Budget, Executor, Listener, WorkerPool};
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 
@@ -148,8 +148,16 @@ pub async fn start(config: ProxyConfig, opts: Options) -> Result<Running, StartE
             budget: budget.clone(),
         }
     };
-    let workers = WorkerPool::start(threads, "shoal-proxy", &workers_stop_rx, DRAIN, make)
-        .map_err(StartError::Workers)?;
+    // On tokio: a worker's connections to the servers behind the proxy are tokio sockets.
+    let workers = WorkerPool::start(
+        Executor::Tokio,
+        threads,
+        "shoal-proxy",
+        &workers_stop_rx,
+        DRAIN,
+        make,
+    )
+    .map_err(StartError::Workers)?;
     let homes = if opts.shared_backends {
         vec![Handle::current()]
     } else {

@@ -513,17 +513,23 @@ fn stats_clients_that_never_read_or_send_do_not_block_others() {
     eprintln!("stats port: served {waited:?} after 50 clients stopped reading");
     assert!(waited < Duration::from_millis(3500), "{waited:?}");
 
-    // Every stuck client was cut off: each ends (now that it reads) with less than the
-    // document, or with nothing (closed over the cap).
+    // Every stuck client was let go: each ends (now that it reads) at end-of-stream or a
+    // reset, with part of the document or none (closed over the cap), or all of it where
+    // the kernel had taken it into its buffers before the proxy closed. A connection
+    // still held open would leave the read waiting for its 5 s timeout instead.
     // Read only once every write timeout has run out (2 s after the answer, itself at
-    // most 100 ms after the last of them connected): reading earlier would let the
-    // write finish.
+    // most 100 ms after the last of them connected).
     std::thread::sleep((t + Duration::from_millis(2600)).saturating_duration_since(Instant::now()));
     for mut s in stuck {
         let mut got = Vec::new();
+        let began = Instant::now();
         match s.read_to_end(&mut got) {
-            Ok(_) => assert!(got.len() < full, "a stuck client got the whole document"),
+            Ok(_) => assert!(got.len() <= full, "{} bytes", got.len()),
             Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
         }
+        assert!(
+            began.elapsed() < Duration::from_secs(2),
+            "a stuck client was still connected"
+        );
     }
 }

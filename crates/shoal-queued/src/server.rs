@@ -5,7 +5,7 @@ use crate::config::Settings;
 use crate::conn;
 use crate::error::ServeError;
 use crate::shared::Shared;
-use shoal_net::{Acceptor, Event, Incoming, Listener, WorkerPool, WorkerService};
+use shoal_net::{Acceptor, Event, Executor, Incoming, Listener, WorkerPool, WorkerService};
 use shoal_queue::Engine;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -43,7 +43,10 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> Result<(),
             shared: shared.clone(),
         }
     };
+    // On tokio: a blocking read's wait watches its client's socket with tokio's reactor
+    // (`shoal_net::peer`).
     let mut pool = WorkerPool::start(
+        Executor::Tokio,
         shared.settings.threads,
         "shoal-queued",
         &shared.shutdown_signal(),

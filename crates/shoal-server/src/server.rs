@@ -184,7 +184,7 @@ pub fn run_all(
         let shared = shared.clone();
         move |_| Worker::new(&shared, shared.settings.metrics_listen.is_some())
     };
-    let mut pool = WorkerPool::start_on(
+    let mut pool = WorkerPool::start(
         shared.executor(),
         shared.settings.threads,
         "shoal-worker",

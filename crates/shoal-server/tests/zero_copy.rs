@@ -351,15 +351,17 @@ fn data_path_settings_are_reported_and_the_threshold_is_honoured() {
 fn both_worker_loops_serve_the_same_replies() {
     for (args, name) in [
         (vec!["-m", "16", "-o", "idle_timeout=1"], "epoll"),
-        (vec!["-m", "16", "-o", "idle_timeout=1,event_loop=tokio"], "tokio"),
+        (
+            vec!["-m", "16", "-o", "idle_timeout=1,event_loop=tokio"],
+            "tokio",
+        ),
     ] {
         let server = Server::with_args(&args);
         let mut c = server.conn();
         assert_eq!(c.stats("settings")["event_loop"], name);
         let idle = server.conn();
         let sizes = [10usize, 4095, 4096, 100_000, 900_000];
-        let mut burst = Vec::new();
-        let mut want = Vec::new();
+        let (mut burst, mut want, mut hits) = (Vec::new(), Vec::new(), Vec::new());
         for (i, &len) in sizes.iter().enumerate() {
             let v = value_for(i as u64, len as u64);
             let v = &v[..len.min(v.len())];
@@ -367,15 +369,12 @@ fn both_worker_loops_serve_the_same_replies() {
             burst.extend_from_slice(v);
             burst.extend_from_slice(b"\r\n");
             want.extend_from_slice(b"STORED\r\n");
+            hits.extend_from_slice(format!("VALUE k{i} {i} {}\r\n", v.len()).as_bytes());
+            hits.extend_from_slice(v);
+            hits.extend_from_slice(b"\r\n");
         }
         burst.extend_from_slice(b"get k0 k1 k2 k3 k4 missing\r\n");
-        for (i, &len) in sizes.iter().enumerate() {
-            let v = value_for(i as u64, len as u64);
-            let v = &v[..len.min(v.len())];
-            want.extend_from_slice(format!("VALUE k{i} {i} {}\r\n", v.len()).as_bytes());
-            want.extend_from_slice(v);
-            want.extend_from_slice(b"\r\n");
-        }
+        want.extend_from_slice(&hits);
         want.extend_from_slice(b"END\r\n");
         c.send(&burst);
         // Read late: the reply (over 1 MB) has to wait for the socket buffer to drain.
