@@ -10,6 +10,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{mpsc, watch};
 
 use crate::listener::Incoming;
+use crate::panics::panic_message;
 
 /// How one worker thread serves its connections. Built on the worker thread itself, so
 /// it may hold thread-local state (`Rc`, `RefCell`) shared by that thread's connections.
@@ -226,16 +227,5 @@ fn log_panic(done: Result<(), tokio::task::JoinError>) {
             let panic = e.into_panic();
             tracing::error!("a connection task panicked: {}", panic_message(&*panic));
         }
-    }
-}
-
-/// The text of a panic payload, when it has one.
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s
-    } else {
-        "(no message)"
     }
 }

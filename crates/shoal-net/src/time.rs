@@ -40,3 +40,28 @@ pub async fn timeout<F: Future>(duration: Duration, future: F) -> Result<F::Outp
             .map_err(|_| Elapsed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn race() {
+        let quick = timeout(Duration::from_secs(60), async { 5 }).await;
+        assert_eq!(quick, Ok(5));
+        let slow = timeout(Duration::from_millis(10), std::future::pending::<()>()).await;
+        assert_eq!(slow, Err(Elapsed));
+        let before = std::time::Instant::now();
+        sleep(Duration::from_millis(20)).await;
+        assert!(before.elapsed() >= Duration::from_millis(20));
+    }
+
+    #[test]
+    fn timers_work_on_the_event_loop_and_on_tokio() {
+        event_loop::EventLoop::new().expect("loop").block_on(race());
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime")
+            .block_on(race());
+    }
+}

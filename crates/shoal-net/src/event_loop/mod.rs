@@ -316,7 +316,7 @@ impl Core {
             Err(panic) => {
                 tracing::error!(
                     "a connection task panicked: {}",
-                    crate::pool::panic_message(&*panic)
+                    crate::panic_message(&*panic)
                 );
                 drop(future);
                 self.finish(id);
