@@ -12,11 +12,29 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
+use crate::event_loop::{self, Registration};
+
 /// Watches a connected socket for its peer closing, through a duplicate of its
-/// descriptor, without taking any of its bytes. Must be made and used on a tokio runtime
-/// with I/O enabled.
-#[derive(Debug)]
-pub struct PeerWatch(AsyncFd<OwnedFd>);
+/// descriptor, without taking any of its bytes. Made and used on one thread, which runs
+/// either a tokio runtime with I/O enabled or a [`crate::event_loop::EventLoop`].
+pub struct PeerWatch(Watched);
+
+enum Watched {
+    Tokio(AsyncFd<OwnedFd>),
+    // The registration is declared first, so it leaves the loop before the descriptor
+    // closes.
+    Loop(Registration, OwnedFd),
+}
+
+impl std::fmt::Debug for PeerWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let fd = match &self.0 {
+            Watched::Tokio(a) => a.get_ref().as_raw_fd(),
+            Watched::Loop(_, fd) => fd.as_raw_fd(),
+        };
+        f.debug_tuple("PeerWatch").field(&fd).finish()
+    }
+}
 
 impl PeerWatch {
     /// A watch over the socket `fd` (TCP or unix stream), which the caller keeps open
@@ -31,11 +49,15 @@ impl PeerWatch {
         }
         // SAFETY: `dup` was just returned by fcntl and is owned by nothing else.
         let owned = unsafe { OwnedFd::from_raw_fd(dup) };
+        if event_loop::is_current() {
+            let registration = Registration::new(owned.as_raw_fd()).ok()?;
+            return Some(PeerWatch(Watched::Loop(registration, owned)));
+        }
         // SAFETY: `owned` is a valid open descriptor that the AsyncFd owns and never
         // replaces, so it stays open and the same for the AsyncFd's whole life.
         unsafe { AsyncFd::register_with_interest(owned, Interest::READABLE) }
             .ok()
-            .map(PeerWatch)
+            .map(|a| PeerWatch(Watched::Tokio(a)))
     }
 
     /// Completes once the peer has closed the connection (an orderly close or a reset).
@@ -44,36 +66,55 @@ impl PeerWatch {
     /// the connection.
     pub async fn closed(&self) {
         loop {
-            let Ok(mut ready) = self.0.readable().await else {
-                return;
-            };
-            let peeked = ready.try_io(|fd| {
-                let mut byte = 0u8;
-                // SAFETY: a one-byte peek into a local on a descriptor we own;
-                // MSG_DONTWAIT so it never blocks, MSG_PEEK so nothing is consumed.
-                let n = unsafe {
-                    libc::recv(
-                        fd.as_raw_fd(),
-                        (&mut byte as *mut u8).cast(),
-                        1,
-                        libc::MSG_PEEK | libc::MSG_DONTWAIT,
-                    )
-                };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(n)
+            let peeked = match &self.0 {
+                Watched::Tokio(a) => {
+                    let Ok(mut ready) = a.readable().await else {
+                        return;
+                    };
+                    // try_io clears stale readiness when the peek would block.
+                    match ready.try_io(|fd| peek(fd.as_raw_fd())) {
+                        Ok(r) => r,
+                        Err(_would_block) => continue,
+                    }
                 }
-            });
+                Watched::Loop(registration, fd) => {
+                    std::future::poll_fn(|cx| registration.poll_readable(cx)).await;
+                    match peek(fd.as_raw_fd()) {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            registration.io.readable.set(false);
+                            continue;
+                        }
+                        r => r,
+                    }
+                }
+            };
             match peeked {
-                // Readiness was stale: try_io cleared it; wait for the next event.
-                Err(_would_block) => continue,
-                Ok(Ok(0)) | Ok(Err(_)) => return,
+                Ok(0) | Err(_) => return,
                 // Bytes are waiting: the client is there, and the watch has nothing more
                 // to learn without reading them.
-                Ok(Ok(_)) => return std::future::pending().await,
+                Ok(_) => return std::future::pending().await,
             }
         }
+    }
+}
+
+/// Peeks at one byte without blocking or consuming it: 0 at end of stream.
+fn peek(fd: RawFd) -> io::Result<isize> {
+    let mut byte = 0u8;
+    // SAFETY: a one-byte peek into a local on a descriptor the watch owns; MSG_DONTWAIT
+    // so it never blocks, MSG_PEEK so nothing is consumed.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n)
     }
 }
 
@@ -112,6 +153,46 @@ mod tests {
                 .await
                 .expect("noticed the close");
         });
+    }
+
+    #[test]
+    fn on_the_event_loop_it_completes_when_the_peer_closes_not_before() {
+        let (server, client) = pair();
+        let fd = server.as_raw_fd();
+        event_loop::EventLoop::new()
+            .expect("loop")
+            .block_on(async move {
+                let watch = PeerWatch::new(fd).expect("watch");
+                let early = crate::time::timeout(Duration::from_millis(100), watch.closed()).await;
+                assert!(early.is_err(), "completed while the peer was connected");
+                let closer = std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(50));
+                    drop(client);
+                });
+                crate::time::timeout(Duration::from_secs(5), watch.closed())
+                    .await
+                    .expect("noticed the close");
+                closer.join().expect("closer");
+            });
+        drop(server);
+    }
+
+    #[test]
+    fn on_the_event_loop_pending_bytes_are_left_for_the_connection() {
+        let (mut server, mut client) = pair();
+        client.write_all(b"get q\r\n").expect("write");
+        let fd = server.as_raw_fd();
+        event_loop::EventLoop::new()
+            .expect("loop")
+            .block_on(async move {
+                let watch = PeerWatch::new(fd).expect("watch");
+                let r = crate::time::timeout(Duration::from_millis(200), watch.closed()).await;
+                assert!(r.is_err(), "a peer that sent bytes is not gone");
+            });
+        server.set_nonblocking(false).expect("blocking");
+        let mut buf = [0u8; 16];
+        let n = std::io::Read::read(&mut server, &mut buf).expect("read");
+        assert_eq!(&buf[..n], b"get q\r\n", "the watch took nothing");
     }
 
     #[test]

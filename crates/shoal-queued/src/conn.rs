@@ -36,9 +36,9 @@ use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Duration;
+use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 const BAD_NAME: &[u8] = b"CLIENT_ERROR bad queue name\r\n";
 const DISK_FULL: &[u8] = b"SERVER_ERROR out of disk space storing message\r\n";
@@ -699,7 +699,7 @@ impl Conn {
             };
             tokio::select! {
                 _ = &mut notified => {}
-                _ = tokio::time::sleep_until(dl) => {}
+                _ = shoal_net::time::sleep(dl.saturating_duration_since(Instant::now())) => {}
                 _ = self.shutdown.changed() => {}
                 // The client closed while waiting: nothing is taken for it.
                 _ = gone => return Err(KeyStep::Close),

@@ -5,11 +5,12 @@ use crate::config::Settings;
 use crate::conn;
 use crate::error::ServeError;
 use crate::shared::Shared;
+use shoal_net::event_loop::EpollStream;
 use shoal_net::{Acceptor, Event, Executor, Incoming, Listener, WorkerPool, WorkerService};
 use shoal_queue::Engine;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -43,10 +44,8 @@ pub fn run(settings: Settings, engine: Engine, listener: Listener) -> Result<(),
             shared: shared.clone(),
         }
     };
-    // On tokio: a blocking read's wait watches its client's socket with tokio's reactor
-    // (`shoal_net::peer`).
     let mut pool = WorkerPool::start(
-        Executor::Tokio,
+        Executor::EventLoop,
         shared.settings.threads,
         "shoal-queued",
         &shared.shutdown_signal(),
@@ -216,13 +215,13 @@ impl WorkerService for QueueWorker {
             match incoming {
                 Incoming::Tcp(stream, _) => {
                     let _ = stream.set_nodelay(true);
-                    if let Ok(mut s) = tokio::net::TcpStream::from_std(stream) {
+                    if let Ok(mut s) = EpollStream::new(OwnedFd::from(stream)) {
                         let fd = s.as_raw_fd();
                         conn::serve(&mut s, shared, Some(fd)).await;
                     }
                 }
                 Incoming::Unix(stream) => {
-                    if let Ok(mut s) = tokio::net::UnixStream::from_std(stream) {
+                    if let Ok(mut s) = EpollStream::new(OwnedFd::from(stream)) {
                         let fd = s.as_raw_fd();
                         conn::serve(&mut s, shared, Some(fd)).await;
                     }

@@ -20,8 +20,10 @@
 //! only need a [`Waker`]. tokio's timers and sockets do not (they need tokio's runtime),
 //! which is why the daemons call [`crate::time`] rather than `tokio::time`.
 
+mod registration;
 mod stream;
 
+pub(crate) use registration::Registration;
 pub use stream::EpollStream;
 
 use std::cell::{Cell, RefCell};

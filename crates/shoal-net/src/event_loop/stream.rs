@@ -4,12 +4,11 @@
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::{current, IoState};
+use super::Registration;
 
 /// Most buffers one `sendmsg` takes (Linux's `IOV_MAX`); a longer reply is sent in parts,
 /// as a short write.
@@ -22,9 +21,9 @@ const IOV_MAX: usize = 1024;
 /// the buffer clears it too (the socket is drained, as tokio also assumes), which saves
 /// the system call that would only say so. End-of-stream and errors stay ready for good.
 pub struct EpollStream {
+    // Declared first, so it is dropped (deregistered) before the descriptor closes.
+    registration: Registration,
     fd: OwnedFd,
-    token: usize,
-    io: Rc<IoState>,
 }
 
 impl EpollStream {
@@ -32,10 +31,9 @@ impl EpollStream {
     ///
     /// Fails outside an event loop, or when epoll refuses the descriptor.
     pub fn new(fd: OwnedFd) -> io::Result<EpollStream> {
-        let core = current().ok_or_else(|| io::Error::other("no event loop on this thread"))?;
         crate::uring::set_nonblocking(fd.as_raw_fd())?;
-        let (token, io) = core.register_socket(fd.as_raw_fd())?;
-        Ok(EpollStream { fd, token, io })
+        let registration = Registration::new(fd.as_raw_fd())?;
+        Ok(EpollStream { registration, fd })
     }
 
     fn poll_send(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
@@ -43,12 +41,11 @@ impl EpollStream {
         if total == 0 {
             return Poll::Ready(Ok(0));
         }
+        let ready = &self.registration.io;
         loop {
-            if !self.io.writable.get() && !self.io.closed.get() {
-                IoState::register(&self.io.writer, cx.waker());
-                self.io.wants_write.set(true);
-                // Readiness may have come between the failed send and now only through
-                // this thread's loop, which has not run since: nothing is missed.
+            // Readiness may have come between a failed send and now only through this
+            // thread's loop, which has not run since: nothing is missed.
+            if self.registration.poll_writable(cx).is_pending() {
                 return Poll::Pending;
             }
             let n = if bufs.len() == 1 {
@@ -85,13 +82,13 @@ impl EpollStream {
                 let n = n as usize;
                 if n < total {
                     // The send buffer is full: the next send would only say so.
-                    self.io.writable.set(false);
+                    ready.writable.set(false);
                 }
                 return Poll::Ready(Ok(n));
             }
             let e = io::Error::last_os_error();
             match e.kind() {
-                io::ErrorKind::WouldBlock => self.io.writable.set(false),
+                io::ErrorKind::WouldBlock => ready.writable.set(false),
                 io::ErrorKind::Interrupted => {}
                 _ => return Poll::Ready(Err(e)),
             }
@@ -105,14 +102,6 @@ impl EpollStream {
 /// itself (shoald never cancels threads).
 fn sys(r: libc::c_long) -> isize {
     r as isize
-}
-
-impl Drop for EpollStream {
-    fn drop(&mut self) {
-        if let Some(core) = current() {
-            core.deregister_socket(self.token, self.fd.as_raw_fd());
-        }
-    }
 }
 
 impl AsRawFd for EpollStream {
@@ -130,10 +119,9 @@ impl AsyncRead for EpollStream {
         if buf.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
+        let ready = &self.registration.io;
         loop {
-            if !self.io.readable.get() && !self.io.closed.get() {
-                IoState::register(&self.io.reader, cx.waker());
-                self.io.wants_read.set(true);
+            if self.registration.poll_readable(cx).is_pending() {
                 return Poll::Pending;
             }
             let len = buf.remaining();
@@ -157,13 +145,13 @@ impl AsyncRead for EpollStream {
                 unsafe { buf.assume_init(n) };
                 buf.advance(n);
                 if n > 0 && n < len {
-                    self.io.readable.set(false);
+                    ready.readable.set(false);
                 }
                 return Poll::Ready(Ok(()));
             }
             let e = io::Error::last_os_error();
             match e.kind() {
-                io::ErrorKind::WouldBlock => self.io.readable.set(false),
+                io::ErrorKind::WouldBlock => ready.readable.set(false),
                 io::ErrorKind::Interrupted => {}
                 _ => return Poll::Ready(Err(e)),
             }
