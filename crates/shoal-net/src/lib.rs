@@ -14,8 +14,9 @@
 //! - [`ReadBuffer`]: a connection's input buffer, growing only within the budget;
 //! - [`Reply`]: a connection's pending output, with large values referred to in place
 //!   and written with vectored writes;
-//! - [`event_loop`]: a worker thread's own epoll loop and task slab, the default data
-//!   path of shoald's workers, and [`time`], timers that work on it and on tokio;
+//! - [`event_loop`]: a worker thread's own epoll loop and task slab, what shoald's and
+//!   shoal-queued's workers run on (shoal-proxy's stay on tokio, whose sockets its
+//!   backend connections are), and [`time`], timers that work on it and on tokio;
 //! - [`uring`]: the io_uring data path, sockets whose reads and writes a worker thread
 //!   submits in batches;
 //! - [`tune_allocator`]: keeps freed buffers from staying resident;
