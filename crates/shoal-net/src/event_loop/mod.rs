@@ -120,8 +120,13 @@ thread_local! {
 pub(crate) struct IoState {
     pub(crate) readable: Cell<bool>,
     pub(crate) writable: Cell<bool>,
-    /// The peer closed or the socket failed: final, never cleared by a short read.
-    pub(crate) closed: Cell<bool>,
+    /// The peer will send nothing more, or the socket failed: reads never block again
+    /// (they return end-of-stream or the error), so a short read does not clear this.
+    pub(crate) read_closed: Cell<bool>,
+    /// The socket hung up or failed: writes never block again (they fail). Not set when
+    /// the peer only closed its sending side: it may still read, and a write to it can
+    /// still block.
+    pub(crate) write_closed: Cell<bool>,
     pub(crate) reader: RefCell<Option<Waker>>,
     pub(crate) writer: RefCell<Option<Waker>>,
     pub(crate) wants_read: Cell<bool>,
@@ -374,7 +379,10 @@ impl Core {
             };
             let failed = bits & (libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0;
             if failed || bits & libc::EPOLLRDHUP as u32 != 0 {
-                io.closed.set(true);
+                io.read_closed.set(true);
+            }
+            if failed {
+                io.write_closed.set(true);
             }
             if failed || bits & (libc::EPOLLIN | libc::EPOLLRDHUP) as u32 != 0 {
                 io.readable.set(true);

@@ -28,7 +28,7 @@ impl Registration {
     /// Ready when the descriptor may be read (or is closed); otherwise the task is woken
     /// once the loop sees it readable.
     pub(crate) fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.io.readable.get() || self.io.closed.get() {
+        if self.io.readable.get() || self.io.read_closed.get() {
             return Poll::Ready(());
         }
         IoState::register(&self.io.reader, cx.waker());
@@ -39,7 +39,7 @@ impl Registration {
     /// Ready when the descriptor may be written (or is closed); otherwise the task is
     /// woken once the loop sees it writable.
     pub(crate) fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.io.writable.get() || self.io.closed.get() {
+        if self.io.writable.get() || self.io.write_closed.get() {
             return Poll::Ready(());
         }
         IoState::register(&self.io.writer, cx.waker());

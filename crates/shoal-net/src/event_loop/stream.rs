@@ -88,7 +88,15 @@ impl EpollStream {
             }
             let e = io::Error::last_os_error();
             match e.kind() {
-                io::ErrorKind::WouldBlock => ready.writable.set(false),
+                io::ErrorKind::WouldBlock => {
+                    ready.writable.set(false);
+                    if ready.write_closed.get() {
+                        // Only a failed socket is write-closed, and its sends fail rather
+                        // than block; should one block anyway, wait for the loop instead
+                        // of asking again at once.
+                        ready.write_closed.set(false);
+                    }
+                }
                 io::ErrorKind::Interrupted => {}
                 _ => return Poll::Ready(Err(e)),
             }
@@ -151,7 +159,12 @@ impl AsyncRead for EpollStream {
             }
             let e = io::Error::last_os_error();
             match e.kind() {
-                io::ErrorKind::WouldBlock => ready.readable.set(false),
+                io::ErrorKind::WouldBlock => {
+                    ready.readable.set(false);
+                    // As for writes: a closed socket's reads do not block; if one does,
+                    // wait rather than spin.
+                    ready.read_closed.set(false);
+                }
                 io::ErrorKind::Interrupted => {}
                 _ => return Poll::Ready(Err(e)),
             }

@@ -199,3 +199,33 @@ fn tasks_still_running_when_main_returns_are_dropped() {
     });
     assert!(dropped.get());
 }
+
+#[test]
+fn a_write_to_a_peer_that_only_stopped_sending_waits_rather_than_spins() {
+    let (client, server) = pair();
+    client
+        .shutdown(std::net::Shutdown::Write)
+        .expect("half-close");
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    // On its own thread: a write that spun would never return to the loop, so the
+    // timer below would never run; the test then fails on the bound instead of hanging.
+    std::thread::spawn(move || {
+        let waited = EventLoop::new().expect("loop").block_on(async move {
+            let mut s = EpollStream::new(OwnedFd::from(server)).expect("register");
+            let mut b = [0u8; 8];
+            assert_eq!(s.read(&mut b).await.expect("read"), 0, "end of stream");
+            let big = vec![7u8; 8 << 20];
+            tokio::select! {
+                biased;
+                _ = s.write_all(&big) => false,
+                _ = sleep(Duration::from_millis(200)) => true,
+            }
+        });
+        let _ = done_tx.send(waited);
+    });
+    let waited = done_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the loop came back: the write waited instead of spinning");
+    assert!(waited, "8 MiB went out to a peer that reads nothing");
+    drop(client);
+}
