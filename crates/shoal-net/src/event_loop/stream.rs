@@ -37,6 +37,9 @@ impl EpollStream {
     }
 
     fn poll_send(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        // What one call may send: a short count then means the socket buffer is full,
+        // not that the iovec array was capped.
+        let bufs = &bufs[..bufs.len().min(IOV_MAX)];
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         if total == 0 {
             return Poll::Ready(Ok(0));
@@ -62,7 +65,7 @@ impl EpollStream {
                     ))
                 }
             } else {
-                let iov = &bufs[..bufs.len().min(IOV_MAX)];
+                let iov = bufs;
                 // SAFETY: an all-zero msghdr is valid; the iovec array is `IoSlice`s,
                 // which are ABI-compatible with iovec, live for the call.
                 let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };

@@ -229,3 +229,36 @@ fn a_write_to_a_peer_that_only_stopped_sending_waits_rather_than_spins() {
     assert!(waited, "8 MiB went out to a peer that reads nothing");
     drop(client);
 }
+
+#[test]
+fn a_vectored_write_of_more_buffers_than_one_call_takes_goes_out_whole() {
+    let (mut client, server) = pair();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        client.read_to_end(&mut all).expect("read");
+        all
+    });
+    let parts: Vec<Vec<u8>> = (0..3000u32).map(|i| format!("{i},").into_bytes()).collect();
+    let want: Vec<u8> = parts.concat();
+    EventLoop::new().expect("loop").block_on(async move {
+        let mut s = EpollStream::new(OwnedFd::from(server)).expect("register");
+        let total: usize = parts.iter().map(Vec::len).sum();
+        let mut sent = 0;
+        while sent < total {
+            // What is left, as slices (3,000 at first: more than one sendmsg takes).
+            let mut skip = sent;
+            let mut slices = Vec::new();
+            for p in &parts {
+                if skip >= p.len() {
+                    skip -= p.len();
+                    continue;
+                }
+                slices.push(std::io::IoSlice::new(&p[skip..]));
+                skip = 0;
+            }
+            sent += s.write_vectored(&slices).await.expect("write");
+        }
+        s.shutdown().await.expect("shutdown");
+    });
+    assert_eq!(reader.join().expect("reader"), want);
+}
