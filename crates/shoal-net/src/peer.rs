@@ -81,7 +81,7 @@ impl PeerWatch {
                     std::future::poll_fn(|cx| registration.poll_readable(cx)).await;
                     match peek(fd.as_raw_fd()) {
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            registration.io.readable.set(false);
+                            registration.io.read.blocked();
                             continue;
                         }
                         r => r,

@@ -21,9 +21,12 @@
 //! which is why the daemons call [`crate::time`] rather than `tokio::time`.
 
 mod registration;
+mod slab;
 mod stream;
 
+use registration::IoState;
 pub(crate) use registration::Registration;
+use slab::Slab;
 pub use stream::EpollStream;
 
 use std::cell::{Cell, RefCell};
@@ -115,44 +118,11 @@ thread_local! {
     static CURRENT: RefCell<Option<Rc<Core>>> = const { RefCell::new(None) };
 }
 
-/// A socket registered with the loop: its readiness, and whom to wake.
-#[derive(Default)]
-pub(crate) struct IoState {
-    pub(crate) readable: Cell<bool>,
-    pub(crate) writable: Cell<bool>,
-    /// The peer will send nothing more, or the socket failed: reads never block again
-    /// (they return end-of-stream or the error), so a short read does not clear this.
-    pub(crate) read_closed: Cell<bool>,
-    /// The socket hung up or failed: writes never block again (they fail). Not set when
-    /// the peer only closed its sending side: it may still read, and a write to it can
-    /// still block.
-    pub(crate) write_closed: Cell<bool>,
-    pub(crate) reader: RefCell<Option<Waker>>,
-    pub(crate) writer: RefCell<Option<Waker>>,
-    pub(crate) wants_read: Cell<bool>,
-    pub(crate) wants_write: Cell<bool>,
-}
-
-impl IoState {
-    /// Records `waker` as the one to wake when `slot` becomes ready, cloning it only when
-    /// it changed (a connection's task keeps the same waker for its whole life).
-    pub(crate) fn register(slot: &RefCell<Option<Waker>>, waker: &Waker) {
-        let mut slot = slot.borrow_mut();
-        match slot.as_ref() {
-            Some(w) if w.will_wake(waker) => {}
-            _ => *slot = Some(waker.clone()),
-        }
-    }
-}
-
 struct Core {
     epoll: OwnedFd,
     remote: Arc<Remote>,
-    tasks: RefCell<Vec<Option<Rc<Slot>>>>,
-    free_tasks: RefCell<Vec<usize>>,
-    live: Cell<usize>,
-    sockets: RefCell<Vec<Option<Rc<IoState>>>>,
-    free_sockets: RefCell<Vec<usize>>,
+    tasks: RefCell<Slab<Rc<Slot>>>,
+    sockets: RefCell<Slab<Rc<IoState>>>,
     timers: RefCell<BTreeMap<(Instant, u64), Waker>>,
     next_timer: Cell<u64>,
     /// Woken when a task ends, for [`until_idle`].
@@ -198,11 +168,8 @@ impl EventLoop {
                     notified: AtomicBool::new(false),
                     eventfd,
                 }),
-                tasks: RefCell::new(Vec::new()),
-                free_tasks: RefCell::new(Vec::new()),
-                live: Cell::new(0),
-                sockets: RefCell::new(Vec::new()),
-                free_sockets: RefCell::new(Vec::new()),
+                tasks: RefCell::new(Slab::new()),
+                sockets: RefCell::new(Slab::new()),
                 timers: RefCell::new(BTreeMap::new()),
                 next_timer: Cell::new(0),
                 idle_waiter: RefCell::new(None),
@@ -253,27 +220,18 @@ impl EventLoop {
 }
 
 impl Core {
-    fn spawn(&self, future: Task) -> usize {
-        let id = match self.free_tasks.borrow_mut().pop() {
-            Some(id) => id,
-            None => {
-                let mut tasks = self.tasks.borrow_mut();
-                tasks.push(None);
-                tasks.len() - 1
-            }
-        };
+    fn spawn(&self, future: Task) {
+        let mut tasks = self.tasks.borrow_mut();
         let waker = Waker::from(Arc::new(TaskWaker {
-            task: id,
+            task: tasks.next_index(),
             remote: self.remote.clone(),
         }));
-        self.tasks.borrow_mut()[id] = Some(Rc::new(Slot {
+        let id = tasks.insert(Rc::new(Slot {
             future: RefCell::new(Some(future)),
             waker,
             round: Cell::new(u64::MAX),
         }));
-        self.live.set(self.live.get() + 1);
         READY.with(|r| r.borrow_mut().push(id));
-        id
     }
 
     /// Polls the tasks woken so far, once each. Tasks they wake wait for the next round,
@@ -301,7 +259,7 @@ impl Core {
     }
 
     fn poll_task(&self, id: usize, round: u64) {
-        let Some(slot) = self.tasks.borrow().get(id).and_then(|s| s.clone()) else {
+        let Some(slot) = self.tasks.borrow().get(id).cloned() else {
             return;
         };
         if slot.round.replace(round) == round {
@@ -332,11 +290,7 @@ impl Core {
     }
 
     fn finish(&self, id: usize) {
-        if let Some(slot) = self.tasks.borrow_mut().get_mut(id) {
-            *slot = None;
-        }
-        self.free_tasks.borrow_mut().push(id);
-        self.live.set(self.live.get().saturating_sub(1));
+        self.tasks.borrow_mut().remove(id);
         if let Some(w) = self.idle_waiter.borrow_mut().take() {
             w.wake();
         }
@@ -344,12 +298,10 @@ impl Core {
 
     fn abort_all(&self) {
         // Taken out first: a future's destructor may touch the loop (a stream leaving it).
-        let slots: Vec<Rc<Slot>> = self.tasks.borrow_mut().drain(..).flatten().collect();
+        let slots = self.tasks.borrow_mut().take_all();
         for slot in slots {
             drop(slot.future.borrow_mut().take());
         }
-        self.free_tasks.borrow_mut().clear();
-        self.live.set(0);
     }
 
     /// Waits up to `timeout` ms (-1: until an event) and marks what became ready.
@@ -374,31 +326,16 @@ impl Core {
                 self.drain_remote();
                 continue;
             }
-            let Some(Some(io)) = sockets.get(token as usize) else {
+            let Some(io) = sockets.get(token as usize) else {
                 continue;
             };
             let failed = bits & (libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0;
-            if failed || bits & libc::EPOLLRDHUP as u32 != 0 {
-                io.read_closed.set(true);
-            }
-            if failed {
-                io.write_closed.set(true);
-            }
-            if failed || bits & (libc::EPOLLIN | libc::EPOLLRDHUP) as u32 != 0 {
-                io.readable.set(true);
-                if io.wants_read.replace(false) {
-                    if let Some(w) = io.reader.borrow().as_ref() {
-                        w.wake_by_ref();
-                    }
-                }
+            let read_closed = failed || bits & libc::EPOLLRDHUP as u32 != 0;
+            if read_closed || bits & libc::EPOLLIN as u32 != 0 {
+                io.read.mark_ready(read_closed);
             }
             if failed || bits & libc::EPOLLOUT as u32 != 0 {
-                io.writable.set(true);
-                if io.wants_write.replace(false) {
-                    if let Some(w) = io.writer.borrow().as_ref() {
-                        w.wake_by_ref();
-                    }
-                }
+                io.write.mark_ready(failed);
             }
         }
     }
@@ -443,40 +380,26 @@ impl Core {
     }
 
     fn register_socket(&self, fd: RawFd) -> io::Result<(usize, Rc<IoState>)> {
-        let state = Rc::new(IoState {
-            readable: Cell::new(true),
-            writable: Cell::new(true),
-            ..IoState::default()
-        });
-        let token = match self.free_sockets.borrow_mut().pop() {
-            Some(t) => t,
-            None => {
-                let mut s = self.sockets.borrow_mut();
-                s.push(None);
-                s.len() - 1
-            }
-        };
+        let state = Rc::new(IoState::new());
+        let token = self.sockets.borrow_mut().insert(state.clone());
         let interest = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32;
-        if let Err(e) = ctl(
+        let added = ctl(
             self.epoll.as_raw_fd(),
             libc::EPOLL_CTL_ADD,
             fd,
             interest,
             token as u64,
-        ) {
-            self.free_sockets.borrow_mut().push(token);
+        );
+        if let Err(e) = added {
+            self.sockets.borrow_mut().remove(token);
             return Err(e);
         }
-        self.sockets.borrow_mut()[token] = Some(state.clone());
         Ok((token, state))
     }
 
     fn deregister_socket(&self, token: usize, fd: RawFd) {
         let _ = ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, 0, 0);
-        if let Some(slot) = self.sockets.borrow_mut().get_mut(token) {
-            *slot = None;
-            self.free_sockets.borrow_mut().push(token);
-        }
+        self.sockets.borrow_mut().remove(token);
     }
 }
 
@@ -519,7 +442,7 @@ pub async fn until_idle() {
         let Some(core) = current() else {
             return Poll::Ready(());
         };
-        if core.live.get() <= 1 {
+        if core.tasks.borrow().len() <= 1 {
             return Poll::Ready(());
         }
         *core.idle_waiter.borrow_mut() = Some(cx.waker().clone());

@@ -44,7 +44,7 @@ impl EpollStream {
         if total == 0 {
             return Poll::Ready(Ok(0));
         }
-        let ready = &self.registration.io;
+        let write = &self.registration.io.write;
         loop {
             // Readiness may have come between a failed send and now only through this
             // thread's loop, which has not run since: nothing is missed.
@@ -84,22 +84,13 @@ impl EpollStream {
             if n >= 0 {
                 let n = n as usize;
                 if n < total {
-                    // The send buffer is full: the next send would only say so.
-                    ready.writable.set(false);
+                    write.drained();
                 }
                 return Poll::Ready(Ok(n));
             }
             let e = io::Error::last_os_error();
             match e.kind() {
-                io::ErrorKind::WouldBlock => {
-                    ready.writable.set(false);
-                    if ready.write_closed.get() {
-                        // Only a failed socket is write-closed, and its sends fail rather
-                        // than block; should one block anyway, wait for the loop instead
-                        // of asking again at once.
-                        ready.write_closed.set(false);
-                    }
-                }
+                io::ErrorKind::WouldBlock => write.blocked(),
                 io::ErrorKind::Interrupted => {}
                 _ => return Poll::Ready(Err(e)),
             }
@@ -130,7 +121,7 @@ impl AsyncRead for EpollStream {
         if buf.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
-        let ready = &self.registration.io;
+        let read = &self.registration.io.read;
         loop {
             if self.registration.poll_readable(cx).is_pending() {
                 return Poll::Pending;
@@ -156,18 +147,13 @@ impl AsyncRead for EpollStream {
                 unsafe { buf.assume_init(n) };
                 buf.advance(n);
                 if n > 0 && n < len {
-                    ready.readable.set(false);
+                    read.drained();
                 }
                 return Poll::Ready(Ok(()));
             }
             let e = io::Error::last_os_error();
             match e.kind() {
-                io::ErrorKind::WouldBlock => {
-                    ready.readable.set(false);
-                    // As for writes: a closed socket's reads do not block; if one does,
-                    // wait rather than spin.
-                    ready.read_closed.set(false);
-                }
+                io::ErrorKind::WouldBlock => read.blocked(),
                 io::ErrorKind::Interrupted => {}
                 _ => return Poll::Ready(Err(e)),
             }
