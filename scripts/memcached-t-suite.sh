@@ -22,7 +22,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 declare -A KNOWN_FAILURES=(
   [t/conn-limits.t]="exhausts memcached's per-thread response objects (read_buf_mem_limit / -t 32) with a multiget of misses; shoald's misses allocate nothing"
   [t/extstore.t]="waits for compaction to rescue an item a client holds a reference to (debugitem ref, reported as rescues_realloc), a path of memcached's refcounted items; and expects incr/append/prepend on a flash-resident item to fail, which shoald does on purpose (docs/protocol-deviations.md)"
-  [t/extstore-tiered2.t]="drives memcached's coldcompact and old buckets (cold items split off by compaction, the oldest page's items moved to OLD) and compact_fraginfo sysevents; shoald has no such writes and uses those files as default pages"
   [t/error-extstore.t]="expects get_aborted_extstore > 1 after a multi-get whose last key is too long: memcached has queued the flash reads of the keys before it and aborts them; shoald rejects the line before reading anything, so there is nothing to abort"
   [t/dyn-maxbytes.t]="expects evictions from slab page overhead at -m 3 and total_malloced to follow cache_memlimit page by page"
   [t/issue_22.t]="expects evictions by the 40th 65 KB item at -m 3 (memcached's page overhead) and then exactly one eviction per set; shoald's 3 segments hold 47 such items and it evicts a segment (~15 of them) at a time"

@@ -10,9 +10,10 @@ use std::path::PathBuf;
 /// The flash tier's configuration, if an `ext_path` was given. Several `ext_path` files
 /// (memcached's JBOD, one per device) are pooled: their pages are used as one. A bucket
 /// after the size gives the file to it (memcached's tiered pages): `compact` files take
-/// the values compaction rescues and `lowttl` files the values under `ext_low_ttl`. The
-/// kinds of write shoald does not have (`chunked`, `coldcompact`, `old`) leave their
-/// files in the default pool; [`ignored_buckets`] names them for a warning.
+/// the values compaction rescues, `coldcompact` files the unread ones among them, `old`
+/// files the values of the oldest page moved when nothing is fragmented, and `lowttl`
+/// files the values under `ext_low_ttl`. `chunked` (a kind of write shoald does not have)
+/// leaves its files in the default pool; [`ignored_buckets`] names it for a warning.
 pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
     if e.paths.is_empty() {
         return Ok(None);
@@ -32,6 +33,8 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
             bucket: match parts.next() {
                 Some("compact") => bucket::COMPACT,
                 Some("lowttl") => bucket::LOW_TTL,
+                Some("coldcompact") => bucket::COLD_COMPACT,
+                Some("old") => bucket::OLD,
                 _ => bucket::DEFAULT,
             },
         });
@@ -66,14 +69,14 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
     Ok(Some(cfg))
 }
 
-/// The buckets given after `ext_path` sizes that have no effect (memcached's `chunked`,
-/// `coldcompact` and `old` pages hold kinds of write shoald does not make): their files'
+/// The buckets given after `ext_path` sizes that have no effect (memcached's `chunked`
+/// pages hold pieces of large values, which shoald writes as one record): their files'
 /// pages are default ones. The caller warns.
 pub fn ignored_buckets(e: &Extstore) -> Vec<String> {
     e.paths
         .iter()
         .filter_map(|spec| spec.split(':').filter(|p| !p.is_empty()).nth(2))
-        .filter(|b| !matches!(*b, "default" | "compact" | "lowttl"))
+        .filter(|b| !matches!(*b, "default" | "compact" | "lowttl" | "coldcompact" | "old"))
         .map(str::to_string)
         .collect()
 }
@@ -198,10 +201,14 @@ mod tests {
         assert!(ignored_buckets(&e).is_empty());
         e.paths.push("/tmp/z:64m:compact".into());
         e.paths.push("/tmp/v:64m:old".into());
+        e.paths.push("/tmp/u:64m:coldcompact".into());
+        e.paths.push("/tmp/t:64m:chunked".into());
         let cfg = config(&e).expect("valid").expect("configured");
         assert_eq!(cfg.files[2].bucket, bucket::COMPACT);
-        assert_eq!(cfg.files[3].bucket, bucket::DEFAULT);
-        assert_eq!(ignored_buckets(&e), ["old"]);
+        assert_eq!(cfg.files[3].bucket, bucket::OLD);
+        assert_eq!(cfg.files[4].bucket, bucket::COLD_COMPACT);
+        assert_eq!(cfg.files[5].bucket, bucket::DEFAULT);
+        assert_eq!(ignored_buckets(&e), ["chunked"]);
         e.paths.push("/tmp/w".into());
         assert!(config(&e).is_err(), "a file without a size");
     }

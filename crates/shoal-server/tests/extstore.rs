@@ -291,8 +291,8 @@ fn a_graceful_restart_keeps_the_flash_tier_and_a_crash_does_not() {
 
 /// memcached's JBOD: two `ext_path` files pooled. Values land in both, are served byte
 /// for byte, `stats extstore` lists both files' pages (free ones at version 0), and a
-/// graceful `-e` restart keeps them all; a bucket shoald makes no writes for (`old`) is
-/// accepted with a warning, its file's pages default ones.
+/// graceful `-e` restart keeps them all; a bucket shoald makes no writes for (`chunked`)
+/// is accepted with a warning, its file's pages default ones.
 #[test]
 fn several_ext_path_files_are_pooled_and_kept_across_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -305,7 +305,7 @@ fn several_ext_path_files_are_pooled_and_kept_across_a_restart() {
         .to_string();
     let (one, two) = (dir.path().join("ssd1"), dir.path().join("ssd2"));
     let ext = format!(
-        "ext_path={}:24m,ext_path={}:40m:old,ext_page_size=8,ext_wbuf_size=2,\
+        "ext_path={}:24m,ext_path={}:40m:chunked,ext_page_size=8,ext_wbuf_size=2,\
          ext_item_size=512,ext_io_depth=16",
         one.display(),
         two.display()
@@ -313,7 +313,7 @@ fn several_ext_path_files_are_pooled_and_kept_across_a_restart() {
     let args = ["-m", "16", "-t", "2", "-e", &mem_arg, "-o", &ext];
     let mut s = Server::with_args(&args);
     s.wait_log(
-        "bucket 'old' accepted without effect",
+        "bucket 'chunked' accepted without effect",
         Duration::from_secs(10),
     )
     .expect("bucket warning");

@@ -13,7 +13,7 @@
 //!   buffer or the file, checked), and takes the lock again to serve what the index then
 //!   holds: the same stub (perhaps moved), or whatever replaced it meanwhile.
 
-use crate::flash::{Disk, Flash, FlashEvent, FlashMiss, Locator, LOCATOR_LEN};
+use crate::flash::{Disk, Flash, FlashEvent, FlashMiss, Locator, Rescue, LOCATOR_LEN};
 use crate::index::{Ref, Shard};
 use crate::inner::Inner;
 use crate::layout::{RawItem, FETCHED};
@@ -313,10 +313,11 @@ impl Inner {
     }
 
     /// Compaction, one page per call from maintenance: when free pages run short, the
-    /// live values of the most fragmented sealed page move to the open page (their stubs
-    /// repointed in place), or, for the oldest page when nothing is fragmented enough and
-    /// `drop_unread`/`drop_under` say so, those never read are dropped, so the page
-    /// frees. Returns whether a page was compacted.
+    /// live values of the page [`Flash::compaction_candidate`] picks move to an open
+    /// page (their stubs repointed in place), those nobody read to the `coldcompact`
+    /// file's pages when one is given (else dropped when the pass drops unread values),
+    /// the others of an old page to the `old` file's; so the page frees. Returns whether
+    /// a page was compacted.
     pub(crate) fn compact_flash(&self) -> bool {
         let Some(flash) = self.flash() else {
             return false;
@@ -331,9 +332,11 @@ impl Inner {
                 });
             }
         }
-        let Some((page, version, drop_all_unread)) = flash.compaction_candidate() else {
+        let Some(pass) = flash.compaction_candidate() else {
             return false;
         };
+        let (page, version) = (pass.page, pass.version);
+        let has_cold = flash.has_bucket(crate::flash::bucket::COLD_COMPACT);
         if let Some(observe) = observe {
             observe(&FlashEvent::CompactStart { page, version });
         }
@@ -359,18 +362,25 @@ impl Inner {
             }
             let counters = &flash.counters;
             // Never read, and not used since its value went to flash: what memcached
-            // finds in its COLD LRU and leaves out of the rewrite (counted as skipped).
-            if drop_all_unread && raw.bits() & (FETCHED | crate::layout::ACTIVE) == 0 {
-                counters.compact_skipped.fetch_add(1, Ordering::Relaxed);
-                skipped += 1;
-                self.remove_loc(&mut shard, hash, loc);
-                return true;
-            }
+            // finds in its COLD LRU, and moves to `coldcompact` pages or leaves out of
+            // the rewrite (counted as skipped).
+            let cold = raw.bits() & (FETCHED | crate::layout::ACTIVE) == 0;
+            let to = match (cold, has_cold, pass.drop_unread, pass.to_old) {
+                (true, true, _, _) => Rescue::Cold,
+                (true, false, true, _) => {
+                    counters.compact_skipped.fetch_add(1, Ordering::Relaxed);
+                    skipped += 1;
+                    self.remove_loc(&mut shard, hash, loc);
+                    return true;
+                }
+                (_, _, _, true) => Rescue::Old,
+                _ => Rescue::Compact,
+            };
             let ttl = match raw.exptime() {
                 0 => None,
                 e => Some(e.saturating_sub(self.clock.now())),
             };
-            let Some(moved) = flash.rescue(key, value, ttl) else {
+            let Some(moved) = flash.rescue(key, value, ttl, to) else {
                 // Every write buffer is busy: the page is left for the next call.
                 return false;
             };
@@ -379,9 +389,11 @@ impl Inner {
             raw.set_locator(&moved.to_bytes());
             flash.release(locator, key.len());
             counters.compact_rescues.fetch_add(1, Ordering::Relaxed);
-            if raw.bits() & FETCHED == 0 {
-                counters.compact_resc_old.fetch_add(1, Ordering::Relaxed);
-            }
+            match to {
+                Rescue::Cold => counters.compact_resc_cold.fetch_add(1, Ordering::Relaxed),
+                Rescue::Old => counters.compact_resc_old.fetch_add(1, Ordering::Relaxed),
+                Rescue::Compact => 0,
+            };
             true
         });
         if whole {

@@ -2,7 +2,7 @@
 //! on flash and read back byte for byte; forgetting them costs no IO; a corrupted file
 //! gives misses, never wrong data.
 
-use shoal_store::flash::bucket;
+use shoal_store::flash::{bucket, Rescue};
 use shoal_store::{
     Fetch, Flash, FlashCleanStart, FlashConfig, FlashFile, FlashReads, Store, StoreConfig,
     StoreOptions, Writer,
@@ -626,7 +626,7 @@ fn files_given_to_a_bucket_take_its_writes() {
     assert!(page_of(flash.write(b"evicted", &value, None)) < 2);
     assert!(page_of(flash.write(b"long", &value, Some(600))) < 2);
     assert!((4..6).contains(&page_of(flash.write(b"brief", &value, Some(5)))));
-    let rescued = flash.rescue(b"rescued", &value, None);
+    let rescued = flash.rescue(b"rescued", &value, None, Rescue::Compact);
     assert!((2..4).contains(&page_of(rescued)));
     // Values read back from the compact file.
     let mut out = Vec::new();
@@ -653,7 +653,9 @@ fn files_given_to_a_bucket_take_its_writes() {
         .map(|i| {
             let deadline = Instant::now() + Duration::from_secs(10);
             loop {
-                if let Some(l) = flash.rescue(format!("r{i}").as_bytes(), &value, None) {
+                if let Some(l) =
+                    flash.rescue(format!("r{i}").as_bytes(), &value, None, Rescue::Compact)
+                {
                     break l.page;
                 }
                 assert!(Instant::now() < deadline, "no write buffer came free");
@@ -681,7 +683,7 @@ fn files_given_to_a_bucket_take_its_writes() {
     });
     cfg.page_size = 1 << 20;
     let flash = Flash::open(cfg).expect("flash files");
-    assert!(page_of(flash.rescue(b"rescued", &value, None)) < 2);
+    assert!(page_of(flash.rescue(b"rescued", &value, None, Rescue::Compact)) < 2);
 }
 
 /// Compaction decides as memcached's `storage_compact_check`: a fragmented page is moved
@@ -729,6 +731,105 @@ fn compaction_drops_unread_values_only_when_nothing_is_fragmented() {
             assert_eq!(v, value(i, 20_000), "key {i}");
         }
     }
+}
+
+/// memcached's `coldcompact` and `old` files (its t/extstore-tiered2.t): with nothing
+/// fragmented and no default page free, the oldest default page is compacted, its unread
+/// values moved to the `coldcompact` file and the read ones to the `old` file; once those
+/// files have no free page, their oldest page is evicted to keep one. Every value still
+/// held reads back byte for byte.
+#[test]
+fn tiered_compaction_splits_unread_values_off_and_moves_the_oldest_page_to_old() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::new(StoreConfig {
+        memory_limit: 16 << 20,
+        max_item_size: 64 << 10,
+        writers: 1,
+        ..StoreConfig::default()
+    })
+    .expect("config");
+    let file = |name: &str, mib: u64, b: u8| FlashFile {
+        path: dir.path().join(name),
+        size: mib << 20,
+        bucket: b,
+    };
+    let mut cfg = FlashConfig::new(PathBuf::new(), 0);
+    cfg.files = vec![
+        file("default", 16, bucket::DEFAULT),
+        file("cold", 8, bucket::COLD_COMPACT),
+        file("old", 24, bucket::OLD),
+    ];
+    cfg.page_size = 1 << 20;
+    cfg.wbuf_size = 256 << 10;
+    cfg.io_depth = 64;
+    cfg.compact_under = 1;
+    cfg.drop_under = 1;
+    assert!(store.attach_flash(Flash::open(cfg).expect("flash files")));
+    let s = store;
+    let mut w = s.writer();
+    let used_in = |b: u8| {
+        let st = s.flash().expect("flash").stats();
+        st.page_table
+            .iter()
+            .filter(|p| p.free_bucket == b && p.objects > 0)
+            .count()
+    };
+    // 30 MB into 16 MiB of memory: the rest on default pages, none elsewhere.
+    fill(&s, &mut w, 1500, 20_000);
+    settle(&s);
+    assert_eq!(
+        (used_in(bucket::COLD_COMPACT), used_in(bucket::OLD)),
+        (0, 0)
+    );
+    // Every even key read once.
+    for i in (0..1500).step_by(2) {
+        assert_eq!(get(&s, &key(i)), Some(value(i, 20_000)), "key {i}");
+    }
+    // 40 MB more: the default pages run out.
+    for i in 1500..3500 {
+        s.update(&mut w, &key(i), |e| {
+            e.store(&[&value(i, 20_000)], StoreOptions::default())
+        })
+        .expect("store");
+        if i % 25 == 24 {
+            settle(&s);
+            s.maintain_without_tick_for_test();
+            settle(&s);
+        }
+    }
+    for _ in 0..8 {
+        s.maintain_without_tick_for_test();
+        settle(&s);
+    }
+    let st = s.flash().expect("flash").stats();
+    assert!(st.compact_resc_cold > 5, "{st:?}");
+    assert!(st.compact_resc_old > 5, "{st:?}");
+    assert_eq!(st.compact_skipped, 0, "nothing dropped: drop_unread is off");
+    assert!(used_in(bucket::COLD_COMPACT) > 0 && used_in(bucket::OLD) > 0);
+    // The two files keep a free page each: their oldest is evicted when they fill.
+    for b in [bucket::COLD_COMPACT, bucket::OLD] {
+        let free = st
+            .page_table
+            .iter()
+            .filter(|p| p.free_bucket == b && p.state == "free")
+            .count();
+        assert!(free >= 1, "bucket {b}: {free} free");
+    }
+    // What the old file holds was read; what the cold file holds was not.
+    let (mut held, mut read_held) = (0, 0);
+    for i in 0..3500 {
+        if let Some(v) = get(&s, &key(i)) {
+            assert_eq!(v, value(i, 20_000), "key {i}");
+            held += 1;
+            if i < 1500 && i % 2 == 0 {
+                read_held += 1;
+            }
+        }
+    }
+    assert!(
+        read_held >= 700,
+        "read values survive in the old file: {read_held} of 750 ({held} held)"
+    );
 }
 
 #[test]

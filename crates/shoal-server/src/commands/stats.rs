@@ -365,7 +365,7 @@ fn flash_store(sh: &Shared, f: &FlashStats, out: &mut Vec<u8>) {
         // Compaction never loses a value: one it cannot move now waits for the next pass.
         ("extstore_compact_lost", 0),
         ("extstore_compact_rescues", f.compact_rescues),
-        ("extstore_compact_resc_cold", 0),
+        ("extstore_compact_resc_cold", f.compact_resc_cold),
         ("extstore_compact_resc_old", f.compact_resc_old),
         ("extstore_compact_skipped", f.compact_skipped),
         ("extstore_page_allocs", f.page_allocs),

@@ -106,6 +106,14 @@ impl Files {
         self.files.iter().any(|f| f.bucket == bucket)
     }
 
+    /// The buckets some file's pages belong to, each once, in id order.
+    pub(crate) fn buckets(&self) -> Vec<u8> {
+        let mut out: Vec<u8> = self.files.iter().map(|f| f.bucket).collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// The file page `page` is in, and the page's byte offset in it.
     #[inline]
     pub(crate) fn page(&self, page: u32) -> Option<(&File, u64)> {

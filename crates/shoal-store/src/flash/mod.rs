@@ -43,9 +43,11 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 /// memcached's page buckets (its `PAGE_BUCKET_*` ids, as `stats extstore` prints them):
-/// which writes a page takes. shoald writes three kinds: evicted values (`DEFAULT`),
-/// values with less than `ext_low_ttl` to live (`LOW_TTL`) and values compaction rescues
-/// (`COMPACT`).
+/// which writes a page takes. shoald writes five kinds: evicted values (`DEFAULT`),
+/// values with less than `ext_low_ttl` to live (`LOW_TTL`), and values compaction
+/// rescues (`COMPACT`; cold ones to `COLD_COMPACT` and an old page's others to `OLD`
+/// when files are given to those). memcached's `chunked` bucket has no writes in shoald:
+/// a large value's record is one record.
 pub mod bucket {
     /// Evicted values; every bucket without files of its own takes these pages.
     pub const DEFAULT: u8 = 0;
@@ -53,6 +55,39 @@ pub mod bucket {
     pub const COMPACT: u8 = 1;
     /// Values with less than `ext_low_ttl` seconds to live.
     pub const LOW_TTL: u8 = 3;
+    /// Values compaction moved that nobody had read (memcached's `coldcompact`: items in
+    /// its COLD LRU), kept apart so that pages of values still read stay dense.
+    pub const COLD_COMPACT: u8 = 4;
+    /// The other values of the oldest page, moved when nothing is fragmented enough to
+    /// compact and free pages run out (memcached's `old`).
+    pub const OLD: u8 = 5;
+}
+
+/// Where compaction sends a value it moves ([`Flash::rescue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rescue {
+    /// Out of a fragmented page: the compact bucket's pages if a file is given to it,
+    /// else where an evicted value goes.
+    Compact,
+    /// A value nobody read: the `coldcompact` file's pages (only asked for when one is
+    /// given).
+    Cold,
+    /// From the oldest page: the `old` file's pages (likewise).
+    Old,
+}
+
+/// What compaction does on a maintenance tick ([`Flash::compaction_candidate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Compaction {
+    /// The page whose live values move.
+    pub(crate) page: u32,
+    /// Its version when chosen: a reuse meanwhile stops the pass.
+    pub(crate) version: u32,
+    /// Unread values are dropped instead of moved (`ext_drop_unread`, no `coldcompact`
+    /// file to take them).
+    pub(crate) drop_unread: bool,
+    /// Values go to the `old` file's pages (the oldest page, nothing fragmented).
+    pub(crate) to_old: bool,
 }
 
 /// One file of the flash tier: memcached's `ext_path=PATH:SIZE[:BUCKET]`.
@@ -249,13 +284,18 @@ struct Stream {
 
 /// The default stream; the one for values that expire soon (`ext_low_ttl`), kept on
 /// pages of their own so that those pages empty, and free themselves, as they expire;
-/// and the one for values compaction rescues, used when a file is given to the compact
-/// bucket (otherwise rescues go where an evicted value would).
-pub(crate) const STREAMS: usize = 3;
+/// the one for values compaction rescues, used when a file is given to the compact
+/// bucket (otherwise rescues go where an evicted value would); and those of the
+/// `coldcompact` and `old` files, used only when such files are given.
+pub(crate) const STREAMS: usize = 5;
 /// The stream of values with a TTL under `ext_low_ttl`.
 pub(crate) const LOW_TTL: usize = 1;
 /// The stream of values compaction rescues into compact-bucket files.
 pub(crate) const COMPACT: usize = 2;
+/// The stream of unread values compaction moves into `coldcompact` files.
+pub(crate) const COLD_COMPACT: usize = 3;
+/// The stream of an old page's values moved into `old` files.
+pub(crate) const OLD: usize = 4;
 
 /// What the write side holds under its lock.
 struct WriteState {
@@ -550,12 +590,28 @@ impl Flash {
     /// [`write`](Self::write) for a value compaction moves out of a fragmented page: to
     /// the compact bucket's pages when a file is given to it (memcached's tiered
     /// `:compact`), else as `write` places it.
-    pub fn rescue(&self, key: &[u8], value: &[u8], ttl: Option<u32>) -> Option<Locator> {
-        if self.files.has_bucket(bucket::COMPACT) {
-            self.write_to(COMPACT, key, value)
-        } else {
-            self.write(key, value, ttl)
-        }
+    /// `to` names a `coldcompact` or `old` stream only when
+    /// [`has_bucket`](Self::has_bucket) says a file is given to it; otherwise it is
+    /// placed as [`Rescue::Compact`].
+    pub fn rescue(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        ttl: Option<u32>,
+        to: Rescue,
+    ) -> Option<Locator> {
+        let stream = match to {
+            Rescue::Cold if self.files.has_bucket(bucket::COLD_COMPACT) => COLD_COMPACT,
+            Rescue::Old if self.files.has_bucket(bucket::OLD) => OLD,
+            _ if self.files.has_bucket(bucket::COMPACT) => COMPACT,
+            _ => return self.write(key, value, ttl),
+        };
+        self.write_to(stream, key, value)
+    }
+
+    /// Whether a file is given to `bucket` ([`bucket`]'s ids).
+    pub fn has_bucket(&self, bucket: u8) -> bool {
+        self.files.has_bucket(bucket)
     }
 
     fn write_to(&self, stream: usize, key: &[u8], value: &[u8]) -> Option<Locator> {
@@ -657,6 +713,8 @@ impl Flash {
         let own = match stream {
             LOW_TTL => bucket::LOW_TTL,
             COMPACT => bucket::COMPACT,
+            COLD_COMPACT => bucket::COLD_COMPACT,
+            OLD => bucket::OLD,
             _ => bucket::DEFAULT,
         };
         if self.files.has_bucket(own) {
@@ -694,15 +752,9 @@ impl Flash {
             Some(i) => Some(st.free.remove(i)),
             None => {
                 let oldest = st.sealed.iter().position(|&p| fits(p));
-                oldest.and_then(|i| st.sealed.remove(i)).inspect(|&p| {
-                    let (objects, bytes) = self.pages[p as usize].reset();
-                    // An evicted page is freed on the way to reuse: memcached counts it in
-                    // both (`extstore_evict_page` frees it, and `_free_page` counts reclaims).
-                    c.page_evictions.fetch_add(1, Ordering::Relaxed);
-                    c.page_reclaims.fetch_add(1, Ordering::Relaxed);
-                    c.objects_evicted.fetch_add(objects, Ordering::Relaxed);
-                    c.bytes_evicted.fetch_add(bytes, Ordering::Relaxed);
-                })
+                oldest
+                    .and_then(|i| st.sealed.remove(i))
+                    .inspect(|&p| self.evicted(p))
             }
         };
         let Some(p) = next else { return false };
@@ -716,6 +768,19 @@ impl Flash {
         s.fill = 0;
         s.buf_start = 0;
         true
+    }
+
+    /// Empties sealed page `p`, whatever it still holds, counting it evicted. The
+    /// caller has taken it off the sealed list.
+    fn evicted(&self, p: u32) {
+        let c = &self.counters;
+        let (objects, bytes) = self.pages[p as usize].reset();
+        // An evicted page is freed on the way to reuse: memcached counts it in both
+        // (`extstore_evict_page` frees it, and `_free_page` counts reclaims).
+        c.page_evictions.fetch_add(1, Ordering::Relaxed);
+        c.page_reclaims.fetch_add(1, Ordering::Relaxed);
+        c.objects_evicted.fetch_add(objects, Ordering::Relaxed);
+        c.bytes_evicted.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Returns an empty sealed page to the free list under a new version.

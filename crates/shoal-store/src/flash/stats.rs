@@ -23,6 +23,7 @@ pub(crate) struct Counters {
     pub(crate) write_refused: AtomicU64,
     pub(crate) compact_rescues: AtomicU64,
     pub(crate) compact_skipped: AtomicU64,
+    pub(crate) compact_resc_cold: AtomicU64,
     pub(crate) compact_resc_old: AtomicU64,
     /// Reads of flash-resident items asked for (`get_extstore`).
     pub(crate) gets: AtomicU64,
@@ -83,9 +84,11 @@ pub struct FlashStats {
     pub write_refused: u64,
     /// Live values compaction moved to another page (`extstore_compact_rescues`).
     pub compact_rescues: u64,
-    /// Values compaction left because their stub was being changed (`extstore_compact_skipped`).
+    /// Unread values compaction dropped instead of moving (`extstore_compact_skipped`).
     pub compact_skipped: u64,
-    /// Rescued values that had not been read since written (`extstore_compact_resc_old`).
+    /// Rescues into `coldcompact` pages (`extstore_compact_resc_cold`).
+    pub compact_resc_cold: u64,
+    /// Rescues into `old` pages (`extstore_compact_resc_old`).
     pub compact_resc_old: u64,
     /// Reads of flash-resident items (`get_extstore`).
     pub get: u64,
@@ -146,6 +149,7 @@ impl Flash {
             write_refused: get(&c.write_refused),
             compact_rescues: get(&c.compact_rescues),
             compact_skipped: get(&c.compact_skipped),
+            compact_resc_cold: get(&c.compact_resc_cold),
             compact_resc_old: get(&c.compact_resc_old),
             get: get(&c.gets),
             miss: get(&c.miss),
