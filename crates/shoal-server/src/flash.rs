@@ -42,12 +42,16 @@ pub fn config(e: &Extstore) -> Result<Option<FlashConfig>, String> {
     let mut cfg = FlashConfig::new(PathBuf::new(), 0);
     cfg.files = files;
     cfg.page_size = u64::from(e.page_size).max(1 << 20);
-    cfg.wbuf_size = (e.wbuf_size as usize).max(64 << 10);
-    // memcached's ext_io_depth bounds IOs in flight per IO thread: shoald runs that
-    // many reads at once (`readers`), and lets twice as many write buffers wait for the
-    // disk, at least four (one fills while others are written; beyond them eviction
-    // drops values rather than wait).
-    cfg.io_depth = (2 * e.io_depth as usize * e.threads as usize).max(4);
+    // memcached writes a whole `ext_wbuf_size` buffer (4 MiB) at a time, with one
+    // buffer per IO in flight (`ext_io_depth` per IO thread) besides the one filling.
+    // shoald lets the same bytes wait for the disk, in pieces of at most 1 MiB: the
+    // disk starts on a value a quarter as late, and the buffer filling, the only one
+    // held beyond those bytes, is a quarter of the size (peak RSS under a write flood:
+    // 5 MiB of buffers at the defaults against memcached's 8). Beyond them eviction
+    // drops values rather than wait.
+    let wbuf = (e.wbuf_size as usize).max(64 << 10);
+    cfg.wbuf_size = wbuf.min(WRITE_PIECE);
+    cfg.io_depth = (wbuf / cfg.wbuf_size) * (e.io_depth as usize * e.threads as usize).max(1);
     cfg.item_size = e.item_size as usize;
     cfg.item_age = e.item_age;
     let pages = cfg.pages();
@@ -88,6 +92,9 @@ pub fn ignored_buckets(e: &Extstore) -> Vec<String> {
 pub fn readers(e: &Extstore) -> usize {
     (e.threads as usize * e.io_depth as usize).max(MIN_READERS)
 }
+
+/// The most bytes shoald hands the disk in one write (see [`config`]).
+pub const WRITE_PIECE: usize = 1 << 20;
 
 /// The fewest flash readers shoald runs (see [`readers`]).
 pub const MIN_READERS: usize = 4;

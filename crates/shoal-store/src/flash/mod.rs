@@ -110,10 +110,11 @@ pub struct FlashConfig {
     pub files: Vec<FlashFile>,
     /// Bytes per page, the unit of reuse (`ext_page_size`, 64 MiB).
     pub page_size: u64,
-    /// Bytes per write buffer (`ext_wbuf_size`, 4 MiB).
+    /// Bytes per write buffer, each handed to the disk whole once full.
     pub wbuf_size: usize,
     /// Write buffers that may wait for the disk at once; beyond them eviction drops
-    /// values instead of waiting (memcached's `ext_io_depth` bounds reads; here writes).
+    /// values instead of waiting. So at most `(io_depth + streams in use) * wbuf_size`
+    /// bytes of buffers are held, and `io_depth` of them are kept for reuse.
     pub io_depth: usize,
     /// Smallest value sent to flash (`ext_item_size`, 512 bytes): below it a stub would
     /// save too little memory to be worth a disk read.
@@ -303,6 +304,10 @@ struct WriteState {
     streams: [Stream; STREAMS],
     /// Buffers handed to the IO thread and not yet written, oldest first.
     in_flight: VecDeque<Arc<Pending>>,
+    /// Written buffers kept for the next ones (at most as many as may be in flight):
+    /// a fresh buffer is a fresh mapping, faulted in page by page as it fills, which
+    /// at a disk's write rate is tens of thousands of page faults a second.
+    spare: Vec<Vec<u8>>,
     /// Pages with nothing in them.
     free: Vec<u32>,
     /// Sealed pages, oldest first: the one reused when none is free.
@@ -432,6 +437,7 @@ impl Flash {
         let mut state = WriteState {
             streams: Default::default(),
             in_flight: VecDeque::new(),
+            spare: Vec::new(),
             free: Vec::new(),
             sealed: VecDeque::new(),
         };
@@ -635,6 +641,11 @@ impl Flash {
             }
         } else if buf_full {
             self.submit(&mut st, stream);
+        }
+        if st.streams[stream].buf.capacity() == 0 {
+            if let Some(spare) = st.spare.pop() {
+                st.streams[stream].buf = spare;
+            }
         }
         let s = &mut st.streams[stream];
         let page_no = s.open?;
@@ -987,6 +998,15 @@ fn io_thread(flash: std::sync::Weak<Flash>, rx: mpsc::Receiver<Arc<Pending>>) {
                 if page.state.load(Ordering::Acquire) == SEALED {
                     flash.free_page(&mut st, p.page);
                 }
+            }
+        }
+        if let Ok(done) = Arc::try_unwrap(p) {
+            let mut bytes = done.bytes;
+            // A buffer grown for one record larger than the rest is let go.
+            if st.spare.len() < flash.max_in_flight() && bytes.capacity() <= 2 * flash.cfg.wbuf_size
+            {
+                bytes.clear();
+                st.spare.push(bytes);
             }
         }
         drop(st);
