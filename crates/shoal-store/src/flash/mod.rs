@@ -1004,10 +1004,8 @@ fn io_thread(flash: std::sync::Weak<Flash>, rx: mpsc::Receiver<Arc<Pending>>) {
         }
         if let Ok(done) = Arc::try_unwrap(p) {
             let mut bytes = done.bytes;
-            // One buffer is kept for the next to fill, so a steady stream of writes maps
-            // nothing afresh; the rest of a burst's buffers are given back rather than
-            // held resident while the cache is quiet. A buffer grown for one record
-            // larger than the rest is let go.
+            // See `WriteState::spare`. A buffer grown for one record larger than the
+            // rest is let go.
             if st.spare.is_none() && bytes.capacity() <= 2 * flash.cfg.wbuf_size {
                 bytes.clear();
                 st.spare = Some(bytes);
