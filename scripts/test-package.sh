@@ -123,6 +123,29 @@ for u in shoald shoal-proxy shoal-queued; do
   if echo "$out" | grep -q "$u.service"; then echo "$out"; fail "systemd-analyze verify $u.service warns"; fi
 done
 
+# Waits up to $1 s for shoald ($2, a child of this shell) to exit after a signal. One that
+# does not is a bug (SIGTERM must stop it): its threads' stacks and its log ($3) are
+# printed, it is killed, and the test fails, rather than `wait` blocking until CI's limit.
+stop_within() {
+  local secs=$1 pid=$2 logfile=$3
+  for _ in $(seq 1 $((secs * 20))); do
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" || true; return 0; }
+    sleep 0.05
+  done
+  echo "shoald (pid $pid) still running ${secs}s after SIGTERM; its log:"
+  cat "$logfile"
+  grep -E '^(State|Sig)' "/proc/$pid/status" || true
+  for t in /proc/"$pid"/task/*; do
+    echo "thread $(cat "$t/comm" 2>/dev/null): wchan $(cat "$t/wchan" 2>/dev/null)"
+    cat "$t/stack" 2>/dev/null || true
+  done
+  if command -v gdb >/dev/null; then
+    timeout 60 gdb -p "$pid" -batch -ex 'thread apply all bt 20' 2>&1 | grep -E '^(#|Thread)' || true
+  fi
+  kill -9 "$pid" 2>/dev/null || true
+  fail "shoald did not stop on SIGTERM"
+}
+
 # Runs shoald as the packaged unit would (root, stderr to a file) in fresh network and
 # mount namespaces, sends $2 to 127.0.0.1:$3 and prints the reply, then the user shoald
 # runs as. $1 is the options file.
@@ -173,7 +196,8 @@ JOURNAL_STREAM=$stream /usr/bin/shoald -p -1 -l 127.0.0.1 -v -o no_lru_maintaine
   2>"$tmp/journal" &
 pid=$!
 for _ in $(seq 1 100); do grep -q 'listening on' "$tmp/journal" && break; sleep 0.05; done
-kill -TERM $pid; wait $pid || true
+kill -TERM $pid
+stop_within 10 $pid "$tmp/journal"
 grep -q '^<6>.*listening on 127\.0\.0\.1:' "$tmp/journal" || { cat "$tmp/journal"; fail "no <6> listening line"; }
 grep -q '^<4>.*without effect' "$tmp/journal" || { cat "$tmp/journal"; fail "no <4> warning line"; }
 if grep -qE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' "$tmp/journal"; then fail "a timestamp of our own"; fi
