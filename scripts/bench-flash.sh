@@ -18,6 +18,7 @@
 # PARTS chooses among "replay memtier density" (default: all three).
 #   sudo bash scripts/bench-flash.sh            # needs root for the cgroup
 #   SETS="512" PAIRS=1 bash scripts/bench-flash.sh   # a quicker look
+#   SHOALD_EXTRA_ARGS="-o ext_drop_unread=1" ...     # more shoald options (memtier part)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 MEM=${MEM:-64}
@@ -121,7 +122,9 @@ if has memtier && [ -n "$memtier" ] && [ -x "$memtier" ]; then
     for pair in $(seq "$PAIRS"); do
       for srv in shoald memcached; do
         port=$((23000 + RANDOM % 2000))
-        start_server "$srv" "$port" -m "$MEM" -t 2 -o "ext_path=$work/$srv.ext:$FLASH_SIZE"
+        extra=()
+        [ "$srv" = shoald ] && [ -n "${SHOALD_EXTRA_ARGS:-}" ] && read -ra extra <<<"$SHOALD_EXTRA_ARGS"
+        start_server "$srv" "$port" -m "$MEM" -t 2 -o "ext_path=$work/$srv.ext:$FLASH_SIZE" "${extra[@]}"
         common=(-s 127.0.0.1 -p "$port" -P memcache_text --data-size 16384 --key-maximum "$keys" --hide-histogram)
         "$memtier" "${common[@]}" -t 1 -c 4 --ratio 1:0 --key-pattern P:P -n allkeys >/dev/null 2>&1
         w0=$(awk '/^write_bytes/{print $2}' /proc/$pid/io)

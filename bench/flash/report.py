@@ -50,13 +50,18 @@ def replay_table(out):
 
 def memtier_table(out):
     runs = {}
+    set_bytes = {}
     for path in glob.glob(os.path.join(out, "memtier-*.json")):
-        _, pattern, srv, _pair = os.path.basename(path)[:-5].split("-")
+        _, pattern, srv, pair = os.path.basename(path)[:-5].split("-")
         try:
             a = json.load(open(path))["ALL STATS"]
         except (ValueError, KeyError):
             continue
         lat = a["Gets"]["Percentile Latencies"]
+        # Bytes the client set in the timed run: memtier's transmit rate for sets over
+        # the run's duration (values, keys and command lines).
+        set_bytes[(pattern, srv, pair)] = (
+            a["Sets"]["KB/sec TX"] * 1024 * a["Runtime"]["Total duration"] / 1000)
         runs.setdefault((pattern, srv), []).append(
             (a["Totals"]["Ops/sec"], lat["p99.00"],
              a["Gets"]["Hits/sec"] / max(a["Gets"]["Hits/sec"] + a["Gets"]["Misses/sec"], 1e-9),
@@ -64,15 +69,20 @@ def memtier_table(out):
     if not runs:
         return
     rss = {}
+    written = {}
     txt = os.path.join(out, "memtier.txt")
     if os.path.exists(txt):
         for line in open(txt):
             f = line.split()
             kv = dict(x.split("=") for x in f[3:])
             rss.setdefault((f[0], f[1]), []).append(int(kv["rss_kib"]) / 1024)
+            sent = set_bytes.get((f[0], f[1], f[2]))
+            if sent and "disk_written" in kv:
+                written.setdefault((f[0], f[1]), []).append(int(kv["disk_written"]) / sent)
     print()
-    print("| keys | server | ops/s (median) | GET p50 / p99 / p99.9 ms (medians) | hit ratio | peak RSS MiB |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| keys | server | ops/s (median) | GET p50 / p99 / p99.9 ms (medians) | hit ratio | peak RSS MiB "
+          "| disk bytes per byte set |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for (pattern, srv), v in sorted(runs.items()):
         ops = statistics.median(x[0] for x in v)
         p99 = statistics.median(x[1] for x in v)
@@ -80,11 +90,13 @@ def memtier_table(out):
         p50 = statistics.median(x[3] for x in v)
         p999 = statistics.median(x[4] for x in v)
         r = statistics.median(rss.get((pattern, srv), [0]))
+        w = written.get((pattern, srv))
+        wa = f"{statistics.median(w):.3f}" if w else "-"
         keys, _, rate = pattern.partition("@")
         label = {"Z": "Zipf 0.99", "R": "uniform"}.get(keys, keys)
         if rate:
             label += f", {int(rate) * 16:,} req/s"
-        print(f"| {label} | {srv} | {ops:,.0f} | {p50:.3f} / {p99:.3f} / {p999:.3f} | {hit:.3f} | {r:.0f} |")
+        print(f"| {label} | {srv} | {ops:,.0f} | {p50:.3f} / {p99:.3f} / {p999:.3f} | {hit:.3f} | {r:.0f} | {wa} |")
 
 
 if __name__ == "__main__":
