@@ -105,8 +105,11 @@ else
   exit "$ref_status"
 fi
 
+# The long suites from here on are bounded (timeout), so a hang fails this run under the
+# suite's name instead of running into CI's limit with nothing said; stdin is /dev/null
+# because timeout runs them in a process group of their own.
 log "cargo test --release"
-timeout -k 30 2700 cargo test --workspace --release
+timeout -k 30 2700 cargo test --workspace --release </dev/null
 
 log "shoald's protocol, limit and lifecycle tests again on the io_uring data path"
 SHOALD_TEST_ARGS=--io-uring cargo test --release -p shoal-server \
@@ -146,24 +149,22 @@ memccapable_against --io-uring
 # test what only memcached's build has (docs/testing.md). It skips itself without the
 # peers tarball.
 log "memcached 1.6.45's t/ suite against shoald (scripts/memcached-t-suite.sh)"
-SHOALD_BIN="$target/release/shoald" timeout -k 30 1200 bash scripts/memcached-t-suite.sh
+SHOALD_BIN="$target/release/shoald" timeout -k 30 1200 bash scripts/memcached-t-suite.sh </dev/null
 
 # The Debian package from the release binaries built above: lintian, dpkg -i/-r/--purge,
 # systemd-analyze verify, shoald on Debian's stock /etc/memcached.conf (about a minute,
 # plus two for cargo-deb's one-time install on a new machine).
-# Each suite below is bounded, so a hang fails this run with the suite's name instead of
-# running into CI's limit with nothing said.
 log "Debian package (scripts/test-package.sh)"
-timeout -k 30 1200 bash scripts/test-package.sh
+timeout -k 30 1200 bash scripts/test-package.sh </dev/null
 
 if [ -x scripts/test-python.sh ]; then
   log "Python client suites (pymemcache)"
-  SHOALD_BIN="$target/release/shoald" timeout -k 30 900 bash scripts/test-python.sh
+  SHOALD_BIN="$target/release/shoald" timeout -k 30 900 bash scripts/test-python.sh </dev/null
 fi
 
 if [ -x scripts/test-java.sh ]; then
   log "Java client suite (XMemcached, binary protocol)"
-  SHOALD_BIN="$target/release/shoald" timeout -k 30 1200 bash scripts/test-java.sh
+  SHOALD_BIN="$target/release/shoald" timeout -k 30 1200 bash scripts/test-java.sh </dev/null
 fi
 
 log "all suites passed"
