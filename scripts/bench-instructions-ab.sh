@@ -14,6 +14,12 @@
 #   [DEPTHS="1 16"] [CASES="fits evicts"]   (needs valgrind and a release shoal-bench)
 #   [OLD_ARGS="..."] [NEW_ARGS="..."]: further flags for each build, so one binary can be
 #   compared with itself, e.g. OLD_ARGS="-o event_loop=tokio" for the worker loops.
+#   Either build may be a memcached binary (its name starts with "memcached"): it gets
+#   -c 19988 (what valgrind leaves of the file limit) and, as root, -u root.
+#   [CACHE_SIM=1]: callgrind also simulates the caches (valgrind's model of this CPU's
+#   L1 and last-level caches), and the table gives first-level and last-level data-cache
+#   misses per request beside the instructions. On VMs without hardware counters
+#   (perf stat: "instructions <not supported>") this is where memory stalls can be seen.
 set -euo pipefail
 old=$1
 new=$2
@@ -45,7 +51,16 @@ run() { # shoald depth case extra-args -> instructions per request
     echo "port $port is already taken: stop what listens there first" >&2
     exit 1
   fi
-  valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" \
+  case $(basename "$shoald") in
+    memcached*)
+      extra="$extra -c 19988"
+      [ "$(id -u)" = 0 ] && extra="$extra -u root"
+      ;;
+  esac
+  local sim=()
+  [ "${CACHE_SIM:-0}" = 1 ] && sim=(--cache-sim=yes)
+  # shellcheck disable=SC2086 # $extra is a list of arguments
+  valgrind --tool=callgrind "${sim[@]}" --callgrind-out-file="$tmp/cg.out" \
     "$shoald" -p $port -l 127.0.0.1 -t 1 -U 0 -m "$mem" $extra >/dev/null 2>"$tmp/vg.log" &
   local pid=$!
   wait_port $port
@@ -58,19 +73,37 @@ run() { # shoald depth case extra-args -> instructions per request
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   # Only the dump made after zeroing has a part number (cg.out.1).
-  local ir
-  ir=$(cat "$tmp"/cg.out.* 2>/dev/null | awk '/^totals:/ {s += $2} END {print s + 0}')
+  # Per request: instructions, or with CACHE_SIM "instructions/D1 misses/LL misses" (the
+  # events line names the totals' columns).
+  cat "$tmp"/cg.out.* 2>/dev/null | awk -v r="$requests" -v sim="${CACHE_SIM:-0}" '
+    /^events:/ { for (i = 2; i <= NF; i++) col[$i] = i }
+    /^totals:/ {
+      ir += $col["Ir"]
+      if (sim == 1) {
+        d1 += $col["D1mr"] + $col["D1mw"]
+        ll += $col["DLmr"] + $col["DLmw"]
+      }
+    }
+    END {
+      if (sim == 1) printf "%d/%.1f/%.2f", ir / r, d1 / r, ll / r
+      else printf "%d", ir / r
+    }'
   rm -f "$tmp"/cg.out*
-  awk -v i="$ir" -v r="$requests" 'BEGIN {printf "%d", i / r}'
 }
 
-printf '| depth | memory | old instr/request | new instr/request | new / old |\n'
+what="instr/request"
+[ "${CACHE_SIM:-0}" = 1 ] && what="instr / D1 misses / LL misses per request"
+printf '| depth | memory | old %s | new %s | new / old |\n' "$what" "$what"
 printf '|---:|---|---:|---:|---:|\n'
 for depth in ${DEPTHS:-1 16}; do
   for case in ${CASES:-fits evicts}; do
     a=$(run "$old" "$depth" "$case" "${OLD_ARGS:-}")
     b=$(run "$new" "$depth" "$case" "${NEW_ARGS:-}")
-    printf '| %s | %s | %s | %s | %s |\n' "$depth" "$case" "$a" "$b" \
-      "$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", b / a}')"
+    # Each figure's ratio, in the same order.
+    ratio=$(awk -v a="$a" -v b="$b" 'BEGIN {
+      n = split(a, x, "/"); split(b, y, "/")
+      for (i = 1; i <= n; i++) printf "%s%.3f", (i > 1 ? " / " : ""), (x[i] > 0 ? y[i] / x[i] : 0)
+    }')
+    printf '| %s | %s | %s | %s | %s |\n' "$depth" "$case" "${a//\// \/ }" "${b//\// \/ }" "$ratio"
   done
 done
