@@ -161,6 +161,7 @@ fn main() -> ExitCode {
 /// Prepares the process in memcached's spirit and runs the server.
 fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
     shoal_server::restart::catch_sigusr1_early();
+    shoal_net::catch_stop_signals_early();
     if settings.enable_coredumps {
         raise_core_limit()?;
     }
