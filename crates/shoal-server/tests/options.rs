@@ -317,18 +317,7 @@ fn a_stop_signal_right_after_listening_is_logged_stops_the_server() {
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
         // Drain the rest of stderr so shoald never blocks writing its log.
         let drain = std::thread::spawn(move || lines.for_each(drop));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                break Some(status);
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let status = common::exit_within(&mut child, Duration::from_secs(5));
         let _ = drain.join();
         let status =
             status.unwrap_or_else(|| panic!("round {round}: still running 5 s after SIGTERM"));

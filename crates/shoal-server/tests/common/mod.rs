@@ -190,23 +190,29 @@ pub fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn shoald");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            break Some(st);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = exit_within(&mut child, Duration::from_secs(5));
     let mut err = String::new();
     if let Some(mut e) = child.stderr.take() {
         let _ = e.read_to_string(&mut err);
     }
     (status.and_then(|s| s.code()), err)
+}
+
+/// `child`'s exit status once it exits, or `None` (and the child killed) if it is still
+/// running after `limit`.
+pub fn exit_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return Some(st);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 pub mod binproto;
