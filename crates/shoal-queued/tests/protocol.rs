@@ -449,3 +449,15 @@ fn shutdown_command_with_enable_shutdown_stops_the_server() {
     let s = Server::start(d.path(), &[]);
     assert_eq!(s.client().get_str("q").as_deref(), Some("kept"));
 }
+
+/// A SIGTERM sent the moment `listening on` is logged stops the queue cleanly, even from a
+/// parent that left SIGTERM ignored: the line comes before the accept loop's handlers, and
+/// a signal in between must not be lost (see `shoal_net::catch_stop_signals_early`).
+#[test]
+fn a_stop_signal_right_after_listening_is_logged_stops_the_queue() {
+    let d = dir();
+    let data = d.path().to_str().expect("utf-8 path");
+    let args = ["-p", "0", "-l", "127.0.0.1", "-v", "-t", "2", "-d", data];
+    shoal_test_support::signals::stops_on_sigterm_right_after_listening(bin(), &args, 8)
+        .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -289,40 +289,13 @@ fn sigterm_and_sigint_exit_zero() {
 /// in CI's package test. Repeated, since the window is a race.
 #[test]
 fn a_stop_signal_right_after_listening_is_logged_stops_the_server() {
-    use std::io::{BufRead, BufReader};
-    use std::os::unix::process::CommandExt;
-    for round in 0..12 {
-        let mut cmd = std::process::Command::new(common::shoald_bin());
-        cmd.args(["-p", "-1", "-l", "127.0.0.1", "-U", "0", "-v"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped());
-        // SAFETY: between fork and exec only signal(2), which is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::signal(libc::SIGTERM, libc::SIG_IGN);
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().expect("spawn shoald");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let listening = lines
-            .by_ref()
-            .take(50)
-            .map_while(Result::ok)
-            .any(|l| l.contains("listening on"));
-        assert!(listening, "round {round}: no `listening on` line");
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        // Drain the rest of stderr so shoald never blocks writing its log.
-        let drain = std::thread::spawn(move || lines.for_each(drop));
-        let status = common::exit_within(&mut child, Duration::from_secs(5));
-        let _ = drain.join();
-        let status =
-            status.unwrap_or_else(|| panic!("round {round}: still running 5 s after SIGTERM"));
-        assert_eq!(status.code(), Some(0), "round {round}");
-    }
+    let args = ["-p", "-1", "-l", "127.0.0.1", "-U", "0", "-v"];
+    shoal_test_support::signals::stops_on_sigterm_right_after_listening(
+        common::shoald_bin(),
+        &args,
+        12,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// The address a running server logged for `ip` ("listening on IP:PORT").

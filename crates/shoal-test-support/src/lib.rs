@@ -30,6 +30,7 @@ pub mod differential;
 pub mod faults;
 pub mod logs;
 pub mod memcached;
+pub mod signals;
 pub mod tls;
 
 use std::path::{Path, PathBuf};

@@ -198,22 +198,7 @@ pub fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
     (status.and_then(|s| s.code()), err)
 }
 
-/// `child`'s exit status once it exits, or `None` (and the child killed) if it is still
-/// running after `limit`.
-pub fn exit_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            return Some(st);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+pub use shoal_test_support::signals::exit_within;
 
 pub mod binproto;
 
