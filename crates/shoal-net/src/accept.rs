@@ -1,41 +1,13 @@
 //! The acceptor's side: connections in, stop requests out.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
+use crate::early_signals::{caught_early, STOP_SIGNALS};
 use crate::listener::{Incoming, Listener};
-
-/// Set by a SIGTERM or SIGINT once [`catch_stop_signals_early`] has run.
-static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn note_stop(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    STOP_REQUESTED.store(true, Ordering::Relaxed);
-}
-
-/// Remembers SIGTERM and SIGINT from now on, so that a stop asked for before the
-/// [`Acceptor`] exists is not lost. The daemons log `listening on` (what scripts and
-/// supervisors wait for) before their acceptor installs its own handlers, and a signal
-/// in between would otherwise take its default action or, where the parent left SIGTERM
-/// ignored, vanish and leave the server running. With this, the first
-/// [`Acceptor::next`] reports such a signal as [`Event::Signal`] and the server stops
-/// as it would a moment later. Call first thing in `main`; tokio's signal registry
-/// keeps calling this handler after installing its own, so nothing falls in between.
-pub fn catch_stop_signals_early() {
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: installs a handler that only performs an atomic store.
-        unsafe {
-            libc::signal(
-                sig,
-                note_stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            );
-        }
-    }
-}
 
 /// What the acceptor should do next.
 pub enum Event {
@@ -94,7 +66,8 @@ impl Acceptor {
     /// than spun on.
     pub async fn next(&mut self) -> Event {
         loop {
-            if STOP_REQUESTED.load(Ordering::Relaxed) {
+            // A stop asked for before this acceptor's handlers existed.
+            if STOP_SIGNALS.into_iter().any(caught_early) {
                 return Event::Signal;
             }
             let accepted = tokio::select! {

@@ -31,6 +31,7 @@
 mod accept;
 mod budget;
 pub mod connection;
+pub mod early_signals;
 pub mod event_loop;
 mod listener;
 pub mod logging;
@@ -45,7 +46,7 @@ mod reply;
 pub mod time;
 pub mod uring;
 
-pub use accept::{catch_stop_signals_early, Acceptor, Event};
+pub use accept::{Acceptor, Event};
 pub use budget::{Budget, Reservation, OUTPUT_HIGH_WATER, READ_CHUNK};
 pub use listener::{Incoming, Listener};
 pub use malloc::{tune_allocator, MMAP_THRESHOLD};

@@ -76,7 +76,7 @@ pub(crate) struct Args {
 }
 
 fn main() -> ExitCode {
-    shoal_net::catch_stop_signals_early();
+    shoal_net::early_signals::catch_early(&shoal_net::early_signals::STOP_SIGNALS);
     shoal_net::tune_allocator();
     let args = match Args::try_parse() {
         Ok(a) => a,

@@ -6,7 +6,7 @@ use shoal_queued::{bind, run, Args};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    shoal_net::catch_stop_signals_early();
+    shoal_net::early_signals::catch_early(&shoal_net::early_signals::STOP_SIGNALS);
     // clap exits 2 on a usage error (unknown option) and 0 for --help/--version; a bad
     // options file is a usage error too.
     let args = match Args::from_command_line(std::env::args_os().collect()) {

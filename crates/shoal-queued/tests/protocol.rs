@@ -452,7 +452,7 @@ fn shutdown_command_with_enable_shutdown_stops_the_server() {
 
 /// A SIGTERM sent the moment `listening on` is logged stops the queue cleanly, even from a
 /// parent that left SIGTERM ignored: the line comes before the accept loop's handlers, and
-/// a signal in between must not be lost (see `shoal_net::catch_stop_signals_early`).
+/// a signal in between must not be lost (see `shoal_net::early_signals`).
 #[test]
 fn a_stop_signal_right_after_listening_is_logged_stops_the_queue() {
     let d = dir();

@@ -160,8 +160,11 @@ fn main() -> ExitCode {
 
 /// Prepares the process in memcached's spirit and runs the server.
 fn start(args: &Args, settings: Settings) -> Result<(), StartupError> {
-    shoal_server::restart::catch_sigusr1_early();
-    shoal_net::catch_stop_signals_early();
+    shoal_net::early_signals::catch_early(&shoal_net::early_signals::STOP_SIGNALS);
+    // SIGUSR1 too: an operator (or a deploy script) may ask for a graceful stop while
+    // shoald is still starting (restoring a large cache), and that must stop it
+    // gracefully, not kill it.
+    shoal_net::early_signals::catch_early(&[libc::SIGUSR1]);
     if settings.enable_coredumps {
         raise_core_limit()?;
     }

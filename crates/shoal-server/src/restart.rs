@@ -7,35 +7,6 @@
 
 use crate::config::Settings;
 use shoal_store::{CleanStart, Restored, SlabClasses, Store, StoreConfig};
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Set by a SIGUSR1 that arrives before the accept loop listens for it.
-static EARLY_SIGUSR1: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn note_sigusr1(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    EARLY_SIGUSR1.store(true, Ordering::Relaxed);
-}
-
-/// Remembers a SIGUSR1 from now on instead of letting its default action kill the process:
-/// an operator (or a deploy script) may ask for a graceful stop while shoald is still
-/// starting (restoring a large cache), and that must stop it gracefully, not kill it.
-/// Call first thing; the accept loop's own handler takes over later (tokio's signal
-/// registry calls a handler installed before it, so nothing is lost in between).
-pub fn catch_sigusr1_early() {
-    // SAFETY: installs a handler that only performs an atomic store.
-    unsafe {
-        libc::signal(
-            libc::SIGUSR1,
-            note_sigusr1 as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
-}
-
-/// Whether a SIGUSR1 arrived since [`catch_sigusr1_early`].
-pub fn sigusr1_seen() -> bool {
-    EARLY_SIGUSR1.load(Ordering::Relaxed)
-}
 
 /// A store opened for these settings, and what a `-e` memory file held.
 pub struct OpenedStore {

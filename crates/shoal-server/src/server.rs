@@ -275,7 +275,7 @@ async fn accept_loop(
     }
     drop(extra_tx);
     let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())?;
-    if crate::restart::sigusr1_seen() {
+    if shoal_net::early_signals::caught_early(libc::SIGUSR1) {
         tracing::info!("SIGUSR1 during startup: stopping gracefully");
         return Ok(Stop::Restart);
     }
