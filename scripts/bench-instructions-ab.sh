@@ -9,9 +9,11 @@
 # (shoal-bench load -n, 16 connections, 100 B values, uniform keys), and the instructions
 # shoald executed (all threads) are divided by the requests. Memory cases: `fits`
 # (-m 1024, 100,000 keys, 10% sets: no eviction, the read path) and `evicts` (-m 8,
-# 1,000,000 keys, 50% sets: the write and eviction path).
+# 1,000,000 keys, 50% sets: the write and eviction path); `overwrites` (-m 8, 80,000 keys
+# of which about 60,000 fit, 50% sets: most sets replace a live item, leaving holes that
+# compaction reclaims).
 # Usage: scripts/bench-instructions-ab.sh OLD_SHOALD NEW_SHOALD [requests]
-#   [DEPTHS="1 16"] [CASES="fits evicts"]   (needs valgrind and a release shoal-bench)
+#   [DEPTHS="1 16"] [CASES="fits evicts overwrites"]   (needs valgrind and a release shoal-bench)
 #   [OLD_ARGS="..."] [NEW_ARGS="..."]: further flags for each build, so one binary can be
 #   compared with itself, e.g. OLD_ARGS="-o event_loop=tokio" for the worker loops.
 #   Either build may be a memcached binary (its name starts with "memcached"): it gets
@@ -45,6 +47,7 @@ run() { # shoald depth case extra-args -> instructions per request
     # No prefill (a million sets under callgrind take minutes): the warm-up's 100,000
     # sets fill 8 MiB, and half the measured requests are sets that evict.
     evicts) mem=8 keys=1000000 sets=0.5 prefill=(--no-prefill) ;;
+    overwrites) mem=8 keys=80000 sets=0.5 prefill=(--no-prefill) ;;
     *) echo "unknown case $case" >&2; exit 2 ;;
   esac
   if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then

@@ -387,11 +387,22 @@ pub fn disk_write_bytes(pid: u32) -> Result<u64, BenchError> {
 
 /// The server's `stats` as name → value.
 pub fn stats(addr: SocketAddr) -> Result<HashMap<String, String>, BenchError> {
+    stats_group(addr, "")
+}
+
+/// A `stats GROUP` reply as name → value (`""` is plain `stats`), e.g. shoald's
+/// `stats eviction`.
+pub fn stats_group(addr: SocketAddr, group: &str) -> Result<HashMap<String, String>, BenchError> {
     let mut s =
         TcpStream::connect(addr).map_err(|e| BenchError::io(format!("connect to {addr}"), e))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(|e| BenchError::io("set timeout", e))?;
-    s.write_all(b"stats\r\n")
+    let command = if group.is_empty() {
+        "stats\r\n".to_string()
+    } else {
+        format!("stats {group}\r\n")
+    };
+    s.write_all(command.as_bytes())
         .map_err(|e| BenchError::io(format!("write to {addr}"), e))?;
     let mut out = HashMap::new();
     for line in BufReader::new(s).lines() {

@@ -347,7 +347,7 @@ impl Inner {
             self.remove_expired(&mut shard, hash, loc, crawler);
         });
         meta.earliest_expiry.fetch_min(earliest, Ordering::AcqRel);
-        ev.note_sparse(id, self.is_sparse(id, true));
+        ev.note_sparse(id, self.is_sparse_after_expiry(id));
     }
 
     /// Notes that an item of segment `seg` expires at `exptime` (rel time; 0: never), so

@@ -60,6 +60,18 @@ pub struct ReplayResult {
     pub sets: u64,
     /// Writes the server refused (too large, out of memory).
     pub set_errors: u64,
+    /// Counted misses of keys the replay had never stored, or deleted since (no cache
+    /// avoids them).
+    #[serde(default)]
+    pub misses_new: u64,
+    /// Counted misses of keys whose last fill's TTL may have run out (memcached's clock
+    /// has one-second steps, so from a second before the TTL on): the trace's own.
+    #[serde(default)]
+    pub misses_expired: u64,
+    /// Counted misses of keys stored and still live: the server evicted them. The misses
+    /// an eviction policy can avoid.
+    #[serde(default)]
+    pub misses_evicted: u64,
     /// Seconds the replay took.
     pub secs: f64,
     /// (requests replayed, object hit ratio in the interval before), for a timeline.
@@ -75,6 +87,11 @@ impl ReplayResult {
     /// Share of counted reads that missed.
     pub fn miss_ratio(&self) -> f64 {
         1.0 - self.hit_ratio()
+    }
+
+    /// Share of counted reads that missed because the server evicted a live item.
+    pub fn eviction_miss_ratio(&self) -> f64 {
+        ratio(self.misses_evicted, self.gets)
     }
 
     /// Share of requested bytes served from the cache.
@@ -275,6 +292,9 @@ pub fn replay(
     let mut trace = trace.into_iter();
     // A request read but left for the next window.
     let mut held: Option<Request> = None;
+    // Fills sent whose answers are not read yet.
+    let mut unanswered = 0;
+    let mut stored = Stored::default();
     loop {
         batch.clear();
         // A window ends early before a key it already holds: the second request must see
@@ -307,6 +327,7 @@ pub fn replay(
             conn.encode(r.op, r);
         }
         conn.flush()?;
+        answer_fills(&mut conn, &mut res, unanswered)?;
         fills.clear();
         for r in &batch {
             let answer = conn.answer(r.op)?;
@@ -325,6 +346,13 @@ pub fn replay(
                     }
                     iv_gets += 1;
                     iv_hits += u64::from(hit);
+                    if !hit && counted {
+                        match stored.why_missing(r.key, started.elapsed()) {
+                            Missing::New => res.misses_new += 1,
+                            Missing::Expired => res.misses_expired += 1,
+                            Missing::Evicted => res.misses_evicted += 1,
+                        }
+                    }
                     if !hit && r.value_len > 0 {
                         fills.push(*r);
                     }
@@ -332,26 +360,85 @@ pub fn replay(
                 Op::Set => {
                     res.sets += 1;
                     res.set_errors += u64::from(answer == Answer::Refused);
+                    stored.filled(r, started.elapsed());
                 }
-                Op::Delete => {}
+                Op::Delete => stored.deleted(r.key),
             }
             if cfg.interval > 0 && res.requests % cfg.interval == 0 {
                 res.timeline.push((res.requests, ratio(iv_hits, iv_gets)));
                 (iv_gets, iv_hits) = (0, 0);
             }
         }
+        // The fills go out with the next window, in the same write: the server takes a
+        // connection's requests in order, so each fill is stored before any later request
+        // is read, as in a sequential replay, at one round trip per window rather than
+        // two. (At two, a paced shape fell 10-30% behind its rate on two cores, and a
+        // replay that runs late lets more of its TTLs run out between requests.)
         for r in &fills {
             conn.encode(Op::Set, r);
+            stored.filled(r, started.elapsed());
         }
-        conn.flush()?;
-        for _ in &fills {
-            res.sets += 1;
-            if conn.answer(Op::Set)? == Answer::Refused {
-                res.set_errors += 1;
-            }
-        }
+        unanswered = fills.len();
         progress(res.requests);
     }
+    conn.flush()?;
+    answer_fills(&mut conn, &mut res, unanswered)?;
     res.secs = started.elapsed().as_secs_f64();
     Ok(res)
+}
+
+/// Why a read missed, from what the replay wrote.
+enum Missing {
+    New,
+    Expired,
+    Evicted,
+}
+
+/// When the replay last wrote each key, and until when that write lives: enough to tell
+/// a miss the server chose (eviction) from one the trace made (a new key, a TTL run out).
+/// A write refused by the server still counts as written: its miss is the server's.
+#[derive(Default)]
+struct Stored {
+    /// Key → the time its last write's TTL may run out, in milliseconds since the replay
+    /// began (`u32::MAX`: never), or 0 after a delete.
+    until: std::collections::HashMap<u64, u32>,
+}
+
+impl Stored {
+    fn filled(&mut self, r: &Request, at: Duration) {
+        let until = if r.ttl == 0 {
+            u32::MAX
+        } else {
+            // memcached's clock has one-second steps: an item may expire up to a second
+            // before its TTL is over.
+            let ms = at.as_millis() as u64 + u64::from(r.ttl.saturating_sub(1)) * 1000;
+            ms.min(u64::from(u32::MAX - 1)) as u32
+        };
+        self.until.insert(r.key, until.max(1));
+    }
+
+    fn deleted(&mut self, key: u64) {
+        if let Some(until) = self.until.get_mut(&key) {
+            *until = 0;
+        }
+    }
+
+    fn why_missing(&self, key: u64, at: Duration) -> Missing {
+        match self.until.get(&key) {
+            None | Some(0) => Missing::New,
+            Some(&until) if u128::from(until) <= at.as_millis() => Missing::Expired,
+            Some(_) => Missing::Evicted,
+        }
+    }
+}
+
+/// Reads the answers to `n` fills sent before the window just sent.
+fn answer_fills(conn: &mut Conn, res: &mut ReplayResult, n: usize) -> Result<(), BenchError> {
+    for _ in 0..n {
+        res.sets += 1;
+        if conn.answer(Op::Set)? == Answer::Refused {
+            res.set_errors += 1;
+        }
+    }
+    Ok(())
 }

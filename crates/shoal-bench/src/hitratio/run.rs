@@ -3,7 +3,7 @@
 
 use super::replay::{replay, ReplayConfig, ReplayResult, Wire};
 use super::Request;
-use crate::server::{stats, ServerProcess};
+use crate::server::{stats, stats_group, ServerProcess};
 use crate::BenchError;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -51,6 +51,15 @@ pub struct Point {
     pub disk_write_bytes: u64,
 }
 
+/// The `stats` counters worth keeping beside a hit ratio, as numbers.
+fn numeric(stats: std::collections::HashMap<String, String>) -> BTreeMap<String, u64> {
+    stats
+        .into_iter()
+        .filter(|(k, _)| kept(k))
+        .filter_map(|(k, v)| v.parse::<u64>().ok().map(|v| (k, v)))
+        .collect()
+}
+
 /// `stats` counters worth keeping beside a hit ratio.
 fn kept(name: &str) -> bool {
     name.starts_with("evict")
@@ -58,6 +67,7 @@ fn kept(name: &str) -> bool {
         || name.ends_with("_extstore")
         || name.starts_with("retain")
         || name.starts_with("ghost")
+        || name.starts_with("segments_")
         || name.starts_with("promot")
         || matches!(
             name,
@@ -152,11 +162,14 @@ pub fn measure(
     )?;
     let stats = match c.kind {
         ServerKind::Redis => BTreeMap::new(),
-        _ => stats(server.addr)?
-            .into_iter()
-            .filter(|(k, _)| kept(k))
-            .filter_map(|(k, v)| v.parse::<u64>().ok().map(|v| (k, v)))
-            .collect(),
+        ServerKind::Memcached => numeric(stats(server.addr)?),
+        // shoald's own eviction counters (promoted, retained, ghost hits) say where its
+        // misses come from; they are a `stats` group of their own.
+        ServerKind::Shoald => {
+            let mut all = numeric(stats(server.addr)?);
+            all.extend(numeric(stats_group(server.addr, "eviction")?));
+            all
+        }
     };
     let rss_kib = server.rss_kib().unwrap_or(0);
     let disk_write_bytes = server.disk_write_bytes().unwrap_or(0);

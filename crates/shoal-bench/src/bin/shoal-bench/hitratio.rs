@@ -380,11 +380,13 @@ pub fn run(a: HitRatioArgs) -> Result<()> {
                     let p = measure(c, mb, &cfg, load.requests()?, |_| {})
                         .with_context(|| format!("{} at {mb} MiB", c.label))?;
                     eprintln!(
-                        "{:>5} MiB {:<22} hit {:.4} byte hit {:.4} evictions {} ({:.1}s)",
+                        "{:>5} MiB {:<22} hit {:.4} byte hit {:.4} evicted-miss {:.4} \
+                         evictions {} ({:.1}s)",
                         mb,
                         c.label,
                         p.result.hit_ratio(),
                         p.result.byte_hit_ratio(),
+                        p.result.eviction_miss_ratio(),
                         p.stats.get("evictions").copied().unwrap_or(0),
                         started.elapsed().as_secs_f64()
                     );
@@ -555,6 +557,31 @@ fn markdown(results: &[WorkloadResult], servers: &[Contender], _curve: bool) -> 
             m.push('\n');
         }
         m.push('\n');
+        misses_by_cause(&mut m, r);
     }
     m
+}
+
+/// Per size and server, the counted reads that missed by cause: a key the replay never
+/// wrote (no cache avoids it), a TTL that ran out (the trace's), or an eviction of a live
+/// item (the server's). Only the last is the eviction policy's doing.
+fn misses_by_cause(m: &mut String, r: &WorkloadResult) {
+    let _ = writeln!(
+        m,
+        "Misses by cause, as shares of counted reads (new key / TTL run out / evicted \
+         while live):\n\n| MiB | server | new | expired | evicted |\n|---:|---|---:|---:|---:|"
+    );
+    for p in &r.points {
+        let gets = p.result.gets.max(1) as f64;
+        let _ = writeln!(
+            m,
+            "| {} | {} | {:.4} | {:.4} | {:.4} |",
+            p.memory_mb,
+            p.contender,
+            p.result.misses_new as f64 / gets,
+            p.result.misses_expired as f64 / gets,
+            p.result.misses_evicted as f64 / gets
+        );
+    }
+    m.push('\n');
 }
