@@ -187,7 +187,9 @@ impl Workload {
 struct WorkloadResult {
     name: String,
     title: String,
-    warmup: u64,
+    /// Requests replayed before counting, per replayed trace: one for a curve or a trace
+    /// file, one per cache size for a shape (it grows with the cache).
+    warmups: Vec<u64>,
     points: Vec<Point>,
     references: Vec<RefPoint>,
 }
@@ -400,7 +402,7 @@ pub fn run(a: HitRatioArgs) -> Result<()> {
         results.push(WorkloadResult {
             name: w.name(),
             title: w.title(),
-            warmup: warmups.first().copied().unwrap_or(0),
+            warmups,
             points,
             references,
         });
@@ -478,7 +480,17 @@ fn markdown(results: &[WorkloadResult], servers: &[Contender], _curve: bool) -> 
     let shoald = servers.iter().find(|c| c.kind == ServerKind::Shoald);
     for r in results {
         let _ = writeln!(m, "## {}\n", r.title);
-        let _ = writeln!(m, "Counted after the first {} requests.\n", r.warmup);
+        let warmups: Vec<String> = r.warmups.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            m,
+            "Counted after the first {} requests{}.\n",
+            warmups.join(" / "),
+            if warmups.len() > 1 {
+                " (per cache size, in order)"
+            } else {
+                ""
+            }
+        );
         let mut head = String::from("| MiB |");
         let mut rule = String::from("|---:|");
         for c in servers {
