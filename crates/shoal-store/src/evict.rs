@@ -81,7 +81,7 @@ const COMPACT_BELOW: f64 = 0.7;
 /// The same for a segment the expiry sweep found holes in: compacted below 85% live.
 /// Expired memory is what a TTL-heavy mix loses most to, and its holes only grow (an
 /// item expires with its neighbours): on the hit-ratio benchmark's TTL shape 85% instead
-/// of 70% removed an eighth of the misses eviction caused at `-m 64` (0.3 points of hit
+/// of 70% removed an eighth of the misses eviction caused at `-m 64` (0.15-0.3 points of hit
 /// ratio), for 40% more items copied; 92% gained nothing more. Holes left by overwrites
 /// keep [`COMPACT_BELOW`]: at 85% an overwrite-heavy load ran 12-17% more instructions
 /// per request, copying unread items that eviction would rightly drop.

@@ -608,3 +608,59 @@ fn a_moved_item_keeps_its_cas_once_a_client_has_seen_it() {
     assert_eq!(get(&s, b"quiet").as_deref(), Some(&b"q"[..]));
     assert!(s.stats().evict_promoted >= 2, "both were moved");
 }
+
+/// Segments the expiry sweep leaves 80% live (a fifth of their items expired) are compacted
+/// when memory runs out, before any live item is evicted: below 85% live for holes the
+/// sweep found, where holes from overwrites wait for 70%.
+#[test]
+fn segments_a_fifth_expired_are_compacted_before_live_items_are_evicted() {
+    let s = store(16 << 20);
+    let mut w = s.writer();
+    let value = vec![b'x'; 1000];
+    let expiring = StoreOptions {
+        exptime: s.clock().expiry(5),
+        ..StoreOptions::default()
+    };
+    let st = s.stats();
+    let (segments, per_segment) = (
+        (st.limit_maxbytes / st.segment_size) as usize,
+        st.segment_size as usize / 1040,
+    );
+    assert!(segments >= 8, "{st:?}");
+    // All but two segments, every fifth item with a TTL.
+    let n = (segments - 2) * per_segment;
+    for i in 0..n {
+        let opts = if i % 5 == 0 {
+            expiring
+        } else {
+            StoreOptions::default()
+        };
+        s.update(&mut w, format!("old:{i}").as_bytes(), |e| {
+            e.store(&[&value], opts)
+        })
+        .expect("store");
+    }
+    assert_eq!(s.stats().evictions, 0, "it all fits");
+    s.clock().advance_for_test(6);
+    s.maintain_without_tick_for_test();
+    // Every sealed segment's (the writer's open one is its own to reclaim).
+    assert!(
+        s.stats().reclaimed >= (n / 5 - per_segment / 5) as u64,
+        "{:?}",
+        s.stats()
+    );
+    // New items, never read, worth three segments: the room comes from the holes.
+    for i in 0..3 * per_segment {
+        set(&s, &mut w, format!("new:{i}").as_bytes(), &value);
+    }
+    let st = s.stats();
+    assert!(st.compactions > 0, "{st:?}");
+    let lost = (0..n)
+        .filter(|i| i % 5 != 0)
+        .filter(|i| get(&s, format!("old:{i}").as_bytes()).is_none())
+        .count();
+    assert_eq!(
+        lost, 0,
+        "live items evicted while expired ones held memory: {st:?}"
+    );
+}
