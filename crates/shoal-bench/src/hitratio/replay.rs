@@ -3,11 +3,12 @@
 //! Each read is a `get`; when it misses, the object is written back with a `set` (with
 //! its TTL), as an application in front of a database does. Requests go out in windows of
 //! pipelined commands on one connection, and the fills of a window's misses are written
-//! before the next window. A window never holds the same key twice (it ends before the
-//! repeat), so every request sees the fills of all the requests before it, exactly as in
-//! a sequential replay, at the speed of a pipelined one. Hits
+//! ahead of the next window, in the same write. A window never holds the same key twice
+//! (it ends before the repeat), so every request sees the fills of all the requests
+//! before it, exactly as in a sequential replay, at the speed of a pipelined one. Hits
 //! are counted from the replies themselves: object hits (share of reads answered) and
-//! byte hits (share of bytes read that came from the cache), after a warm-up.
+//! byte hits (share of bytes read that came from the cache), after a warm-up; each miss
+//! is put down to a new key, a TTL run out, or an eviction (see [`ReplayResult`]).
 
 use super::{push_key, Op, Request};
 use crate::{resp, text, BenchError};
@@ -397,6 +398,8 @@ enum Missing {
 /// When the replay last wrote each key, and until when that write lives: enough to tell
 /// a miss the server chose (eviction) from one the trace made (a new key, a TTL run out).
 /// A write refused by the server still counts as written: its miss is the server's.
+/// It holds an entry per distinct key written (about 20 bytes each, so a trace of 100
+/// million keys needs 2 GB in the replaying client).
 #[derive(Default)]
 struct Stored {
     /// Key → the time its last write's TTL may run out, in milliseconds since the replay
