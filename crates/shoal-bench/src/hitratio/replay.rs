@@ -90,9 +90,14 @@ impl ReplayResult {
         1.0 - self.hit_ratio()
     }
 
+    /// `n` as a share of the counted reads (e.g. of [`misses_new`](Self::misses_new)).
+    pub fn share_of_reads(&self, n: u64) -> f64 {
+        ratio(n, self.gets)
+    }
+
     /// Share of counted reads that missed because the server evicted a live item.
     pub fn eviction_miss_ratio(&self) -> f64 {
-        ratio(self.misses_evicted, self.gets)
+        self.share_of_reads(self.misses_evicted)
     }
 
     /// Share of requested bytes served from the cache.
@@ -403,7 +408,7 @@ enum Missing {
 #[derive(Default)]
 struct Stored {
     /// Key → the time its last write's TTL may run out, in milliseconds since the replay
-    /// began (`u32::MAX`: never), or 0 after a delete.
+    /// began (`u32::MAX`: never). A deleted key has no entry.
     until: std::collections::HashMap<u64, u32>,
 }
 
@@ -417,18 +422,16 @@ impl Stored {
             let ms = at.as_millis() as u64 + u64::from(r.ttl.saturating_sub(1)) * 1000;
             ms.min(u64::from(u32::MAX - 1)) as u32
         };
-        self.until.insert(r.key, until.max(1));
+        self.until.insert(r.key, until);
     }
 
     fn deleted(&mut self, key: u64) {
-        if let Some(until) = self.until.get_mut(&key) {
-            *until = 0;
-        }
+        self.until.remove(&key);
     }
 
     fn why_missing(&self, key: u64, at: Duration) -> Missing {
         match self.until.get(&key) {
-            None | Some(0) => Missing::New,
+            None => Missing::New,
             Some(&until) if u128::from(until) <= at.as_millis() => Missing::Expired,
             Some(_) => Missing::Evicted,
         }

@@ -584,15 +584,15 @@ fn misses_by_cause(m: &mut String, r: &WorkloadResult) {
          while live):\n\n| MiB | server | new | expired | evicted |\n|---:|---|---:|---:|---:|"
     );
     for p in &r.points {
-        let gets = p.result.gets.max(1) as f64;
+        let r = &p.result;
         let _ = writeln!(
             m,
             "| {} | {} | {:.4} | {:.4} | {:.4} |",
             p.memory_mb,
             p.contender,
-            p.result.misses_new as f64 / gets,
-            p.result.misses_expired as f64 / gets,
-            p.result.misses_evicted as f64 / gets
+            r.share_of_reads(r.misses_new),
+            r.share_of_reads(r.misses_expired),
+            r.eviction_miss_ratio()
         );
     }
     m.push('\n');
