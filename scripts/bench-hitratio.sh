@@ -50,7 +50,7 @@ for s in "${shapes[@]}"; do shape_args+=(--shape "$s"); done
 if part shapes; then
   echo "== shapes at 64 and 256 MiB ($(uptime | sed 's/.*load average/load average/'))" >&2
   "$bin/shoal-bench" hitratio "${shape_args[@]}" --memory 64,256 "${servers[@]}" \
-    --reference-python "$venv/bin/python" --out "$out/shapes"
+    --reference-python "$venv/bin/python" --oracle --out "$out/shapes"
 fi
 if part curves; then
   for s in zipf1-loguniform zipf0.8-lognormal; do

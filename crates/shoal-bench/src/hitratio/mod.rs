@@ -12,6 +12,7 @@
 //! - [`curve`]: miss-ratio curves over cache sizes, one fresh server per point.
 
 pub mod curve;
+pub mod oracle;
 pub mod reference;
 pub mod replay;
 pub mod run;

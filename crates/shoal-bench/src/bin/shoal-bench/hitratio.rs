@@ -5,6 +5,7 @@
 use crate::util::{command_line, which, workspace_bin};
 use anyhow::{bail, Context, Result};
 use shoal_bench::hitratio::curve::miss_ratio_chart;
+use shoal_bench::hitratio::oracle::{self, OracleConfig, OracleResult};
 use shoal_bench::hitratio::reference::{self, RefPoint};
 use shoal_bench::hitratio::run::{measure, Contender, Point, PointConfig, ServerKind};
 use shoal_bench::hitratio::shapes::{self, Shape};
@@ -111,6 +112,15 @@ pub struct HitRatioArgs {
     /// The reference script.
     #[arg(long, default_value = "bench/hitratio/reference.py")]
     pub reference_script: PathBuf,
+    /// Also compute, per size, two offline references on the same trace
+    /// (`shoal_bench::hitratio::oracle`): a cache that never evicts (the ceiling of every
+    /// policy) and a popularity oracle of that many bytes of shoald items (the best an
+    /// online cache can do when requests are independent, as in the synthetic shapes).
+    #[arg(long)]
+    pub oracle: bool,
+    /// Compute only the offline references: replay nothing.
+    #[arg(long)]
+    pub oracle_only: bool,
     /// Write the (first) trace as oracleGeneral to this file and stop.
     #[arg(long)]
     pub write_trace: Option<PathBuf>,
@@ -192,6 +202,15 @@ struct WorkloadResult {
     warmups: Vec<u64>,
     points: Vec<Point>,
     references: Vec<RefPoint>,
+    oracles: Vec<OraclePoint>,
+}
+
+/// The offline references at one cache size.
+#[derive(serde::Serialize)]
+struct OraclePoint {
+    memory_mb: u64,
+    #[serde(flatten)]
+    result: OracleResult,
 }
 
 fn parse_pair(s: &str, what: &str) -> Result<(u64, u64)> {
@@ -329,7 +348,11 @@ pub fn run(a: HitRatioArgs) -> Result<()> {
         eprintln!("wrote {n} requests of {} to {}", w.name(), path.display());
         return Ok(());
     }
-    let servers = contenders(&a)?;
+    let servers = if a.oracle_only {
+        Vec::new()
+    } else {
+        contenders(&a)?
+    };
     let memory: Vec<u64> = if a.curve {
         CURVE_MB.to_vec()
     } else {
@@ -344,6 +367,7 @@ pub fn run(a: HitRatioArgs) -> Result<()> {
         eprintln!("== {}: {}", w.name(), w.title());
         let mut points = Vec::new();
         let mut references = Vec::new();
+        let mut oracles = Vec::new();
         let mut warmups = Vec::new();
         // A miss-ratio curve replays one trace at every size; otherwise a shape grows with
         // the cache, so that each size holds the same share of its working set.
@@ -376,7 +400,30 @@ pub fn run(a: HitRatioArgs) -> Result<()> {
                 rate,
                 interval: 0,
             };
-            for &mb in sizes {
+            for &mb in sizes.iter().filter(|_| a.oracle || a.oracle_only) {
+                let result = oracle::references(
+                    || load.requests(),
+                    &OracleConfig {
+                        capacity: mb << 20,
+                        item_overhead: reference::SHOALD_ITEM_OVERHEAD,
+                        rate,
+                        warmup,
+                    },
+                )?;
+                eprintln!(
+                    "{:>5} MiB popularity oracle hit {:.4} ({:.4} with TTL items free), \
+                     never evicting {:.4}",
+                    mb,
+                    result.popularity_oracle(),
+                    result.popularity_oracle_free_ttl(),
+                    result.never_evicting()
+                );
+                oracles.push(OraclePoint {
+                    memory_mb: mb,
+                    result,
+                });
+            }
+            for &mb in sizes.iter().filter(|_| !a.oracle_only) {
                 for c in &servers {
                     let started = std::time::Instant::now();
                     let p = measure(c, mb, &cfg, load.requests()?, |_| {})
@@ -405,6 +452,7 @@ pub fn run(a: HitRatioArgs) -> Result<()> {
             warmups,
             points,
             references,
+            oracles,
         });
     }
     let md = markdown(&results, &servers, a.curve);
@@ -477,7 +525,6 @@ fn markdown(results: &[WorkloadResult], servers: &[Contender], _curve: bool) -> 
     let _ = writeln!(m, "# Hit ratio: demand-fill replay\n");
     let _ = writeln!(m, "Command: `{}`  ", command_line());
     let _ = writeln!(m, "Machine: {}\n", MachineInfo::detect().line());
-    let shoald = servers.iter().find(|c| c.kind == ServerKind::Shoald);
     for r in results {
         let _ = writeln!(m, "## {}\n", r.title);
         let warmups: Vec<String> = r.warmups.iter().map(u64::to_string).collect();
@@ -491,87 +538,97 @@ fn markdown(results: &[WorkloadResult], servers: &[Contender], _curve: bool) -> 
                 ""
             }
         );
-        let mut head = String::from("| MiB |");
-        let mut rule = String::from("|---:|");
-        for c in servers {
-            let _ = write!(head, " {} hit (byte hit) |", c.label);
+        if !r.points.is_empty() {
+            hit_ratio_table(&mut m, r, servers);
+            misses_by_cause(&mut m, r);
+        }
+        oracle_references(&mut m, r);
+    }
+    m
+}
+
+/// Per size, every contender's object and byte hit ratio, shoald's miss ratio against
+/// every other server's, and the libCacheSim references.
+fn hit_ratio_table(m: &mut String, r: &WorkloadResult, servers: &[Contender]) {
+    let shoald = servers.iter().find(|c| c.kind == ServerKind::Shoald);
+    let mut head = String::from("| MiB |");
+    let mut rule = String::from("|---:|");
+    for c in servers {
+        let _ = write!(head, " {} hit (byte hit) |", c.label);
+        rule.push_str("---:|");
+    }
+    if let Some(s) = shoald {
+        for c in servers.iter().filter(|c| c.kind != ServerKind::Shoald) {
+            let _ = write!(head, " {} miss / {} miss |", s.label, c.label);
             rule.push_str("---:|");
+        }
+    }
+    let algos: Vec<String> = {
+        // In first-seen order, each once (the points come size by size).
+        let mut v: Vec<String> = Vec::new();
+        for x in &r.references {
+            if !v.contains(&x.algorithm) {
+                v.push(x.algorithm.clone());
+            }
+        }
+        v
+    };
+    for a in &algos {
+        let _ = write!(head, " libCacheSim {a} |");
+        rule.push_str("---:|");
+    }
+    let _ = writeln!(m, "{head}\n{rule}");
+    let mut sizes: Vec<u64> = r.points.iter().map(|p| p.memory_mb).collect();
+    sizes.dedup();
+    for mb in sizes {
+        let at = |label: &str| {
+            r.points
+                .iter()
+                .find(|p| p.memory_mb == mb && p.contender == label)
+        };
+        let _ = write!(m, "| {mb} |");
+        for c in servers {
+            match at(&c.label) {
+                Some(p) => {
+                    let _ = write!(
+                        m,
+                        " {:.3} ({:.3}) |",
+                        p.result.hit_ratio(),
+                        p.result.byte_hit_ratio()
+                    );
+                }
+                None => m.push_str(" - |"),
+            }
         }
         if let Some(s) = shoald {
             for c in servers.iter().filter(|c| c.kind != ServerKind::Shoald) {
-                let _ = write!(head, " {} miss / {} miss |", s.label, c.label);
-                rule.push_str("---:|");
-            }
-        }
-        let algos: Vec<String> = {
-            // In first-seen order, each once (the points come size by size).
-            let mut v: Vec<String> = Vec::new();
-            for x in &r.references {
-                if !v.contains(&x.algorithm) {
-                    v.push(x.algorithm.clone());
-                }
-            }
-            v
-        };
-        for a in &algos {
-            let _ = write!(head, " libCacheSim {a} |");
-            rule.push_str("---:|");
-        }
-        let _ = writeln!(m, "{head}\n{rule}");
-        let mut sizes: Vec<u64> = r.points.iter().map(|p| p.memory_mb).collect();
-        sizes.dedup();
-        for mb in sizes {
-            let at = |label: &str| {
-                r.points
-                    .iter()
-                    .find(|p| p.memory_mb == mb && p.contender == label)
-            };
-            let _ = write!(m, "| {mb} |");
-            for c in servers {
-                match at(&c.label) {
-                    Some(p) => {
+                match (at(&s.label), at(&c.label)) {
+                    (Some(a), Some(b)) if b.result.miss_ratio() > 0.0 => {
                         let _ = write!(
                             m,
-                            " {:.3} ({:.3}) |",
-                            p.result.hit_ratio(),
-                            p.result.byte_hit_ratio()
+                            " {:.2}x |",
+                            a.result.miss_ratio() / b.result.miss_ratio()
                         );
                     }
-                    None => m.push_str(" - |"),
+                    _ => m.push_str(" - |"),
                 }
             }
-            if let Some(s) = shoald {
-                for c in servers.iter().filter(|c| c.kind != ServerKind::Shoald) {
-                    match (at(&s.label), at(&c.label)) {
-                        (Some(a), Some(b)) if b.result.miss_ratio() > 0.0 => {
-                            let _ = write!(
-                                m,
-                                " {:.2}x |",
-                                a.result.miss_ratio() / b.result.miss_ratio()
-                            );
-                        }
-                        _ => m.push_str(" - |"),
-                    }
+        }
+        for a in &algos {
+            match r
+                .references
+                .iter()
+                .find(|x| x.memory_mb == mb && &x.algorithm == a)
+            {
+                Some(x) => {
+                    let _ = write!(m, " {:.3} |", x.hit_ratio);
                 }
+                None => m.push_str(" - |"),
             }
-            for a in &algos {
-                match r
-                    .references
-                    .iter()
-                    .find(|x| x.memory_mb == mb && &x.algorithm == a)
-                {
-                    Some(x) => {
-                        let _ = write!(m, " {:.3} |", x.hit_ratio);
-                    }
-                    None => m.push_str(" - |"),
-                }
-            }
-            m.push('\n');
         }
         m.push('\n');
-        misses_by_cause(&mut m, r);
     }
-    m
+    m.push('\n');
 }
 
 /// Per size and server, the counted reads that missed by cause: a key the replay never
@@ -593,6 +650,35 @@ fn misses_by_cause(m: &mut String, r: &WorkloadResult) {
             r.share_of_reads(r.misses_new),
             r.share_of_reads(r.misses_expired),
             r.eviction_miss_ratio()
+        );
+    }
+    m.push('\n');
+}
+
+/// Per size, the offline references: the popularity oracle and the cache that never
+/// evicts.
+fn oracle_references(m: &mut String, r: &WorkloadResult) {
+    if r.oracles.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        m,
+        "Offline references (`shoal_bench::hitratio::oracle`): a cache of these bytes of \
+         shoald items that knows every key's popularity in advance, and one that never \
+         evicts (the oracle keeps items with a TTL while live, in room set aside for their \
+         peak; \"TTL free\" gives them no room at all):\n\n\
+         | MiB | popularity oracle hit | oracle, TTL free | never evicting hit | TTL items' peak MiB |\n\
+         |---:|---:|---:|---:|---:|"
+    );
+    for o in &r.oracles {
+        let _ = writeln!(
+            m,
+            "| {} | {:.4} | {:.4} | {:.4} | {:.1} |",
+            o.memory_mb,
+            o.result.popularity_oracle(),
+            o.result.popularity_oracle_free_ttl(),
+            o.result.never_evicting(),
+            o.result.ttl_bytes_peak as f64 / f64::from(1 << 20)
         );
     }
     m.push('\n');
