@@ -31,6 +31,11 @@
 //!   times the least valuable one are promoted too (small items cost little to keep on
 //!   the chance they are read).
 //!
+//! With a flash tier, stubs (items whose value is on flash, see `tier`) have a queue of
+//! their own beside the size classes, evicted from only while it holds more than
+//! [`STUB_SHARE`] of memory: an unread stub would otherwise be the least valuable small
+//! item there is, and go first.
+//!
 //! Eviction runs in the writer that needs a segment, under the eviction lock (which also
 //! serialises every walk of sealed segments), and moves items under their shard locks:
 //! an item is copied only while the index still points at it, the index is repointed
@@ -47,20 +52,28 @@ use crate::index::{Ref, Shard};
 use crate::inner::Inner;
 use crate::layout::{self, with_freq, ItemSpec, RawItem, CAS_SEEN, FETCHED, STALE, WIN_SENT};
 use crate::queue_heads::Evictor;
-use crate::segments::{SegId, PROBATION, QUEUES};
+use crate::segments::{SegId, CLASSES, PROBATION, QUEUES, STUBS};
 use std::sync::atomic::Ordering;
 
 /// Upper bounds of the size classes' item footprints (bytes, header included): class
 /// `k` (1-based) holds footprints below `CLASS_BOUNDS[k - 1]`, the last class the rest.
 /// They grow by 2.5x, so that class memory can follow sizes closely (memcached's slab
 /// classes grow by 1.25x, but each class here costs an open segment).
-const CLASS_BOUNDS: [usize; QUEUES - 2] = [
+const CLASS_BOUNDS: [usize; CLASSES - 1] = [
     96, 240, 608, 1_520, 3_808, 9_536, 23_840, 59_600, 149_008, 372_528, 931_320,
 ];
 
 /// Share of the memory limit the probation queue may hold (sealed segments) before it is
 /// the one evicted from. S3-FIFO uses 10%; writers' open segments come on top.
 const PROBATION_SHARE: f64 = 0.03;
+
+/// Share of the memory limit flash stubs may hold (sealed segments) before their queue
+/// is evicted from, oldest first, keeping the stubs read since their last trip. Below it
+/// no stub is dropped for being unread: a stub is a few dozen bytes standing for a value
+/// of at least `ext_item_size` on flash, and dropping one both loses the value and
+/// leaves a hole on its page that compaction must later rewrite around (memcached keeps
+/// the header of every flash value in memory, in the LRU of its own slab class).
+const STUB_SHARE: f64 = 0.125;
 
 /// Most of a segment's written bytes an eviction may copy forward (see the module docs).
 const RETAIN_CAP: f64 = 0.9;
@@ -119,14 +132,14 @@ struct Weights {
 impl Weights {
     /// The least worth of any size class but `except`, if any other has a segment.
     fn least_but(&self, except: usize) -> Option<f64> {
-        (PROBATION + 1..QUEUES)
+        (PROBATION + 1..=CLASSES)
             .filter(|&q| q != except)
             .filter_map(|q| self.worth[q])
             .min_by(f64::total_cmp)
     }
 }
 
-/// The size class of an item of `footprint` bytes: 1 to `QUEUES - 1`.
+/// The size class of an item of `footprint` bytes: 1 to [`CLASSES`].
 pub(crate) fn class_of(footprint: usize) -> usize {
     1 + CLASS_BOUNDS
         .iter()
@@ -320,7 +333,7 @@ impl Inner {
     fn weigh(&self) -> Weights {
         let (fronts, lens, opened) = self.segs.fronts();
         let mut worth = [None; QUEUES];
-        for q in PROBATION + 1..QUEUES {
+        for q in PROBATION + 1..=CLASSES {
             worth[q] = fronts[q].map(|id| self.worth(id, opened));
         }
         let w = Weights {
@@ -329,7 +342,7 @@ impl Inner {
             worth,
         };
         let mut mask = 0u32;
-        for q in PROBATION + 1..QUEUES {
+        for q in PROBATION + 1..=CLASSES {
             let counts = match (w.worth[q], w.least_but(q)) {
                 (Some(mine), Some(least)) => mine >= GHOST_FACTOR * least,
                 _ => true,
@@ -347,11 +360,17 @@ impl Inner {
         if w.fronts[PROBATION].is_some() && (w.lens[PROBATION] + 1) as f64 > share {
             return Some(PROBATION);
         }
-        let worst = (PROBATION + 1..QUEUES)
+        let stubs = STUB_SHARE * self.segs.limit() as f64;
+        if w.fronts[STUBS].is_some() && w.lens[STUBS] as f64 > stubs {
+            return Some(STUBS);
+        }
+        let worst = (PROBATION + 1..=CLASSES)
             .filter_map(|q| w.worth[q].map(|v| (q, v)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(q, _)| q);
-        worst.or(w.fronts[PROBATION].map(|_| PROBATION))
+        worst
+            .or(w.fronts[PROBATION].map(|_| PROBATION))
+            .or(w.fronts[STUBS].map(|_| STUBS))
     }
 
     /// Whether a key of `footprint` bytes found in the ghost is stored as read once.
@@ -470,7 +489,11 @@ impl Inner {
                 // Promotion sorts probation's items into size classes; compaction and
                 // retention keep an item in its queue.
                 let class = if from == PROBATION && !compact {
-                    class_of(self.footprint(&raw))
+                    if raw.is_flash() {
+                        STUBS
+                    } else {
+                        class_of(self.footprint(&raw))
+                    }
                 } else {
                     from
                 };
@@ -624,8 +647,8 @@ mod tests {
         assert_eq!(class_of(16), 1);
         assert_eq!(class_of(95), 1);
         assert_eq!(class_of(96), 2);
-        assert_eq!(class_of(1 << 20), QUEUES - 1);
-        assert_eq!(class_of(usize::MAX), QUEUES - 1);
+        assert_eq!(class_of(1 << 20), CLASSES);
+        assert_eq!(class_of(usize::MAX), CLASSES);
         let mut last = 1;
         for f in (16..2 << 20).step_by(997) {
             let c = class_of(f);

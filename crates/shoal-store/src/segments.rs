@@ -86,10 +86,15 @@ pub struct SegMeta {
 }
 
 /// Queues of sealed segments: index [`PROBATION`] for writers' segments, then one per
-/// size class.
-pub const QUEUES: usize = 13;
+/// size class (1 to [`CLASSES`]), then [`STUBS`].
+pub const QUEUES: usize = CLASSES + 2;
 /// The queue writers seal their segments into.
 pub const PROBATION: usize = 0;
+/// Size classes of the main queues.
+pub const CLASSES: usize = 12;
+/// The queue of flash stubs (items whose value is on flash): apart from the size classes,
+/// so that a stub's few bytes are not weighed against items held in memory whole.
+pub const STUBS: usize = CLASSES + 1;
 
 struct Pool {
     free: Vec<SegId>,
@@ -318,9 +323,11 @@ impl Segments {
     /// zeroed for the caller to recount as it relinks items. Returns false (leaving the
     /// table unchanged) if the saved state does not describe this table.
     pub fn restore(&self, saved: &SavedPool) -> bool {
+        // A state saved before the stubs' queue was added has one queue fewer: the same
+        // layout with that queue empty (its stubs stay in their size classes).
         if self.mapped.is_none()
             || saved.segments.len() != self.ptrs.len()
-            || saved.queues.len() != QUEUES
+            || !(STUBS..=QUEUES).contains(&saved.queues.len())
         {
             return false;
         }

@@ -3,8 +3,10 @@
 //! - **Flushing.** Eviction, about to drop an item whose value is at least
 //!   `ext_item_size`, writes the value to flash instead and moves a *stub* into memory:
 //!   the item's header, key and a 16-byte locator in place of the value (the FLASH bit
-//!   says which). A stub is a small item like any other: it is read, retained and
-//!   evicted by the same policy, so memory goes to the stubs that are read.
+//!   says which). Stubs have a queue of their own, apart from the size classes: up to an
+//!   eighth of memory no stub is dropped for being unread (it stands for a value worth a
+//!   disk read, and dropping it would leave a hole on flash); beyond that the oldest
+//!   go first, those read since their last trip kept.
 //! - **Accounting.** Every stub linked into the index counts its value live on its page,
 //!   every stub unlinked (delete, overwrite, expiry, flush, eviction) uncounts it:
 //!   `link_accounting` and `unlink_accounting` do both, so copies of a stub (moves,
@@ -109,20 +111,31 @@ impl Inner {
             e => Some(e.saturating_sub(now)),
         };
         let mut written = None;
+        let attempted = std::cell::Cell::new(false);
         let mut write = || {
+            attempted.set(true);
             written = flash.write(raw.key(), raw.value(), ttl);
             written
         };
-        let queue = crate::evict::class_of(stub_size);
-        let moved = self.move_item(
-            ev,
-            shard,
-            hash,
-            (old, raw),
-            (queue, freq),
-            room,
-            crate::evict::Payload::Stub(&mut write),
-        );
+        // Stubs have a queue of their own; in a store of few segments its head may not
+        // get a segment (open heads are capped), and then the stub goes with the small
+        // items of its size rather than the value being dropped. `write` runs only once a
+        // place is taken, so the second try is made only if the first wrote nothing.
+        let mut moved = None;
+        for queue in [crate::segments::STUBS, crate::evict::class_of(stub_size)] {
+            if moved.is_some() || attempted.get() {
+                break;
+            }
+            moved = self.move_item(
+                ev,
+                shard,
+                hash,
+                (old, raw),
+                (queue, freq),
+                room,
+                crate::evict::Payload::Stub(&mut write),
+            );
+        }
         // `write` counted the record live until a stub holds it; the stub now counts it.
         if let Some(loc) = written {
             flash.release(loc, raw.key_len());
