@@ -463,7 +463,7 @@ fn inert_options_are_logged_once_with_why() {
         "-n",
         "64",
         "-o",
-        "slab_automove=2,hot_lru_pct=10,ext_threads=2,idle_timeout=5",
+        "slab_automove=2,hot_lru_pct=10,ext_max_sleep=2,idle_timeout=5",
         "-o",
         "lru_crawler_sleep=50",
     ]);
@@ -480,7 +480,7 @@ fn inert_options_are_logged_once_with_why() {
         "slab_automove",
         "hot_lru_pct",
         "lru_crawler_sleep",
-        "ext_threads",
+        "ext_max_sleep",
     ] {
         assert!(line.contains(name), "{name} in {line}");
     }

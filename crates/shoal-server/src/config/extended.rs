@@ -348,10 +348,8 @@ pub(super) fn apply_extended(s: &mut Settings, opt: &str) -> Result<(), ConfigEr
         // extstore.
         k if k.starts_with("ext_") || k == "slab_automove_freeratio" => {
             apply_extstore(&mut s.extstore, &o)?;
-            if matches!(
-                key,
-                "ext_threads" | "ext_max_sleep" | "slab_automove_freeratio"
-            ) {
+            // ext_threads counts: flash readers and write buffers scale with it.
+            if matches!(key, "ext_max_sleep" | "slab_automove_freeratio") {
                 inert = Some(Inert::Extstore);
             }
         }
@@ -523,7 +521,7 @@ mod tests {
              warm_lru_pct=50,hot_max_factor=0.5,warm_max_factor=3,temporary_ttl=30,\
              tail_repair_time=60,lru_crawler_sleep=50,lru_crawler_tocrawl=9,no_hashexpand,\
              watcher_logbuf_size=10,worker_logbuf_size=20,track_sizes,hash_algorithm=xxh3,\
-             ext_path=/mnt/x:1G,ext_wbuf_size=8,ext_max_frag=0.5,ext_drop_unread,ext_threads=2,\
+             ext_path=/mnt/x:1G,ext_wbuf_size=8,ext_max_frag=0.5,ext_drop_unread,ext_max_sleep=5,\
              ssl_ciphers=HIGH,ssl_min_version=3,ssl_wbuf_size=32,ssl_session_cache,\
              drop_privileges,sock_cookie_id=7,no_maxconns_fast,read_buf_mem_limit=5,modern,\
              inline_ascii_resp,no_inline_ascii_resp,resp_obj_mem_limit=5",
@@ -554,7 +552,7 @@ mod tests {
             "hot_lru_pct",
             "temporary_ttl",
             "no_hashexpand",
-            "ext_threads",
+            "ext_max_sleep",
             "ssl_ciphers",
             "drop_privileges",
             "no_maxconns_fast",

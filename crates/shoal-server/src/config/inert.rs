@@ -8,7 +8,7 @@ pub enum Inert {
     /// shoald's segment store replaces.
     Segments,
     /// It tunes a part of memcached's extstore that shoald's flash tier does without
-    /// (IO thread pools, the flusher's sleep, slab-page ratios).
+    /// (the flusher's sleep, slab-page ratios).
     Extstore,
     /// It sizes memcached's log buffers behind `watch`; shoald sizes its own.
     Watch,
@@ -36,7 +36,7 @@ impl Inert {
             }
             Inert::Extstore => {
                 "they tune parts of memcached's extstore that shoald's flash tier does \
-                 without (IO thread pools, the flusher's sleep, free-chunk ratios)"
+                 without (the flusher's sleep, free-chunk ratios)"
             }
             Inert::Watch => "shoald sizes the buffers behind watch itself",
             Inert::Stats => "shoald does not track item sizes for stats sizes",
