@@ -51,6 +51,15 @@ pub struct Request {
     pub op: Op,
 }
 
+/// `a / b`, or 0 when there is nothing to divide by (no reads counted).
+pub(crate) fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
 /// Characters of a base-62 key id: every u64 fits in 11.
 pub const MIN_KEY_LEN: u8 = 11;
 /// memcached's longest key.

@@ -20,7 +20,7 @@
 //! TTL of `n` seconds reads as expired from second `s + n` on. Each request's time is its
 //! index over the replay rate, or the trace's own seconds when there is no rate.
 
-use super::{Op, Request, MAX_KEY_LEN, MIN_KEY_LEN};
+use super::{ratio, Op, Request, MAX_KEY_LEN, MIN_KEY_LEN};
 use crate::BenchError;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -71,14 +71,6 @@ impl OracleResult {
     /// The popularity oracle's hit ratio with items with a TTL kept for free.
     pub fn popularity_oracle_free_ttl(&self) -> f64 {
         ratio(self.hits_popularity_oracle_free_ttl, self.reads)
-    }
-}
-
-fn ratio(n: u64, d: u64) -> f64 {
-    if d == 0 {
-        0.0
-    } else {
-        n as f64 / d as f64
     }
 }
 

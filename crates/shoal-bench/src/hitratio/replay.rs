@@ -10,7 +10,7 @@
 //! byte hits (share of bytes read that came from the cache), after a warm-up; each miss
 //! is put down to a new key, a TTL run out, or an eviction (see [`ReplayResult`]).
 
-use super::{push_key, Op, Request};
+use super::{push_key, ratio, Op, Request};
 use crate::{resp, text, BenchError};
 use serde::Serialize;
 use std::io::{Read, Write};
@@ -103,14 +103,6 @@ impl ReplayResult {
     /// Share of requested bytes served from the cache.
     pub fn byte_hit_ratio(&self) -> f64 {
         ratio(self.bytes_hit, self.bytes_requested)
-    }
-}
-
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
     }
 }
 
