@@ -741,8 +741,8 @@ fn shoal_families(page: &mut Page, shared: &Shared) {
         st.ghost_bytes,
     );
     let queues = "shoal_store_queue_segments";
-    let queues_help = "Sealed segments by queue: probation (written by clients) and main \
-        (size classes, filled by eviction).";
+    let queues_help = "Sealed segments by queue: probation (written by clients), main \
+        (size classes, filled by eviction) and stubs (items whose value is on flash).";
     page.gauge(
         queues,
         queues_help,
@@ -750,6 +750,12 @@ fn shoal_families(page: &mut Page, shared: &Shared) {
         st.segments_probation,
     );
     page.gauge(queues, queues_help, &[("queue", "main")], st.segments_main);
+    page.gauge(
+        queues,
+        queues_help,
+        &[("queue", "stubs")],
+        st.segments_stubs,
+    );
     page.counter(
         "shoal_auth_attempts_total",
         "Authentication attempts (binary SASL auth/step and ASCII-auth set).",

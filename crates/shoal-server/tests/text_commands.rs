@@ -330,6 +330,7 @@ fn stats_has_memcacheds_keys_and_eviction_its_own() {
         "evictions_retained",
         "ghost_hits",
         "segments_main",
+        "segments_stubs",
     ] {
         assert!(ev.contains_key(key), "{key} in stats eviction: {ev:?}");
     }

@@ -357,12 +357,14 @@ impl Inner {
     fn choose(&self, w: &Weights) -> Option<usize> {
         let share = (PROBATION_SHARE * self.segs.limit() as f64).max(1.0);
         // The writers' open segments count too (one, as if they were one writer).
-        if w.fronts[PROBATION].is_some() && (w.lens[PROBATION] + 1) as f64 > share {
-            return Some(PROBATION);
-        }
+        // Stubs first: they grow as probation and the classes are evicted (their values
+        // leaving for flash), so checked after those they would never get a turn.
         let stubs = STUB_SHARE * self.segs.limit() as f64;
         if w.fronts[STUBS].is_some() && w.lens[STUBS] as f64 > stubs {
             return Some(STUBS);
+        }
+        if w.fronts[PROBATION].is_some() && (w.lens[PROBATION] + 1) as f64 > share {
+            return Some(PROBATION);
         }
         let worst = (PROBATION + 1..=CLASSES)
             .filter_map(|q| w.worth[q].map(|v| (q, v)))
@@ -485,7 +487,13 @@ impl Inner {
                 return;
             }
             let freq = raw.freq();
-            if retain {
+            // A stub whose page was reused can only miss: nothing to keep, read or not.
+            let dead_stub = from == STUBS
+                && self
+                    .flash()
+                    .zip(Self::locator(&raw))
+                    .is_some_and(|(f, loc)| !f.may_hold(loc));
+            if retain && !dead_stub {
                 // Promotion sorts probation's items into size classes; compaction and
                 // retention keep an item in its queue.
                 let class = if from == PROBATION && !compact {

@@ -720,16 +720,20 @@ impl Segments {
     }
 
     /// (allocated, limit, free, sealed in the probation queue, sealed in the size-class
-    /// queues) counts.
-    pub fn counts(&self) -> (usize, usize, usize, usize, usize) {
+    /// queues, sealed in the stubs' queue) counts.
+    pub fn counts(&self) -> (usize, usize, usize, usize, usize, usize) {
         let pool = self.pool.lock();
-        let main: usize = pool.queues[PROBATION + 1..].iter().map(|q| q.len()).sum();
+        let main: usize = pool.queues[PROBATION + 1..=CLASSES]
+            .iter()
+            .map(|q| q.len())
+            .sum();
         (
             pool.allocated,
             pool.limit,
             pool.free.len(),
             pool.queues[PROBATION].len(),
             main,
+            pool.queues[STUBS].len(),
         )
     }
 

@@ -68,6 +68,8 @@ pub struct StoreStats {
     pub segments_probation: u64,
     /// Of which in the size classes' main queues.
     pub segments_main: u64,
+    /// Of which in the flash stubs' queue (0 without a flash tier).
+    pub segments_stubs: u64,
     /// Memory used by the key index (outside the item limit, like memcached's hash table).
     pub index_bytes: u64,
     /// Buckets of the key index, over all its shards (each a power of two).

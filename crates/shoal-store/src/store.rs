@@ -621,7 +621,7 @@ impl Store {
             index_bytes += s.index_bytes() as u64;
             index_buckets += s.buckets() as u64;
         }
-        let (allocated, _limit, free, probation, main) = inner.segs.counts();
+        let (allocated, _limit, free, probation, main, stubs) = inner.segs.counts();
         let ev = inner.evictor.lock().counters;
         let events = &inner.class_events;
         StoreStats {
@@ -651,9 +651,10 @@ impl Store {
             segments_allocated: allocated as u64,
             counted_allocated: inner.counted_allocated.load(Ordering::Relaxed),
             segments_free: free as u64,
-            segments_sealed: (probation + main) as u64,
+            segments_sealed: (probation + main + stubs) as u64,
             segments_probation: probation as u64,
             segments_main: main as u64,
+            segments_stubs: stubs as u64,
             index_bytes,
             index_buckets,
             memory_file_full: inner.segs.memory_file_full(),

@@ -1070,3 +1070,23 @@ fn unread_flash_values_outlast_a_stream_of_new_items_read_in_memory() {
         .count();
     assert_eq!(left, 40_000, "{:?}", s.stats());
 }
+
+#[test]
+fn stubs_hold_at_most_an_eighth_of_memory() {
+    // 120,000 unread values of 600 bytes (72 MB) into 16 MiB over a 64 MiB file: about
+    // 100,000 stubs of 40 bytes would take 4 MB, twice what an eighth of 16 MiB allows.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = tiered(&dir, 64);
+    let mut w = s.writer();
+    fill(&s, &mut w, 120_000, 600);
+    settle(&s);
+    let st = s.stats();
+    assert!(
+        (1..=3).contains(&st.segments_stubs),
+        "2 sealed stub segments allowed, plus the one eviction takes from: {st:?}"
+    );
+    // The newest values, whose stubs are the youngest, are all still there.
+    for i in 119_000..120_000 {
+        assert_eq!(get(&s, &key(i)), Some(value(i, 600)), "key {i}");
+    }
+}

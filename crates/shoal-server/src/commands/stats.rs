@@ -52,7 +52,8 @@
 //!   class's queue, with their `_bytes`), `evictions_compactions` and
 //!   `evictions_compacted_items` (segments emptied because expiry, deletes or overwrites
 //!   had left them mostly holes), `ghost_hits` (new keys written soon after being evicted
-//!   unread), `ghost_bytes`, `segments_probation` and `segments_main`. The LRU crawler is
+//!   unread), `ghost_bytes`, `segments_probation`, `segments_main` and `segments_stubs`
+//!   (the flash stubs' queue). The LRU crawler is
 //!   the maintenance sweep: what it reclaims is in `crawler_reclaimed` (and in
 //!   `reclaimed`, which counts every expired item unlinked); `lru_crawler_running` is 1
 //!   from `lru_crawler crawl` until that full pass is over; `lru_crawler_starts` and
@@ -759,6 +760,7 @@ fn eviction(sh: &Shared, out: &mut Vec<u8>) {
         ("ghost_bytes", st.ghost_bytes),
         ("segments_probation", st.segments_probation),
         ("segments_main", st.segments_main),
+        ("segments_stubs", st.segments_stubs),
     ];
     for (name, value) in numbers {
         reply::stat_u64(out, name, value);

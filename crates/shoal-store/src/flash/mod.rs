@@ -581,6 +581,14 @@ impl Flash {
         self.pages.get(n as usize)
     }
 
+    /// Whether the record at `loc` may still be on its page: false once the page was
+    /// reused (its version moved on), when a read of it can only miss. A hint, read
+    /// without the state lock: a page reused just after says nothing about the record.
+    pub(crate) fn may_hold(&self, loc: Locator) -> bool {
+        self.page(loc.page)
+            .is_some_and(|p| p.version.load(Ordering::Relaxed) == loc.version)
+    }
+
     /// Appends the record of `key` and `value` to the open write buffer and returns where
     /// it will be, or `None` when it cannot be taken without waiting for the disk (every
     /// buffer in flight) or at all (larger than a page).
