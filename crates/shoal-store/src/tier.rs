@@ -117,16 +117,8 @@ impl Inner {
             written = flash.write(raw.key(), raw.value(), ttl);
             written
         };
-        // Stubs have a queue of their own; in a store of few segments its head may not
-        // get a segment (open heads are capped), and then the stub goes with the small
-        // items of its size rather than the value being dropped. `write` runs only once a
-        // place is taken, so the second try is made only if the first wrote nothing.
-        let mut moved = None;
-        for queue in [crate::segments::STUBS, crate::evict::class_of(stub_size)] {
-            if moved.is_some() || attempted.get() {
-                break;
-            }
-            moved = self.move_item(
+        let mut place = |queue| {
+            self.move_item(
                 ev,
                 shard,
                 hash,
@@ -134,8 +126,16 @@ impl Inner {
                 (queue, freq),
                 room,
                 crate::evict::Payload::Stub(&mut write),
-            );
-        }
+            )
+        };
+        // Stubs have a queue of their own; in a store of few segments its head may not
+        // get a segment (open heads are capped), and then the stub goes with the small
+        // items of its size rather than the value being dropped. `write` runs only once a
+        // place is taken, so the second try is made only if the first wrote nothing.
+        let moved = match place(crate::segments::STUBS) {
+            None if !attempted.get() => place(crate::evict::class_of(stub_size)),
+            moved => moved,
+        };
         // `write` counted the record live until a stub holds it; the stub now counts it.
         if let Some(loc) = written {
             flash.release(loc, raw.key_len());

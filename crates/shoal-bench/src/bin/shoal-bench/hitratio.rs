@@ -400,30 +400,11 @@ pub fn run(a: HitRatioArgs) -> Result<()> {
                 rate,
                 interval: 0,
             };
-            for &mb in sizes.iter().filter(|_| a.oracle || a.oracle_only) {
-                let result = oracle::references(
-                    || load.requests(),
-                    &OracleConfig {
-                        capacity: mb << 20,
-                        item_overhead: reference::SHOALD_ITEM_OVERHEAD,
-                        rate,
-                        warmup,
-                    },
-                )?;
-                eprintln!(
-                    "{:>5} MiB popularity oracle hit {:.4} ({:.4} with TTL items free), \
-                     never evicting {:.4}",
-                    mb,
-                    result.popularity_oracle(),
-                    result.popularity_oracle_free_ttl(),
-                    result.never_evicting()
-                );
-                oracles.push(OraclePoint {
-                    memory_mb: mb,
-                    result,
-                });
+            if a.oracle || a.oracle_only {
+                oracles.extend(oracle_points(load, sizes, rate, warmup)?);
             }
-            for &mb in sizes.iter().filter(|_| !a.oracle_only) {
+            // With --oracle-only there are no servers to replay into.
+            for &mb in sizes {
                 for c in &servers {
                     let started = std::time::Instant::now();
                     let p = measure(c, mb, &cfg, load.requests()?, |_| {})
@@ -479,6 +460,40 @@ pub fn run(a: HitRatioArgs) -> Result<()> {
         eprintln!("wrote {}", out.display());
     }
     Ok(())
+}
+
+/// The offline references of `load` at every size in `sizes`.
+fn oracle_points(
+    load: &Workload,
+    sizes: &[u64],
+    rate: Option<f64>,
+    warmup: u64,
+) -> Result<Vec<OraclePoint>> {
+    let mut out = Vec::new();
+    for &mb in sizes {
+        let result = oracle::references(
+            || load.requests(),
+            &OracleConfig {
+                capacity: mb << 20,
+                item_overhead: reference::SHOALD_ITEM_OVERHEAD,
+                rate,
+                warmup,
+            },
+        )?;
+        eprintln!(
+            "{:>5} MiB popularity oracle hit {:.4} ({:.4} with TTL items free), \
+             never evicting {:.4}",
+            mb,
+            result.popularity_oracle(),
+            result.popularity_oracle_free_ttl(),
+            result.never_evicting()
+        );
+        out.push(OraclePoint {
+            memory_mb: mb,
+            result,
+        });
+    }
+    Ok(out)
 }
 
 /// libCacheSim's reference policies over `load` (written as oracleGeneral unless it is
