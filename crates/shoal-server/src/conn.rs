@@ -11,6 +11,8 @@
 //! - `-R`, `-o idle_timeout`, the SASL penalty delay, per-turn latency timing, and `watch`,
 //!   which turns the connection into an event stream.
 
+use std::future::Future;
+
 use crate::auth::Session;
 use crate::commands::{self, Flow, Out};
 use crate::config::Protocol;
@@ -179,6 +181,19 @@ impl<'a> Handler for Conn<'a> {
         }
     }
 
+    fn request_now<W: AsyncWrite + Unpin>(
+        &mut self,
+        input: &[u8],
+        refused: bool,
+        out: &mut Output<'_, W, ValueRef<'a>>,
+    ) -> Option<Step> {
+        // Without a flash tier nothing a request does waits.
+        if self.worker.shared.flash_readers.is_some() {
+            return None;
+        }
+        Some(Conn::request(self, input, refused, out.reply()))
+    }
+
     fn line_too_long(&self) -> &'static [u8] {
         // A request line longer than the budget can hold (only multi-gets may be long):
         // memcached closes such a connection with this reply.
@@ -212,16 +227,21 @@ impl<'a> Handler for Conn<'a> {
         ThreadStats::incr(&self.worker.stats.conn_yields);
     }
 
-    async fn before_write<W: AsyncWrite + Unpin>(
+    fn before_write<W: AsyncWrite + Unpin>(
         &mut self,
         _out: &mut Output<'_, W, ValueRef<'a>>,
-    ) -> Proceed {
-        if let Some(delay) = self.session.penalty.take() {
-            // A failed login: its reply (and anything after it) waits, so a client that
-            // opens a new connection per guess is slowed down too.
-            shoal_net::time::sleep(delay).await;
+    ) -> impl Future<Output = Proceed> {
+        // Taken here rather than in the future, which then holds no borrow of the
+        // connection: a smaller future to build on every turn.
+        let penalty = self.session.penalty.take();
+        async move {
+            if let Some(delay) = penalty {
+                // A failed login: its reply (and anything after it) waits, so a client
+                // that opens a new connection per guess is slowed down too.
+                shoal_net::time::sleep(delay).await;
+            }
+            Proceed::Write
         }
-        Proceed::Write
     }
 
     fn after_write(&mut self, written: usize, out: &mut Vec<u8>) {
