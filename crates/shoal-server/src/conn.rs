@@ -16,7 +16,7 @@ use std::future::Future;
 use crate::auth::Session;
 use crate::commands::{self, Flow, Out};
 use crate::config::Protocol;
-use crate::conns::{CloseReason, ConnInfo};
+use crate::conns::{CloseReason, ConnInfo, PublishedInfo};
 use crate::latency::WorkerLatency;
 use crate::reply_window::ReplyWindow;
 use crate::stats::ThreadStats;
@@ -26,7 +26,6 @@ use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_protocol::binary::{self, Status, REQUEST_MAGIC};
 use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed, Request};
 use shoal_store::{FlashReadDone, FlashReads, ValueRef};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -46,7 +45,7 @@ where
     };
     let mut conn = Conn {
         worker,
-        info,
+        info: PublishedInfo::new(info),
         limits: Limits {
             max_value_len: shared.settings.max_item_size,
         },
@@ -91,7 +90,7 @@ where
 /// A connection's state between requests: what shoald adds to the shared loop.
 struct Conn<'a> {
     worker: &'a Worker,
-    info: &'a ConnInfo,
+    info: PublishedInfo<'a>,
     limits: Limits,
     /// Where a multi-get suspended at the high-water mark resumes.
     window: ReplyWindow,
@@ -176,7 +175,7 @@ impl<'a> Handler for Conn<'a> {
                     }
                 }
             }
-            self.worker.current_conn.set(self.info.id);
+            self.worker.current_conn.set(self.info.id());
             self.rerun = true;
         }
     }
@@ -201,7 +200,7 @@ impl<'a> Handler for Conn<'a> {
     }
 
     fn begin_turn(&mut self, has_input: bool) {
-        self.worker.current_conn.set(self.info.id);
+        self.worker.current_conn.set(self.info.id());
         self.turn = self
             .worker
             .latency
@@ -251,9 +250,7 @@ impl<'a> Handler for Conn<'a> {
 
     fn received(&mut self, n: usize) {
         ThreadStats::add(&self.worker.stats.bytes_read, n as u64);
-        self.info
-            .last_cmd
-            .store(self.worker.shared.store.clock().now(), Ordering::Relaxed);
+        self.info.command_at(self.worker.shared.store.clock().now());
     }
 
     fn stopping(&self) -> bool {
@@ -337,7 +334,7 @@ impl<'a> Conn<'a> {
         };
         if binary && input[0] != REQUEST_MAGIC {
             // `-B binary`: memcached closes a connection that sends anything else.
-            tracing::debug!(conn = self.info.id, "not a binary request; closing");
+            tracing::debug!(conn = self.info.id(), "not a binary request; closing");
             return Step::Close;
         }
         if binary {
@@ -359,7 +356,7 @@ impl<'a> Conn<'a> {
         let mut ctx = TextContext {
             worker,
             session: &mut self.session,
-            info: self.info,
+            info: &mut self.info,
             window: &mut self.window,
             rerun: self.rerun,
         };
@@ -427,7 +424,7 @@ const SASL_ONLY: &[u8] = b"CLIENT_ERROR authentication required (binary SASL onl
 struct TextContext<'c, 'w> {
     worker: &'w Worker,
     session: &'c mut Session,
-    info: &'c ConnInfo,
+    info: &'c mut PublishedInfo<'w>,
     window: &'c mut ReplyWindow,
     /// The request runs again after its flash reads: counted already.
     rerun: bool,
@@ -480,10 +477,10 @@ impl<'w> TextContext<'_, 'w> {
                 if !silent {
                     out.bytes().extend_from_slice(error.reply());
                 }
-                tracing::debug!(conn = self.info.id, "protocol error: {error}");
+                tracing::debug!(conn = self.info.id(), "protocol error: {error}");
                 if close {
                     // memcached closes such a connection as an error (`watch connevents`).
-                    self.info.closing(CloseReason::Error);
+                    self.info.shared().closing(CloseReason::Error);
                 }
                 TextStep::Step(done(consumed, swallow, close))
             }
