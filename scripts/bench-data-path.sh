@@ -42,13 +42,17 @@ part() { [[ $parts == *" $1 "* ]]; }
 mt_part() { part memtier || part "memtier-$1"; }
 mt_repeats=${MT_REPEATS:-7}
 mt_time=${MT_TIME:-5}
+# With perf on the machine, each memtier run's server user time is also sampled by it
+# (--perf-user), which at depth 1 is steadier than /proc's tick-based figure.
+perf_user=()
+command -v perf >/dev/null && perf_user=(--perf-user)
 mtcmp() { # name, memory limit (MiB), then compare-memcached arguments
   local name=$1 mem=$2; shift 2
   echo "== $name ($(uptime | sed 's/.*load average/load average/'))" >&2
   "$bin/shoal-bench" compare-memcached --no-memory --memcaslap none --repeats "$mt_repeats" \
     --memtier "$memtier" --memtier-only --memtier-time "${mt_time}s" --memtier-threads 1 \
     --memtier-conns 16 --memtier-keys 100000 \
-    --server-args="-t 2 -m $mem" --out "$out/$name" "$@" >&2
+    --server-args="-t 2 -m $mem" --out "$out/$name" "${perf_user[@]}" "$@" >&2
 }
 if mt_part depth1 || mt_part depth16 || mt_part 100k; then
   memtier=$(bash scripts/memtier.sh)

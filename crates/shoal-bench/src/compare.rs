@@ -8,6 +8,7 @@ use crate::fill::{self, FillConfig};
 use crate::load::{self, LoadConfig, LoadReport};
 use crate::memtier::{MemtierConfig, MemtierSummary};
 use crate::server::{self, ServerProcess};
+use crate::user_sampler::UserSampler;
 use crate::BenchError;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -29,6 +30,9 @@ pub struct CompareConfig {
     pub memtier: Option<MemtierConfig>,
     /// Only memtier: skip this program's own load (and its prefill and equal-load runs).
     pub memtier_only: bool,
+    /// `perf`, to sample each server's user-space CPU over every memtier run as well
+    /// ([`crate::user_sampler`]).
+    pub perf: Option<PathBuf>,
     /// Flags given to both servers for the throughput runs.
     pub server_args: Vec<String>,
     /// Runs per scenario and server.
@@ -75,6 +79,7 @@ impl CompareConfig {
             memcaslap: None,
             memtier: None,
             memtier_only: false,
+            perf: None,
             server_args: ["-t", "2", "-m", "256"].map(String::from).to_vec(),
             repeats: 3,
             threads: 2,
@@ -218,6 +223,11 @@ pub struct MemtierRuns {
     pub median_user_us_per_request: f64,
     /// Median system CPU per request, us.
     pub median_system_us_per_request: f64,
+    /// The server's user-space CPU per request of each run as `perf` sampled it, us
+    /// (empty unless asked for).
+    pub sampled_user_us_per_request: Vec<f64>,
+    /// Their median.
+    pub median_sampled_user_us_per_request: Option<f64>,
     /// Median fraction of gets that hit.
     pub median_get_hit_ratio: f64,
     /// Median p50 latency (us), as memtier measured it.
@@ -229,8 +239,19 @@ pub struct MemtierRuns {
 }
 
 impl MemtierRuns {
-    /// Summarises `runs` with the server CPU time each took.
-    pub fn new(server: &str, runs: Vec<MemtierSummary>, cpu: &[server::CpuTimes]) -> Self {
+    /// Summarises `runs` with the server CPU time each took and, when sampled, the
+    /// user-space seconds `perf` counted in each (`sampled`: empty, or one per run).
+    pub fn new(
+        server: &str,
+        runs: Vec<MemtierSummary>,
+        cpu: &[server::CpuTimes],
+        sampled: &[f64],
+    ) -> Self {
+        let sampled_user: Vec<f64> = runs
+            .iter()
+            .zip(sampled)
+            .map(|(r, secs)| secs * 1e6 / r.requests.max(1) as f64)
+            .collect();
         let per_request = |f: &dyn Fn(&server::CpuTimes) -> f64| -> Vec<f64> {
             runs.iter()
                 .zip(cpu)
@@ -250,6 +271,9 @@ impl MemtierRuns {
             cpu_range: range(&cpu_us),
             median_user_us_per_request: median(&user),
             median_system_us_per_request: median(&system),
+            median_sampled_user_us_per_request: (!sampled_user.is_empty())
+                .then(|| median(&sampled_user)),
+            sampled_user_us_per_request: sampled_user,
             median_get_hit_ratio: median(&of(&|r| r.get_hit_ratio.unwrap_or(0.0))),
             median_p50_us: median(&of(&|r| r.p50_us)),
             median_p99_us: median(&of(&|r| r.p99_us)),
@@ -283,6 +307,8 @@ pub struct MemtierScenario {
     pub cpu_ratio: Vec<f64>,
     /// Each shoald's median user CPU per request over memcached's.
     pub user_cpu_ratio: Vec<f64>,
+    /// The same from `perf`'s samples, when taken.
+    pub sampled_user_cpu_ratio: Vec<Option<f64>>,
 }
 
 impl MemtierScenario {
@@ -305,6 +331,14 @@ impl MemtierScenario {
             ratio: over(&|r| r.median_ops_per_sec),
             cpu_ratio: over(&|r| r.median_cpu_us_per_request),
             user_cpu_ratio: over(&|r| r.median_user_us_per_request),
+            sampled_user_cpu_ratio: shoald
+                .iter()
+                .map(|s| {
+                    let ours = s.median_sampled_user_us_per_request?;
+                    let theirs = memcached.median_sampled_user_us_per_request?;
+                    Some(ours / theirs.max(1e-9))
+                })
+                .collect(),
             name,
             depth,
             value_size,
@@ -506,6 +540,7 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, BenchError> {
                     }
                     memtier.push(memtier_scenario(
                         mt,
+                        cfg.perf.as_deref(),
                         cfg.repeats,
                         &servers,
                         &names,
@@ -632,6 +667,7 @@ fn against(e: BenchError, server: &str) -> BenchError {
 /// with each server's CPU time over each run.
 fn memtier_scenario(
     mt: &MemtierConfig,
+    perf: Option<&Path>,
     repeats: usize,
     servers: &[ServerProcess],
     names: &[String],
@@ -641,15 +677,24 @@ fn memtier_scenario(
     let n = servers.len();
     let mut per: Vec<Vec<MemtierSummary>> = vec![Vec::new(); n];
     let mut cpu: Vec<Vec<server::CpuTimes>> = vec![Vec::new(); n];
+    let mut sampled: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let perf_data = std::env::temp_dir().join(format!("shoal-bench-{}.perf", std::process::id()));
     for rep in 0..repeats {
         for k in 0..n {
             let i = (k + rep) % n;
             let srv = &servers[i];
+            let sampler = match perf {
+                Some(perf) => Some(UserSampler::start(perf, srv.pid(), &perf_data)?),
+                None => None,
+            };
             let before = srv.cpu_times()?;
             let r = mt
                 .run(srv.addr, value_size, depth)
                 .map_err(|e| against(e, &names[i]))?;
             let spent = srv.cpu_times()?.since(&before);
+            if let Some(sampler) = sampler {
+                sampled[i].push(sampler.finish()?);
+            }
             let requests = r.requests.max(1) as f64;
             progress(&format!(
                 "memtier {value_size} B depth {depth} run {} {}: {:.0} ops/s, {:.2} us CPU/request ({:.2} user), {:.1}% get hits",
@@ -664,11 +709,13 @@ fn memtier_scenario(
             cpu[i].push(spent);
         }
     }
+    let _ = std::fs::remove_file(&perf_data);
     let mut all: Vec<MemtierRuns> = per
         .into_iter()
         .zip(&cpu)
+        .zip(&sampled)
         .zip(names)
-        .map(|((runs, cpu), name)| MemtierRuns::new(name, runs, cpu))
+        .map(|(((runs, cpu), sampled), name)| MemtierRuns::new(name, runs, cpu, sampled))
         .collect();
     let memcached = all.remove(0);
     Ok(MemtierScenario::new(
@@ -924,6 +971,34 @@ impl CompareReport {
                 }
             }
         }
+        if self
+            .memtier
+            .iter()
+            .any(|sc| sc.memcached.median_sampled_user_us_per_request.is_some())
+        {
+            let _ = writeln!(
+                s,
+                "\nUser-space CPU per request sampled by `perf record -e cpu-clock:u` (2,000 samples a second) over the same runs; /proc's user time comes from 250 ticks a second, so its per-run figures move far more.\n\n| memtier scenario | server | user us/request, perf (median) | min-max | vs memcached |\n|---|---|---:|---:|---:|"
+            );
+            for sc in &self.memtier {
+                let rows = std::iter::once((&sc.memcached, Some(1.0))).chain(
+                    sc.shoald
+                        .iter()
+                        .zip(sc.sampled_user_cpu_ratio.iter().copied()),
+                );
+                for (r, ratio) in rows {
+                    let (Some(m), Some(x)) = (r.median_sampled_user_us_per_request, ratio) else {
+                        continue;
+                    };
+                    let (lo, hi) = range(&r.sampled_user_us_per_request);
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {m:.3} | {lo:.3}-{hi:.3} | {x:.2}x |",
+                        sc.name, r.server
+                    );
+                }
+            }
+        }
         if !self.memory.is_empty() {
             let _ = writeln!(
                 s,
@@ -977,14 +1052,26 @@ mod tests {
             "memcached",
             vec![with_ops(50_000.0), with_ops(40_000.0), with_ops(60_000.0)],
             &[cpu(0.4, 1.2), cpu(0.4, 1.2), cpu(0.6, 1.8)],
+            &[0.4, 0.5, 0.6],
         );
         assert_eq!(mc.median_ops_per_sec, 50_000.0);
         assert_eq!(mc.ops_range, (40_000.0, 60_000.0));
         assert!((mc.median_cpu_us_per_request - 20.0).abs() < 1e-9);
         assert!((mc.median_user_us_per_request - 5.0).abs() < 1e-9);
         assert!((mc.median_system_us_per_request - 15.0).abs() < 1e-9);
-        // shoald: 110k requests per run at 1.98 s of CPU (0.33 s user): 18 us, 3 us user.
-        let sh = MemtierRuns::new("shoald", vec![with_ops(55_000.0); 3], &[cpu(0.33, 1.65); 3]);
+        // perf's user seconds per run over 100k requests each: 4, 5 and 6 us.
+        assert_eq!(
+            mc.median_sampled_user_us_per_request.map(|u| u.round()),
+            Some(5.0)
+        );
+        // shoald: 110k requests per run at 1.98 s of CPU (0.33 s user): 18 us, 3 us user;
+        // sampled, 0.22 s: 2 us.
+        let sh = MemtierRuns::new(
+            "shoald",
+            vec![with_ops(55_000.0); 3],
+            &[cpu(0.33, 1.65); 3],
+            &[0.22; 3],
+        );
         let sc = MemtierScenario::new("x".into(), 1, 100, "cmd".into(), mc, vec![sh]);
         assert!((sc.ratio[0] - 1.1).abs() < 1e-9);
         assert!((sc.cpu_ratio[0] - 0.9).abs() < 1e-9, "{:?}", sc.cpu_ratio);
@@ -993,6 +1080,19 @@ mod tests {
             "{:?}",
             sc.user_cpu_ratio
         );
+        let sampled = sc.sampled_user_cpu_ratio[0].unwrap_or(0.0);
+        assert!((sampled - 0.4).abs() < 1e-9, "{sampled}");
+        // Without samples there is no sampled ratio.
+        let plain = |name: &str| MemtierRuns::new(name, vec![with_ops(1.0)], &[cpu(0.1, 0.1)], &[]);
+        let sc = MemtierScenario::new(
+            "y".into(),
+            1,
+            100,
+            "cmd".into(),
+            plain("m"),
+            vec![plain("s")],
+        );
+        assert_eq!(sc.sampled_user_cpu_ratio, vec![None]);
         assert_eq!(range(&[]), (0.0, 0.0));
     }
 

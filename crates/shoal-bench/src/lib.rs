@@ -32,6 +32,7 @@ pub mod seeds;
 pub mod server;
 pub mod soak;
 pub mod text;
+pub mod user_sampler;
 pub mod workload;
 
 /// Everything that can go wrong in a benchmark.

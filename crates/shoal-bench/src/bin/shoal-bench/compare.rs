@@ -40,6 +40,11 @@ pub struct CompareArgs {
     /// memtier's keys (`--key-maximum`).
     #[arg(long, default_value_t = 100_000)]
     pub memtier_keys: u64,
+    /// Also sample each server's user-space CPU over every memtier run with `perf record
+    /// -e cpu-clock:u` (a steadier figure than /proc's tick-based user time; needs perf
+    /// and the right to attach to the servers).
+    #[arg(long, requires = "memtier")]
+    pub perf_user: bool,
     /// Runs per scenario and server.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
@@ -140,6 +145,12 @@ pub fn run(a: CompareArgs) -> Result<()> {
         mt.key_maximum = a.memtier_keys;
         cfg.memtier = Some(mt);
         cfg.memtier_only = a.memtier_only;
+        if a.perf_user {
+            cfg.perf = Some(
+                which(Path::new("perf"))
+                    .context("perf not found (apt-get install -y linux-perf)")?,
+            );
+        }
     }
     cfg.repeats = a.repeats.max(1);
     cfg.value_sizes = a
