@@ -260,7 +260,9 @@ pub fn parse_json(text: &str) -> Result<MemtierSummary, BenchError> {
             reported_ops_per_sec
         },
         reported_ops_per_sec,
-        reported_duration_ms: count(all, &["Runtime", "Total duration"])?,
+        // Read as a number: memtier derives it from two wall-clock stamps, and a run
+        // against 1.6.18 at depth 16 once reported it in a form that was not a count.
+        reported_duration_ms: num(all, &["Runtime", "Total duration"])?.max(0.0).round() as u64,
         get_hit_ratio: (hits + misses > 0.0).then(|| hits / (hits + misses)),
         p50_us: pct("p50.00")?,
         p99_us: pct("p99.00")?,
