@@ -194,10 +194,11 @@ impl<W: AsyncWrite + Unpin + ?Sized, V: AsRef<[u8]>> Output<'_, W, V> {
 /// A protocol served by [`serve`]: what differs between the daemons' connections.
 ///
 /// Every method but [`Handler::request`] and [`Handler::line_too_long`] has a default
-/// that does nothing. Each turn runs: [`Handler::begin_turn`], [`Handler::request_now`]
-/// (or, when it says `None`, [`Handler::request`]) for each complete request (until the input is used up, the output reaches the high-water
-/// mark, the per-turn limit, or a step says otherwise), [`Handler::end_turn`],
-/// [`Handler::before_write`], the write, [`Handler::after_write`]; then the next read.
+/// that does nothing. Each turn runs: [`Handler::begin_turn`]; [`Handler::request_now`]
+/// (or, when it says `None`, [`Handler::request`]) for each complete request, until the
+/// input is used up, the output reaches the high-water mark, the per-turn limit, or a
+/// step says otherwise; [`Handler::end_turn`], [`Handler::before_write`], the write,
+/// [`Handler::after_write`]; then the next read.
 pub trait Handler {
     /// What replies may refer to in place instead of copying (a pinned cache value);
     /// [`crate::NoValue`] for a protocol that only writes bytes.

@@ -11,8 +11,6 @@
 //! - `-R`, `-o idle_timeout`, the SASL penalty delay, per-turn latency timing, and `watch`,
 //!   which turns the connection into an event stream.
 
-use std::future::Future;
-
 use crate::auth::Session;
 use crate::commands::{self, Flow, Out};
 use crate::config::Protocol;
@@ -26,6 +24,7 @@ use shoal_net::connection::{self, End, Handler, Output, Proceed, Step};
 use shoal_protocol::binary::{self, Status, REQUEST_MAGIC};
 use shoal_protocol::{parse, parse_binary, reply, BinaryParsed, Limits, Parsed, Request};
 use shoal_store::{FlashReadDone, FlashReads, ValueRef};
+use std::future::Future;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
