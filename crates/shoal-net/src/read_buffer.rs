@@ -147,17 +147,9 @@ impl ReadBuffer {
 
     /// Reads what `reader` has (at least one byte, or 0 at end of stream), discarding
     /// bytes still to be swallowed. Fails with [`ReadError::OutOfMemory`] when a request
-    /// line outgrows what the budget allows.
-    pub async fn read_from<R: AsyncRead + Unpin>(
-        &mut self,
-        reader: &mut R,
-    ) -> Result<usize, ReadError> {
-        std::future::poll_fn(|cx| self.poll_read_from(cx, reader)).await
-    }
-
-    /// [`ReadBuffer::read_from`] as a poll, for a connection loop that waits on more than
-    /// the socket. Each poll first makes room (once there is room this changes nothing),
-    /// then reads into the spare capacity.
+    /// line outgrows what the budget allows. A poll, so that a connection loop can wait
+    /// on more than the socket; each poll first makes room (once there is room this
+    /// changes nothing), then reads into the spare capacity.
     ///
     /// Why not tokio's `read_buf`: its `BufMut` adapter and the async state around it
     /// were, under callgrind, more instructions per depth-1 request than the receive
@@ -208,9 +200,16 @@ impl ReadBuffer {
 mod tests {
     use super::*;
 
+    async fn read_from<R: AsyncRead + Unpin>(
+        rb: &mut ReadBuffer,
+        reader: &mut R,
+    ) -> Result<usize, ReadError> {
+        std::future::poll_fn(|cx| rb.poll_read_from(cx, reader)).await
+    }
+
     async fn feed(rb: &mut ReadBuffer, data: &[u8]) -> usize {
         let mut r = data;
-        rb.read_from(&mut r).await.expect("read")
+        read_from(rb, &mut r).await.expect("read")
     }
 
     fn run<F: std::future::Future>(f: F) -> F::Output {
@@ -262,7 +261,7 @@ mod tests {
             let mut src = &line[..];
             let mut result = Ok(0);
             for _ in 0..10 {
-                result = rb.read_from(&mut src).await;
+                result = read_from(&mut rb, &mut src).await;
                 if result.is_err() {
                     break;
                 }

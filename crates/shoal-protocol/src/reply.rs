@@ -70,31 +70,19 @@ pub mod code {
     pub const ME: &[u8; 2] = b"ME";
 }
 
-/// Appends the decimal form of `n` (no sign, no padding).
+/// Most digits a u64 has.
+const U64_DIGITS: usize = 20;
+
+/// Appends the decimal form of `n` (no sign, no padding), straight into spare capacity
+/// (see [`push_value_tail`]).
 #[inline]
 pub fn push_u64(out: &mut Vec<u8>, n: u64) {
-    // Flags and lengths are mostly short: pushed directly, without the general path's
-    // copy call (which cost more than the digits).
-    if n < 10 {
-        out.push(b'0' + n as u8);
-        return;
-    }
-    if n < 100 {
-        out.extend_from_slice(&[b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]);
-        return;
-    }
-    if n < 1000 {
-        out.extend_from_slice(&[
-            b'0' + (n / 100) as u8,
-            b'0' + (n / 10 % 10) as u8,
-            b'0' + (n % 10) as u8,
-        ]);
-        return;
-    }
-    // Digits are produced backwards into a stack buffer; 20 bytes fit u64::MAX.
-    let mut buf = [0u8; 20];
-    let at = decimal(n, &mut buf);
-    out.extend_from_slice(&buf[at..]);
+    out.reserve(U64_DIGITS);
+    let written = put_digits(&mut out.spare_capacity_mut()[..U64_DIGITS], 0, n);
+    let new_len = out.len() + written;
+    // SAFETY: the capacity was reserved above, and the `written` bytes after the old
+    // length were all written by put_digits.
+    unsafe { out.set_len(new_len) };
 }
 
 /// Appends the decimal form of `n`.
@@ -119,7 +107,7 @@ pub fn crlf(out: &mut Vec<u8>) {
 }
 
 /// Most bytes [`push_value_tail`] appends: ` ` + u32 + ` ` + u64 + ` ` + u64 + `\r\n`.
-const VALUE_TAIL_MAX: usize = 1 + 10 + 1 + 20 + 1 + 20 + 2;
+const VALUE_TAIL_MAX: usize = 1 + 10 + 1 + U64_DIGITS + 1 + U64_DIGITS + 2;
 
 /// Appends ` <flags> <bytes>[ <cas>]\r\n`, the end of a `VALUE` line, straight into the
 /// vector's spare capacity.
@@ -148,7 +136,14 @@ fn push_value_tail(out: &mut Vec<u8>, flags: u32, len: usize, cas: Option<u64>) 
 #[inline(always)]
 fn put_field(spare: &mut [MaybeUninit<u8>], at: usize, n: u64) -> usize {
     spare[at].write(b' ');
-    let at = at + 1;
+    put_digits(spare, at + 1, n)
+}
+
+/// Writes `n` in decimal into `spare` at `at`; returns the index after it. Flags and
+/// lengths are mostly short, so numbers under 1,000 are written digit by digit, without
+/// the general path's stack buffer and copy (which cost more than the digits).
+#[inline(always)]
+fn put_digits(spare: &mut [MaybeUninit<u8>], at: usize, n: u64) -> usize {
     if n < 10 {
         spare[at].write(b'0' + n as u8);
         return at + 1;
@@ -164,7 +159,7 @@ fn put_field(spare: &mut [MaybeUninit<u8>], at: usize, n: u64) -> usize {
         spare[at + 2].write(b'0' + (n % 10) as u8);
         return at + 3;
     }
-    let mut digits = [0u8; 20];
+    let mut digits = [0u8; U64_DIGITS];
     let from = decimal(n, &mut digits);
     let mut at = at;
     for &d in &digits[from..] {
@@ -175,7 +170,7 @@ fn put_field(spare: &mut [MaybeUninit<u8>], at: usize, n: u64) -> usize {
 }
 
 /// Writes `n` in decimal at the end of `buf`; returns where its digits start.
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> usize {
+fn decimal(mut n: u64, buf: &mut [u8; U64_DIGITS]) -> usize {
     let mut i = buf.len();
     loop {
         i -= 1;

@@ -395,8 +395,9 @@ where
     match &worker.shared.tls {
         None => conn::serve(s, worker, info).await,
         // Boxed, and behind `dyn`: inlined here, the handshake's and the TLS stream's
-        // futures made this function's stack frame 10 KiB, probed page by page on every
-        // poll of every plain connection. A TLS connection pays one allocation instead.
+        // futures made this function's stack frame 10 KiB (4.4 KiB without them),
+        // probed page by page on every poll of every plain connection. A TLS connection
+        // pays one allocation instead.
         Some(acceptor) => {
             let tls: Pin<Box<dyn Future<Output = ()> + '_>> =
                 Box::pin(serve_tls(worker, s, info, acceptor.read().clone(), addr));
