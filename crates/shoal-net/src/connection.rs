@@ -420,27 +420,31 @@ where
         }
         // The socket first, then the stop signal: a `select!` without its macro, whose
         // bookkeeping (branch masks, an output enum, a nested future) cost more per
-        // depth-1 request than the read itself.
-        let stop = handler.stop_signal();
-        let read = async {
+        // depth-1 request than the read itself. Polled in this function's own state, not
+        // an inner async block, and inlined: every function return between the loop and
+        // the `recv` just made is mispredicted (see `event_loop::syscall`).
+        let read = {
+            let stop = handler.stop_signal();
             let mut stop = std::pin::pin!(stop);
-            std::future::poll_fn(|cx| {
-                if let Poll::Ready(r) = rbuf.poll_read_from(cx, &mut *stream) {
-                    return Poll::Ready(Some(r));
-                }
-                stop.as_mut().poll(cx).map(|()| None)
-            })
-            .await
-        };
-        let read = match config.idle_timeout {
-            Some(t) => match crate::time::timeout(t, read).await {
-                Ok(read) => read,
-                Err(_) => {
-                    let _ = stream.shutdown().await;
-                    return End::IdleTimeout;
-                }
-            },
-            None => read.await,
+            let read = std::future::poll_fn(
+                #[inline(always)]
+                |cx| {
+                    if let Poll::Ready(r) = rbuf.poll_read_from(cx, &mut *stream) {
+                        return Poll::Ready(Some(r));
+                    }
+                    stop.as_mut().poll(cx).map(|()| None)
+                },
+            );
+            match config.idle_timeout {
+                Some(t) => match crate::time::timeout(t, read).await {
+                    Ok(read) => read,
+                    Err(_) => {
+                        let _ = stream.shutdown().await;
+                        return End::IdleTimeout;
+                    }
+                },
+                None => read.await,
+            }
         };
         match read {
             None => {

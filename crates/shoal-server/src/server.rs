@@ -332,51 +332,41 @@ impl WorkerService for Worker {
         let _slot = ConnSlot {
             shared: self.shared.clone(),
         };
-        let uring = self.shared.io_uring;
-        let event_loop = self.shared.executor() == shoal_net::Executor::EventLoop;
-        match incoming {
-            Incoming::Tcp(s, addr) => {
-                let _ = s.set_nodelay(true);
-                let label = format!("tcp:{addr}");
-                if uring {
-                    let Ok(mut s) = UringStream::new(OwnedFd::from(s)) else {
-                        return;
-                    };
-                    serve_tcp(&self, &mut s, label, addr).await;
-                } else if event_loop {
-                    let Ok(mut s) = EpollStream::new(OwnedFd::from(s)) else {
-                        return;
-                    };
-                    serve_tcp(&self, &mut s, label, addr).await;
-                } else {
-                    let Ok(mut s) = tokio::net::TcpStream::from_std(s) else {
-                        return;
-                    };
-                    serve_tcp(&self, &mut s, label, addr).await;
+        if let Incoming::Tcp(s, _) = &incoming {
+            let _ = s.set_nodelay(true);
+        }
+        let label = |addr: Option<std::net::SocketAddr>| match addr {
+            Some(addr) => format!("tcp:{addr}"),
+            None => self.shared.listen_label.clone(),
+        };
+        // tokio's own sockets: neither io_uring's nor the event loop's.
+        let tokio_sockets =
+            !self.shared.io_uring && self.shared.executor() == shoal_net::Executor::Tokio;
+        // One `serve_stream` call per stream type, so each connection loop has a single
+        // caller and is compiled into it: a call level less between the worker's loop
+        // and the socket's system calls (see `shoal_net::event_loop`).
+        let (fd, addr) = match incoming {
+            Incoming::Tcp(s, addr) if tokio_sockets => {
+                if let Ok(mut s) = tokio::net::TcpStream::from_std(s) {
+                    serve_stream(&self, &mut s, label(Some(addr)), Some(addr)).await;
                 }
+                return;
             }
-            Incoming::Unix(s) => {
-                let label = self.shared.listen_label.clone();
-                if uring {
-                    let Ok(mut s) = UringStream::new(OwnedFd::from(s)) else {
-                        return;
-                    };
-                    let open = OpenConn::register(&self, label, s.as_raw_fd());
-                    conn::serve(&mut s, &self, &open.info).await;
-                } else if event_loop {
-                    let Ok(mut s) = EpollStream::new(OwnedFd::from(s)) else {
-                        return;
-                    };
-                    let open = OpenConn::register(&self, label, s.as_raw_fd());
-                    conn::serve(&mut s, &self, &open.info).await;
-                } else {
-                    let Ok(mut s) = tokio::net::UnixStream::from_std(s) else {
-                        return;
-                    };
-                    let open = OpenConn::register(&self, label, s.as_raw_fd());
-                    conn::serve(&mut s, &self, &open.info).await;
+            Incoming::Unix(s) if tokio_sockets => {
+                if let Ok(mut s) = tokio::net::UnixStream::from_std(s) {
+                    serve_stream(&self, &mut s, label(None), None).await;
                 }
+                return;
             }
+            Incoming::Tcp(s, addr) => (OwnedFd::from(s), Some(addr)),
+            Incoming::Unix(s) => (OwnedFd::from(s), None),
+        };
+        if self.shared.io_uring {
+            if let Ok(mut s) = UringStream::new(fd) {
+                serve_stream(&self, &mut s, label(addr), addr).await;
+            }
+        } else if let Ok(mut s) = EpollStream::new(fd) {
+            serve_stream(&self, &mut s, label(addr), addr).await;
         }
     }
 
@@ -385,28 +375,33 @@ impl WorkerService for Worker {
     }
 }
 
-/// Serves a TCP connection (on either data path): TLS first when `-Z` is on.
-async fn serve_tcp<S>(worker: &Worker, s: &mut S, label: String, addr: std::net::SocketAddr)
-where
+/// Serves a connection (`addr`: a TCP client's, `None` on the unix socket) on any data
+/// path: TLS first when `-Z` is on and it came over TCP.
+async fn serve_stream<S>(
+    worker: &Worker,
+    s: &mut S,
+    label: String,
+    addr: Option<std::net::SocketAddr>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + AsRawFd,
 {
     let open = OpenConn::register(worker, label, s.as_raw_fd());
     let info = &*open.info;
-    match &worker.shared.tls {
-        None => conn::serve(s, worker, info).await,
-        // Boxed, and behind `dyn`: inlined here, the handshake's and the TLS stream's
-        // futures made this function's stack frame 10 KiB (4.4 KiB without them),
-        // probed page by page on every poll of every plain connection. A TLS connection
-        // pays one allocation instead.
-        Some(acceptor) => {
+    match (&worker.shared.tls, addr) {
+        (Some(acceptor), Some(addr)) => {
+            // Boxed, and behind `dyn`: inlined here, the handshake's and the TLS stream's
+            // futures made this function's stack frame 10 KiB (4.4 KiB without them),
+            // probed page by page on every poll of every plain connection. A TLS
+            // connection pays one allocation instead.
             let tls: Pin<Box<dyn Future<Output = ()> + '_>> =
                 Box::pin(serve_tls(worker, s, info, acceptor.read().clone(), addr));
             tls.await
         }
+        _ => conn::serve(s, worker, info).await,
     }
 }
 
-/// [`serve_tcp`] for a TLS listener: the handshake, then the connection over it. Takes
+/// [`serve_stream`] for a TLS listener: the handshake, then the connection over it. Takes
 /// the acceptor `refresh_certs` last installed, which this connection keeps whatever
 /// later reloads do.
 async fn serve_tls<S>(

@@ -23,6 +23,7 @@
 mod registration;
 mod slab;
 mod stream;
+mod syscall;
 
 use registration::IoState;
 pub(crate) use registration::Registration;
@@ -306,20 +307,13 @@ impl Core {
 
     /// Waits up to `timeout` ms (-1: until an event) and marks what became ready.
     fn wait(&self, events: &mut [libc::epoll_event], timeout: i32) {
-        // Through `syscall`, as the sockets' calls are (see `stream::sys`): libc's
-        // wrapper is a cancellation point, and its bookkeeping costs more than the call.
-        // epoll_pwait with no signal mask is epoll_wait, and exists on every
-        // architecture (aarch64 has no plain epoll_wait).
         // SAFETY: `events` is a live, writable array of `events.len()` entries.
         let n = unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait,
+            syscall::epoll_wait(
                 self.epoll.as_raw_fd(),
                 events.as_mut_ptr(),
                 events.len() as libc::c_int,
                 timeout,
-                std::ptr::null::<libc::sigset_t>(),
-                0usize,
             )
         };
         if n < 0 {

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::Registration;
+use super::{syscall, Registration};
 
 /// Most buffers one `sendmsg` takes (Linux's `IOV_MAX`); a longer reply is sent in parts,
 /// as a short write.
@@ -36,6 +36,7 @@ impl EpollStream {
         Ok(EpollStream { registration, fd })
     }
 
+    #[inline(always)]
     fn poll_send(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
         // What one call may send: a short count then means the socket buffer is full,
         // not that the iovec array was capped.
@@ -51,35 +52,18 @@ impl EpollStream {
             if self.registration.poll_writable(cx).is_pending() {
                 return Poll::Pending;
             }
+            let fd = self.fd.as_raw_fd();
             let n = if bufs.len() == 1 {
                 // SAFETY: sends from a live slice of its own length.
-                unsafe {
-                    sys(libc::syscall(
-                        libc::SYS_sendto,
-                        self.fd.as_raw_fd(),
-                        bufs[0].as_ptr(),
-                        bufs[0].len(),
-                        libc::MSG_NOSIGNAL,
-                        std::ptr::null::<libc::sockaddr>(),
-                        0,
-                    ))
-                }
+                unsafe { syscall::send(fd, bufs[0].as_ptr(), bufs[0].len()) }
             } else {
-                let iov = bufs;
                 // SAFETY: an all-zero msghdr is valid; the iovec array is `IoSlice`s,
                 // which are ABI-compatible with iovec, live for the call.
                 let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-                msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
-                msg.msg_iovlen = iov.len() as _;
+                msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+                msg.msg_iovlen = bufs.len() as _;
                 // SAFETY: `msg` points at live buffers for the duration of the call.
-                unsafe {
-                    sys(libc::syscall(
-                        libc::SYS_sendmsg,
-                        self.fd.as_raw_fd(),
-                        &msg as *const libc::msghdr,
-                        libc::MSG_NOSIGNAL,
-                    ))
-                }
+                unsafe { syscall::sendmsg(fd, &msg) }
             };
             if n >= 0 {
                 let n = n as usize;
@@ -88,22 +72,13 @@ impl EpollStream {
                 }
                 return Poll::Ready(Ok(n));
             }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::WouldBlock => write.blocked(),
-                io::ErrorKind::Interrupted => {}
-                _ => return Poll::Ready(Err(e)),
+            match -n as i32 {
+                libc::EAGAIN => write.blocked(),
+                libc::EINTR => {}
+                e => return Poll::Ready(Err(io::Error::from_raw_os_error(e))),
             }
         }
     }
-}
-
-/// A system call's result as `send`/`recv` return it. The calls are made through
-/// `syscall` rather than libc's wrappers: those are thread-cancellation points, whose
-/// bookkeeping around every call cost more instructions per request than the wrapper
-/// itself (shoald never cancels threads).
-fn sys(r: libc::c_long) -> isize {
-    r as isize
 }
 
 impl AsRawFd for EpollStream {
@@ -113,6 +88,7 @@ impl AsRawFd for EpollStream {
 }
 
 impl AsyncRead for EpollStream {
+    #[inline(always)]
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -131,15 +107,7 @@ impl AsyncRead for EpollStream {
             // bytes written are marked initialized below, and only those.
             let n = unsafe {
                 let dst = buf.unfilled_mut();
-                sys(libc::syscall(
-                    libc::SYS_recvfrom,
-                    self.fd.as_raw_fd(),
-                    dst.as_mut_ptr(),
-                    len,
-                    0,
-                    std::ptr::null_mut::<libc::sockaddr>(),
-                    std::ptr::null_mut::<libc::socklen_t>(),
-                ))
+                syscall::recv(self.fd.as_raw_fd(), dst.as_mut_ptr().cast(), len)
             };
             if n >= 0 {
                 let n = n as usize;
@@ -151,17 +119,17 @@ impl AsyncRead for EpollStream {
                 }
                 return Poll::Ready(Ok(()));
             }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::WouldBlock => read.blocked(),
-                io::ErrorKind::Interrupted => {}
-                _ => return Poll::Ready(Err(e)),
+            match -n as i32 {
+                libc::EAGAIN => read.blocked(),
+                libc::EINTR => {}
+                e => return Poll::Ready(Err(io::Error::from_raw_os_error(e))),
             }
         }
     }
 }
 
 impl AsyncWrite for EpollStream {
+    #[inline(always)]
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -170,6 +138,7 @@ impl AsyncWrite for EpollStream {
         self.poll_send(cx, &[IoSlice::new(buf)])
     }
 
+    #[inline(always)]
     fn poll_write_vectored(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
