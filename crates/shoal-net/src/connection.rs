@@ -28,7 +28,8 @@
 
 use std::future::Future;
 use std::io;
-use std::task::Poll;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -284,6 +285,32 @@ pub trait Handler {
     }
 }
 
+/// A turn's read: the socket first, then the stop signal (`None`: stopped).
+///
+/// A `select!` without its macro, whose bookkeeping (branch masks, an output enum, a
+/// nested future) cost more per depth-1 request than the read itself. A future of its
+/// own rather than `poll_fn`, so that its poll can be inlined into the connection loop's:
+/// every function return between the loop and the `recv` just made is mispredicted (see
+/// `event_loop::syscall`).
+struct ReadOrStop<'a, S, F> {
+    rbuf: &'a mut ReadBuffer,
+    stream: &'a mut S,
+    stop: Pin<&'a mut F>,
+}
+
+impl<S: AsyncRead + Unpin, F: Future<Output = ()>> Future for ReadOrStop<'_, S, F> {
+    type Output = Option<Result<usize, ReadError>>;
+
+    #[inline(always)]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if let Poll::Ready(r) = this.rbuf.poll_read_from(cx, &mut *this.stream) {
+            return Poll::Ready(Some(r));
+        }
+        this.stop.as_mut().poll(cx).map(|()| None)
+    }
+}
+
 /// Serves one connection with `handler` until it ends, and says why (also logged, at
 /// debug level). Input beyond a few kilobytes is charged to `budget`. The stream is shut
 /// down (an orderly close) unless it failed or was [`End::Detached`].
@@ -418,23 +445,13 @@ where
             let _ = stream.shutdown().await;
             return End::Stopped;
         }
-        // The socket first, then the stop signal: a `select!` without its macro, whose
-        // bookkeeping (branch masks, an output enum, a nested future) cost more per
-        // depth-1 request than the read itself. Polled in this function's own state, not
-        // an inner async block, and inlined: every function return between the loop and
-        // the `recv` just made is mispredicted (see `event_loop::syscall`).
         let read = {
             let stop = handler.stop_signal();
-            let mut stop = std::pin::pin!(stop);
-            let read = std::future::poll_fn(
-                #[inline(always)]
-                |cx| {
-                    if let Poll::Ready(r) = rbuf.poll_read_from(cx, &mut *stream) {
-                        return Poll::Ready(Some(r));
-                    }
-                    stop.as_mut().poll(cx).map(|()| None)
-                },
-            );
+            let read = ReadOrStop {
+                rbuf: &mut rbuf,
+                stream: &mut *stream,
+                stop: std::pin::pin!(stop),
+            };
             match config.idle_timeout {
                 Some(t) => match crate::time::timeout(t, read).await {
                     Ok(read) => read,

@@ -154,6 +154,8 @@ impl ReadBuffer {
     /// Why not tokio's `read_buf`: its `BufMut` adapter and the async state around it
     /// were, under callgrind, more instructions per depth-1 request than the receive
     /// system call's own wrapper; this is the same read with none of that.
+    // Inlined into the connection loop: see `connection::ReadOrStop`.
+    #[inline(always)]
     pub fn poll_read_from<R: AsyncRead + Unpin>(
         &mut self,
         cx: &mut Context<'_>,
