@@ -23,18 +23,24 @@
 # them). Takes about 45 minutes at REPEATS=5, and the memtier part about 10 more; PARTS
 # picks some of them.
 #
-#   [PARTS="depth1 depth16 conns1000 crossover syscalls memtier"] bash scripts/bench-data-path.sh [REPEATS]
+# memcached is MEMCACHED, by default the 1.6.45 reference build when there is one
+# (scripts/memcached-reference.sh), else memcached on PATH; the reports name its version.
+#
+#   [PARTS="depth1 depth16 conns1000 crossover syscalls memtier"] [MEMCACHED=path] bash scripts/bench-data-path.sh [REPEATS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats=${1:-5}
 out=${OUT:-bench/results/data-path}
 bin=target/release
+memcached=${MEMCACHED:-.peers/memcached-1.6.45/memcached}
+[ -x "$memcached" ] || memcached=$(command -v memcached)
 cargo build --release -p shoal-server -p shoal-bench >&2
 mkdir -p "$out"
 cmp() { # name, then compare-memcached arguments
   local name=$1; shift
   echo "== $name ($(uptime | sed 's/.*load average/load average/'))" >&2
-  "$bin/shoal-bench" compare-memcached --no-memory --memcaslap none --repeats "$repeats" \
+  "$bin/shoal-bench" compare-memcached --memcached "$memcached" --no-memory --memcaslap none \
+    --repeats "$repeats" \
     --server-args="-t 2 -m 1024" --out "$out/$name" "$@" >&2
 }
 parts=" ${PARTS:-depth1 depth16 conns1000 crossover syscalls memtier} "
@@ -49,7 +55,8 @@ command -v perf >/dev/null && perf_user=(--perf-user)
 mtcmp() { # name, memory limit (MiB), then compare-memcached arguments
   local name=$1 mem=$2; shift 2
   echo "== $name ($(uptime | sed 's/.*load average/load average/'))" >&2
-  "$bin/shoal-bench" compare-memcached --no-memory --memcaslap none --repeats "$mt_repeats" \
+  "$bin/shoal-bench" compare-memcached --memcached "$memcached" --no-memory --memcaslap none \
+    --repeats "$mt_repeats" \
     --memtier "$memtier" --memtier-only --memtier-time "${mt_time}s" --memtier-threads 1 \
     --memtier-conns 16 --memtier-keys 100000 \
     --server-args="-t 2 -m $mem" --out "$out/$name" "${perf_user[@]}" "$@" >&2

@@ -157,6 +157,7 @@ impl Shard {
         let mut r = self.heads[self.bucket(hash)];
         while r != NO_LINK {
             let item = items.item(r);
+            item.prefetch_body();
             if item.key_len() == key.len() && item.key() == key {
                 return Some(r);
             }

@@ -187,6 +187,27 @@ impl RawItem {
         RawItem { ptr }
     }
 
+    /// Starts loading the cache lines after the item's first, where a short value lies,
+    /// without waiting for them.
+    ///
+    /// Why: a lookup's first touch of an item (its header and key) is a cache miss, and
+    /// a hit then copies the value, which a second and third miss would stall on. Issued
+    /// as the header is first touched, those loads run alongside its miss instead of after
+    /// it. A hint only: a prefetch never faults, whatever the address.
+    #[inline]
+    pub fn prefetch_body(&self) {
+        #[cfg(target_arch = "x86_64")]
+        for line in 1..=3 {
+            // SAFETY: a prefetch reads nothing architecturally and cannot fault; the
+            // address is formed with wrapping arithmetic, so it need not be in bounds.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    self.ptr.wrapping_add(64 * line).cast_const().cast(),
+                )
+            };
+        }
+    }
+
     #[inline]
     fn word(&self, byte_offset: usize) -> &AtomicU32 {
         // SAFETY: items are 4-aligned and segments 8-aligned; the offset is inside the
