@@ -36,6 +36,8 @@ impl EpollStream {
         Ok(EpollStream { registration, fd })
     }
 
+    // Inlined, like the system call in it, into the connection loop: see `super::syscall`
+    // for what each function level around a system call costs.
     #[inline(always)]
     fn poll_send(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
         // What one call may send: a short count then means the socket buffer is full,
@@ -88,6 +90,7 @@ impl AsRawFd for EpollStream {
 }
 
 impl AsyncRead for EpollStream {
+    // Inlined into the connection loop, as `poll_send` is.
     #[inline(always)]
     fn poll_read(
         self: Pin<&mut Self>,
