@@ -413,7 +413,8 @@ impl Inner {
     }
 
     /// Takes a remembered sparse segment that is still sealed, unpinned and sparse out
-    /// of its queue, with that queue.
+    /// of its queue, with that queue: one the expiry sweep noted, else one deletes and
+    /// overwrites holed ([`Inner::note_if_holed`]).
     fn take_sparse(&self, ev: &mut Evictor) -> Option<(SegId, usize)> {
         while let Some(id) = ev.pop_sparse() {
             let m = self.segs.meta(id);
@@ -427,7 +428,48 @@ impl Inner {
                 return Some((id, queue));
             }
         }
-        None
+        loop {
+            let id = self.holed.lock().pop_front()?;
+            let m = self.segs.meta(id);
+            let queue = (m.queue.load(Ordering::Relaxed) as usize).min(QUEUES - 1);
+            if self.is_sparse(id, true)
+                && m.pins.load(Ordering::Relaxed) == 0
+                && self.segs.take_sealed(id, queue)
+            {
+                return Some((id, queue));
+            }
+            // Not now (a reply pins it, or it left its queue meanwhile): its next hole
+            // notes it again.
+            m.holed_noted.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Hands sealed segment `id` to eviction for compaction once its live bytes are below
+    /// [`COMPACT_BELOW`] of what it holds, once per use of the segment. Called as an item
+    /// in it is unlinked, and as it is sealed.
+    ///
+    /// Why: an overwrite or delete leaves a hole that memcached's allocator reuses at
+    /// once, while a segment's memory comes back only when it is emptied. Left to wait
+    /// until eviction reaches them, holed segments piled up behind the oldest data, and
+    /// every write evicted live items instead: after random sets of 100 KB values (16
+    /// clients repeating one key sequence, so most sets overwrite) shoald at `-m 1024`
+    /// held 2,382 items in 244 MB where memcached held 10,236 in 1,048 MB.
+    #[inline]
+    pub(crate) fn note_if_holed(&self, id: SegId) {
+        let m = self.segs.meta(id);
+        let live = f64::from(m.live_bytes.load(Ordering::Relaxed));
+        if live < f64::from(m.used.load(Ordering::Relaxed)) * COMPACT_BELOW
+            && m.state.load(Ordering::Acquire) == crate::segments::SEALED
+            && !m.holed_noted.swap(true, Ordering::Relaxed)
+        {
+            let mut holed = self.holed.lock();
+            // Each segment is listed at most once per use; a segment reused while still
+            // listed can leave a stale entry, so the list is capped at the segment count.
+            if holed.len() >= self.segs.limit() {
+                holed.pop_front();
+            }
+            holed.push_back(id);
+        }
     }
 
     /// Takes the segment to evict out of its queue: one already empty if there is one,
@@ -465,6 +507,11 @@ impl Inner {
         if self.segs.meta(id).live_items.load(Ordering::Acquire) == 0 {
             return;
         }
+        // Out of its queue and being emptied: the unlinks below must not list it as holed.
+        self.segs
+            .meta(id)
+            .holed_noted
+            .store(true, Ordering::Relaxed);
         let now = self.clock.now();
         let used = self.segs.meta(id).used.load(Ordering::Acquire) as usize;
         let cap = (used as f64 * RETAIN_CAP) as usize;

@@ -55,6 +55,11 @@ pub(crate) struct Inner {
     /// Eviction's state. Its lock is held while a sealed segment's items are walked
     /// (eviction, expiry sweeps), so that no walk ever reads a segment being reused.
     pub(crate) evictor: Mutex<Evictor>,
+    /// Sealed segments that deletes and overwrites left mostly empty, oldest first, for
+    /// eviction to compact before it evicts live items (see `Inner::note_if_holed`). A
+    /// lock of its own: they are noted under a shard lock, which must not wait for the
+    /// eviction lock.
+    pub(crate) holed: Mutex<std::collections::VecDeque<SegId>>,
     /// Keys recently evicted unread from probation.
     pub(crate) ghost: Ghost,
     /// Size classes (bit per class) whose keys found in the ghost are stored as read
@@ -94,6 +99,7 @@ impl Inner {
             evict_observer: std::sync::OnceLock::new(),
             memory_file: std::sync::OnceLock::new(),
             evictor: Mutex::new(Evictor::default()),
+            holed: Mutex::new(std::collections::VecDeque::new()),
             ghost: Ghost::new(cfg.memory_limit / GHOST_BYTES_PER_SLOT),
             ghost_classes: std::sync::atomic::AtomicU32::new(u32::MAX),
             slab_classes: cfg.slab_classes,
@@ -219,6 +225,7 @@ impl Inner {
         }
         m.live_bytes.fetch_sub(size as u32, Ordering::Relaxed);
         m.live_items.fetch_sub(1, Ordering::Release);
+        self.note_if_holed(self.refs.seg(r));
         shard.counters.bytes -= size as u64;
         if raw.is_flash() {
             self.release_stub(&raw);

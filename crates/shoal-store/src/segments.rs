@@ -19,7 +19,7 @@ use crate::memory_file::MemoryMap;
 use parking_lot::Mutex;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// Identifies a segment; fits the index's 16-bit field.
 pub type SegId = u16;
@@ -83,6 +83,9 @@ pub struct SegMeta {
     /// The pool's count of segments opened when this one was opened, then sealed: its
     /// age, in segments written since, is the current count minus this.
     pub born: AtomicU64,
+    /// Handed to eviction as holed since it was opened (see `Inner::note_if_holed`):
+    /// each segment is queued for compaction at most once per use.
+    pub holed_noted: AtomicBool,
 }
 
 /// Queues of sealed segments: index [`PROBATION`] for writers' segments, then one per
@@ -443,6 +446,7 @@ impl Segments {
         m.live_bytes.store(0, Ordering::Relaxed);
         // Claimed (or never used): no pin can exist, and the drain mark goes.
         m.pins.store(0, Ordering::Relaxed);
+        m.holed_noted.store(false, Ordering::Relaxed);
         m.earliest_expiry.store(u32::MAX, Ordering::Relaxed);
         m.latest_expiry.store(0, Ordering::Relaxed);
         m.state.store(ACTIVE, Ordering::Release);

