@@ -417,36 +417,48 @@ impl Inner {
     /// overwrites holed ([`Inner::note_if_holed`]).
     fn take_sparse(&self, ev: &mut Evictor) -> Option<(SegId, usize)> {
         while let Some(id) = ev.pop_sparse() {
-            let m = self.segs.meta(id);
-            let queue = (m.queue.load(Ordering::Relaxed) as usize).min(QUEUES - 1);
             // A sealed segment's live bytes only fall, so one noted sparse still is; the
             // check is for its state (the lenient share covers both ways of noting).
-            if self.live_below(id, true, COMPACT_EXPIRED_BELOW)
-                && m.pins.load(Ordering::Relaxed) == 0
-                && self.segs.take_sealed(id, queue)
-            {
-                return Some((id, queue));
+            if let Some(taken) = self.take_if_sparse(id, COMPACT_EXPIRED_BELOW) {
+                return Some(taken);
             }
         }
         loop {
             let id = self.holed.lock().pop_front()?;
-            let m = self.segs.meta(id);
-            let queue = (m.queue.load(Ordering::Relaxed) as usize).min(QUEUES - 1);
-            if self.is_sparse(id, true)
-                && m.pins.load(Ordering::Relaxed) == 0
-                && self.segs.take_sealed(id, queue)
-            {
-                return Some((id, queue));
+            if let Some(taken) = self.take_if_sparse(id, COMPACT_BELOW) {
+                return Some(taken);
             }
             // Not now (a reply pins it, or it left its queue meanwhile): its next hole
             // notes it again.
-            m.holed_noted.store(false, Ordering::Relaxed);
+            self.segs
+                .meta(id)
+                .holed_noted
+                .store(false, Ordering::Relaxed);
         }
+    }
+
+    /// Takes segment `id` out of its queue, with that queue, if it is still sealed, below
+    /// `share` live and unpinned.
+    fn take_if_sparse(&self, id: SegId, share: f64) -> Option<(SegId, usize)> {
+        let m = self.segs.meta(id);
+        let queue = (m.queue.load(Ordering::Relaxed) as usize).min(QUEUES - 1);
+        (self.live_below(id, true, share)
+            && m.pins.load(Ordering::Relaxed) == 0
+            && self.segs.take_sealed(id, queue))
+        .then_some((id, queue))
+    }
+
+    /// Seals a writer's full segment into its queue, and hands it to compaction if keys
+    /// written twice while it was open already left it holed (see
+    /// [`Inner::note_if_holed`]).
+    pub(crate) fn seal_written(&self, id: SegId, used: u32) {
+        self.segs.seal(id, used);
+        self.note_if_holed(id);
     }
 
     /// Hands sealed segment `id` to eviction for compaction once its live bytes are below
     /// [`COMPACT_BELOW`] of what it holds, once per use of the segment. Called as an item
-    /// in it is unlinked, and as it is sealed.
+    /// in it is unlinked, and as a writer seals it ([`Inner::seal_written`]).
     ///
     /// Why: an overwrite or delete leaves a hole that memcached's allocator reuses at
     /// once, while a segment's memory comes back only when it is emptied. Left to wait

@@ -67,9 +67,7 @@ impl Writer {
             // can empty the eviction queue, failing stores that eviction should make room
             // for (seen with 4 writers in 6 segments).
             if let Some(old) = self.active.take() {
-                self.inner.segs.seal(old.seg, old.off);
-                // Holes made while it was being written (a key set twice in a burst).
-                self.inner.note_if_holed(old.seg);
+                self.inner.seal_written(old.seg, old.off);
             }
             let seg = self.inner.acquire_segment()?;
             self.active = Some(Active { seg, off: 0 });
@@ -78,8 +76,7 @@ impl Writer {
             // when memory is exhausted the old one stays usable for smaller items.
             let seg = self.inner.acquire_segment()?;
             if let Some(old) = self.active.replace(Active { seg, off: 0 }) {
-                self.inner.segs.seal(old.seg, old.off);
-                self.inner.note_if_holed(old.seg);
+                self.inner.seal_written(old.seg, old.off);
             }
         }
         Ok(())
@@ -115,7 +112,7 @@ impl Drop for Writer {
             if a.off == 0 {
                 self.inner.segs.give_back(a.seg);
             } else {
-                self.inner.segs.seal(a.seg, a.off);
+                self.inner.seal_written(a.seg, a.off);
             }
         }
     }
