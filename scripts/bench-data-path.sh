@@ -48,8 +48,9 @@ part() { [[ $parts == *" $1 "* ]]; }
 mt_part() { part memtier || part "memtier-$1"; }
 mt_repeats=${MT_REPEATS:-7}
 mt_time=${MT_TIME:-5}
-# With perf on the machine, each memtier run's server user time is also sampled by it
-# (--perf-user), which at depth 1 is steadier than /proc's tick-based figure.
+# With perf on the machine, each memtier run is followed by one in which perf samples the
+# server's user time (--perf-user), which at depth 1 is steadier than /proc's tick-based
+# figure; throughput and CPU come from the runs without perf, which raises system time.
 perf_user=()
 command -v perf >/dev/null && perf_user=(--perf-user)
 mtcmp() { # name, memory limit (MiB), then compare-memcached arguments

@@ -240,18 +240,14 @@ pub struct MemtierRuns {
 
 impl MemtierRuns {
     /// Summarises `runs` with the server CPU time each took and, when sampled, the
-    /// user-space seconds `perf` counted in each (`sampled`: empty, or one per run).
+    /// user-space microseconds per request `perf` counted in runs of their own
+    /// (`sampled_user`: empty, or one per sampled run).
     pub fn new(
         server: &str,
         runs: Vec<MemtierSummary>,
         cpu: &[server::CpuTimes],
-        sampled: &[f64],
+        sampled_user: Vec<f64>,
     ) -> Self {
-        let sampled_user: Vec<f64> = runs
-            .iter()
-            .zip(sampled)
-            .map(|(r, secs)| secs * 1e6 / r.requests.max(1) as f64)
-            .collect();
         let per_request = |f: &dyn Fn(&server::CpuTimes) -> f64| -> Vec<f64> {
             runs.iter()
                 .zip(cpu)
@@ -309,6 +305,75 @@ pub struct MemtierScenario {
     pub user_cpu_ratio: Vec<f64>,
     /// The same from `perf`'s samples, when taken.
     pub sampled_user_cpu_ratio: Vec<Option<f64>>,
+    /// Each shoald's ratios round by round (its run over memcached's run of the same
+    /// round), which cancel what the machine does between rounds.
+    pub paired: Vec<PairedRatios>,
+}
+
+/// A shoald's ratios to memcached taken round by round: each round runs every server
+/// once, back to back, so a slow or fast spell of the machine (on this 2-vCPU VM the
+/// same server's CPU per request moves by a fifth between runs) touches both sides of
+/// a round's ratio, where a ratio of medians can pair one server's fast runs with the
+/// other's slow ones.
+#[derive(Clone, Debug, Serialize)]
+pub struct PairedRatios {
+    /// ops/s over memcached's.
+    pub ops: Spread,
+    /// CPU per request over memcached's.
+    pub cpu: Spread,
+    /// perf's user-space CPU per request over memcached's, when sampled.
+    pub sampled_user: Option<Spread>,
+}
+
+/// The median of some values, with their lowest and highest.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Spread {
+    /// The median.
+    pub median: f64,
+    /// The lowest.
+    pub min: f64,
+    /// The highest.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `v` (all 0 when empty).
+    pub fn of(v: &[f64]) -> Spread {
+        let (min, max) = range(v);
+        Spread {
+            median: median(v),
+            min,
+            max,
+        }
+    }
+
+    /// The spread of `ours[i] / theirs[i]` over the pairs both have.
+    fn of_ratios(ours: &[f64], theirs: &[f64]) -> Spread {
+        let ratios: Vec<f64> = ours
+            .iter()
+            .zip(theirs)
+            .map(|(a, b)| a / b.max(1e-9))
+            .collect();
+        Spread::of(&ratios)
+    }
+}
+
+impl PairedRatios {
+    fn new(ours: &MemtierRuns, memcached: &MemtierRuns) -> PairedRatios {
+        let sampled = (!ours.sampled_user_us_per_request.is_empty()
+            && !memcached.sampled_user_us_per_request.is_empty())
+        .then(|| {
+            Spread::of_ratios(
+                &ours.sampled_user_us_per_request,
+                &memcached.sampled_user_us_per_request,
+            )
+        });
+        PairedRatios {
+            ops: Spread::of_ratios(&ours.ops_per_sec, &memcached.ops_per_sec),
+            cpu: Spread::of_ratios(&ours.cpu_us_per_request, &memcached.cpu_us_per_request),
+            sampled_user: sampled,
+        }
+    }
 }
 
 impl MemtierScenario {
@@ -338,6 +403,10 @@ impl MemtierScenario {
                     let theirs = memcached.median_sampled_user_us_per_request?;
                     Some(ours / theirs.max(1e-9))
                 })
+                .collect(),
+            paired: shoald
+                .iter()
+                .map(|s| PairedRatios::new(s, &memcached))
                 .collect(),
             name,
             depth,
@@ -683,17 +752,32 @@ fn memtier_scenario(
         for k in 0..n {
             let i = (k + rep) % n;
             let srv = &servers[i];
-            let sampler = match perf {
-                Some(perf) => Some(UserSampler::start(perf, srv.pid(), &perf_data)?),
-                None => None,
-            };
             let before = srv.cpu_times()?;
             let r = mt
                 .run(srv.addr, value_size, depth)
                 .map_err(|e| against(e, &names[i]))?;
             let spent = srv.cpu_times()?.since(&before);
-            if let Some(sampler) = sampler {
-                sampled[i].push(sampler.finish()?);
+            if let Some(perf) = perf {
+                // A run of its own: with perf attached the server's CPU per request
+                // rises (see `user_sampler`), so the plain run above gives throughput
+                // and CPU, and this one only perf's user-space figure.
+                let sampler = UserSampler::start(perf, srv.pid(), &perf_data)?;
+                let before = srv.cpu_times()?;
+                let s = mt
+                    .run(srv.addr, value_size, depth)
+                    .map_err(|e| against(e, &names[i]))?;
+                let spent = srv.cpu_times()?.since(&before);
+                let requests = s.requests.max(1) as f64;
+                let user = sampler.finish()? * 1e6 / requests;
+                progress(&format!(
+                    "memtier {value_size} B depth {depth} run {} {} under perf: {:.0} ops/s, {:.2} us CPU/request, {:.3} us user/request sampled",
+                    rep + 1,
+                    names[i],
+                    s.ops_per_sec,
+                    spent.total_secs() * 1e6 / requests,
+                    user
+                ));
+                sampled[i].push(user);
             }
             let requests = r.requests.max(1) as f64;
             progress(&format!(
@@ -713,7 +797,7 @@ fn memtier_scenario(
     let mut all: Vec<MemtierRuns> = per
         .into_iter()
         .zip(&cpu)
-        .zip(&sampled)
+        .zip(sampled)
         .zip(names)
         .map(|(((runs, cpu), sampled), name)| MemtierRuns::new(name, runs, cpu, sampled))
         .collect();
@@ -978,7 +1062,7 @@ impl CompareReport {
         {
             let _ = writeln!(
                 s,
-                "\nUser-space CPU per request sampled by `perf record -e cpu-clock:u` (2,000 samples a second) over the same runs; /proc's user time comes from 250 ticks a second, so its per-run figures move far more.\n\n| memtier scenario | server | user us/request, perf (median) | min-max | vs memcached |\n|---|---|---:|---:|---:|"
+                "\nUser-space CPU per request sampled by `perf record -e cpu-clock:u` (2,000 samples a second) in a second run of each pair, right after the plain one: with perf attached a server's system time per request rises, so throughput and CPU above come from the plain runs. /proc's user time comes from 250 ticks a second, so its per-run figures move far more.\n\n| memtier scenario | server | user us/request, perf (median) | min-max | vs memcached |\n|---|---|---:|---:|---:|"
             );
             for sc in &self.memtier {
                 let rows = std::iter::once((&sc.memcached, Some(1.0))).chain(
@@ -995,6 +1079,30 @@ impl CompareReport {
                         s,
                         "| {} | {} | {m:.3} | {lo:.3}-{hi:.3} | {x:.2}x |",
                         sc.name, r.server
+                    );
+                }
+            }
+        }
+        if !self.memtier.is_empty() {
+            let _ = writeln!(
+                s,
+                "
+The same as ratios taken round by round (each shoald run over memcached's run of the same round), median (min-max): a slow or fast spell of the machine then touches both sides of a ratio.
+
+| memtier scenario | server | ops/s vs memcached | CPU/request vs memcached | user CPU vs memcached, perf |
+|---|---|---:|---:|---:|"
+            );
+            let cell = |x: &Spread| format!("{:.2}x ({:.2}-{:.2})", x.median, x.min, x.max);
+            for sc in &self.memtier {
+                for (r, p) in sc.shoald.iter().zip(&sc.paired) {
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {} | {} | {} |",
+                        sc.name,
+                        r.server,
+                        cell(&p.ops),
+                        cell(&p.cpu),
+                        p.sampled_user.as_ref().map_or("-".to_string(), cell)
                     );
                 }
             }
@@ -1052,25 +1160,25 @@ mod tests {
             "memcached",
             vec![with_ops(50_000.0), with_ops(40_000.0), with_ops(60_000.0)],
             &[cpu(0.4, 1.2), cpu(0.4, 1.2), cpu(0.6, 1.8)],
-            &[0.4, 0.5, 0.6],
+            vec![4.0, 5.0, 6.0],
         );
         assert_eq!(mc.median_ops_per_sec, 50_000.0);
         assert_eq!(mc.ops_range, (40_000.0, 60_000.0));
         assert!((mc.median_cpu_us_per_request - 20.0).abs() < 1e-9);
         assert!((mc.median_user_us_per_request - 5.0).abs() < 1e-9);
         assert!((mc.median_system_us_per_request - 15.0).abs() < 1e-9);
-        // perf's user seconds per run over 100k requests each: 4, 5 and 6 us.
+        // perf's user time per request in the sampled runs: 4, 5 and 6 us.
         assert_eq!(
             mc.median_sampled_user_us_per_request.map(|u| u.round()),
             Some(5.0)
         );
         // shoald: 110k requests per run at 1.98 s of CPU (0.33 s user): 18 us, 3 us user;
-        // sampled, 0.22 s: 2 us.
+        // sampled: 2 us.
         let sh = MemtierRuns::new(
             "shoald",
             vec![with_ops(55_000.0); 3],
             &[cpu(0.33, 1.65); 3],
-            &[0.22; 3],
+            vec![2.0; 3],
         );
         let sc = MemtierScenario::new("x".into(), 1, 100, "cmd".into(), mc, vec![sh]);
         assert!((sc.ratio[0] - 1.1).abs() < 1e-9);
@@ -1082,8 +1190,18 @@ mod tests {
         );
         let sampled = sc.sampled_user_cpu_ratio[0].unwrap_or(0.0);
         assert!((sampled - 0.4).abs() < 1e-9, "{sampled}");
+        // Round by round: 55k over 50k, 40k and 60k ops/s; 18 us over 20, 16 and 20 us.
+        let p = &sc.paired[0];
+        assert!((p.ops.median - 1.1).abs() < 1e-9, "{:?}", p.ops);
+        assert!((p.ops.min - 55.0 / 60.0).abs() < 1e-9, "{:?}", p.ops);
+        assert!((p.ops.max - 55.0 / 40.0).abs() < 1e-9, "{:?}", p.ops);
+        assert!((p.cpu.median - 0.9).abs() < 1e-9, "{:?}", p.cpu);
+        assert!((p.cpu.max - 18.0 / 16.0).abs() < 1e-9, "{:?}", p.cpu);
+        let user = p.sampled_user.map(|u| (u.median * 100.0).round());
+        assert_eq!(user, Some(40.0));
         // Without samples there is no sampled ratio.
-        let plain = |name: &str| MemtierRuns::new(name, vec![with_ops(1.0)], &[cpu(0.1, 0.1)], &[]);
+        let plain =
+            |name: &str| MemtierRuns::new(name, vec![with_ops(1.0)], &[cpu(0.1, 0.1)], Vec::new());
         let sc = MemtierScenario::new(
             "y".into(),
             1,
@@ -1093,6 +1211,7 @@ mod tests {
             vec![plain("s")],
         );
         assert_eq!(sc.sampled_user_cpu_ratio, vec![None]);
+        assert_eq!(sc.paired[0].sampled_user, None);
         assert_eq!(range(&[]), (0.0, 0.0));
     }
 

@@ -40,9 +40,10 @@ pub struct CompareArgs {
     /// memtier's keys (`--key-maximum`).
     #[arg(long, default_value_t = 100_000)]
     pub memtier_keys: u64,
-    /// Also sample each server's user-space CPU over every memtier run with `perf record
-    /// -e cpu-clock:u` (a steadier figure than /proc's tick-based user time; needs perf
-    /// and the right to attach to the servers).
+    /// Also sample each server's user-space CPU with `perf record -e cpu-clock:u` (a
+    /// steadier figure than /proc's tick-based user time; needs perf and the right to
+    /// attach to the servers), in a second memtier run after each plain one, since
+    /// perf's presence raises the server's system time.
     #[arg(long, requires = "memtier")]
     pub perf_user: bool,
     /// Runs per scenario and server.
