@@ -7,8 +7,10 @@
 # memtier_benchmark runs 1 thread, 16 connections, 1:10 set:get, 100 B values, depth 1
 # for RUN_SECS while `perf record -e cpu-clock:u -F 2000` samples the server (perf's
 # figure: the sum of the user-space sample periods) and /proc/PID/stat gives its
-# tick-based user and system time. Per request = over memtier's request count. The
-# table gives medians over the rounds and each against memcached.
+# tick-based user and system time (both raised by perf's presence, the system time most:
+# compare CPU per request with compare-memcached, which keeps perf out of those runs).
+# Per request = over memtier's request count. The table gives medians over the rounds
+# and each against memcached.
 #
 #   bash scripts/bench-user-cpu-ab.sh OLD_SHOALD NEW_SHOALD [ROUNDS]
 #   [MEMCACHED=path] [RUN_SECS=8] [VALUE=100] [KEYS=100000]   (needs perf; memtier via scripts/memtier.sh)
