@@ -757,28 +757,6 @@ fn memtier_scenario(
                 .run(srv.addr, value_size, depth)
                 .map_err(|e| against(e, &names[i]))?;
             let spent = srv.cpu_times()?.since(&before);
-            if let Some(perf) = perf {
-                // A run of its own: with perf attached the server's CPU per request
-                // rises (see `user_sampler`), so the plain run above gives throughput
-                // and CPU, and this one only perf's user-space figure.
-                let sampler = UserSampler::start(perf, srv.pid(), &perf_data)?;
-                let before = srv.cpu_times()?;
-                let s = mt
-                    .run(srv.addr, value_size, depth)
-                    .map_err(|e| against(e, &names[i]))?;
-                let spent = srv.cpu_times()?.since(&before);
-                let requests = s.requests.max(1) as f64;
-                let user = sampler.finish()? * 1e6 / requests;
-                progress(&format!(
-                    "memtier {value_size} B depth {depth} run {} {} under perf: {:.0} ops/s, {:.2} us CPU/request, {:.3} us user/request sampled",
-                    rep + 1,
-                    names[i],
-                    s.ops_per_sec,
-                    spent.total_secs() * 1e6 / requests,
-                    user
-                ));
-                sampled[i].push(user);
-            }
             let requests = r.requests.max(1) as f64;
             progress(&format!(
                 "memtier {value_size} B depth {depth} run {} {}: {:.0} ops/s, {:.2} us CPU/request ({:.2} user), {:.1}% get hits",
@@ -789,6 +767,28 @@ fn memtier_scenario(
                 spent.user_secs * 1e6 / requests,
                 r.get_hit_ratio.unwrap_or(0.0) * 100.0
             ));
+            if let Some(perf) = perf {
+                // A run of its own: with perf attached the server's CPU per request
+                // rises (see `user_sampler`), so the plain run above gives throughput
+                // and CPU, and this one only perf's user-space figure.
+                let sampler = UserSampler::start(perf, srv.pid(), &perf_data)?;
+                let before = srv.cpu_times()?;
+                let under_perf = mt
+                    .run(srv.addr, value_size, depth)
+                    .map_err(|e| against(e, &names[i]))?;
+                let spent_under_perf = srv.cpu_times()?.since(&before);
+                let requests = under_perf.requests.max(1) as f64;
+                let user = sampler.finish()? * 1e6 / requests;
+                progress(&format!(
+                    "memtier {value_size} B depth {depth} run {} {} under perf: {:.0} ops/s, {:.2} us CPU/request, {:.3} us user/request sampled",
+                    rep + 1,
+                    names[i],
+                    under_perf.ops_per_sec,
+                    spent_under_perf.total_secs() * 1e6 / requests,
+                    user
+                ));
+                sampled[i].push(user);
+            }
             per[i].push(r);
             cpu[i].push(spent);
         }
