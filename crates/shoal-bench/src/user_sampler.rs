@@ -9,15 +9,16 @@
 //! as user time when an interrupt held back by the kernel's exit path lands there, so
 //! both servers carry that share alike.
 //!
-//! The sampling is not free, and not only per sample: the event is per thread, so the
-//! kernel switches it out and in (re-arming its timer) at each of the server's context
-//! switches, and at depth 1 a worker sleeps and wakes about once every three requests. Under memtier at depth 1 (7 rounds, each a
-//! plain run and a sampled one), a sampled run took more CPU per request than the plain
-//! run before it: 0.7-1.2 us at 100 B values (a tenth), 2.1-2.4 us at 10 KB and
-//! 3.9-4.3 us at 100 KB (a third), and more for shoald than for memcached, which pulled
-//! the CPU ratio at 100 B from 0.94x to 0.98-1.00x. So a sampled run measures user time
-//! only; throughput and CPU per request come from runs without it
-//! (`scripts/memtier-log-pairs.py` reads these figures from a run's log).
+//! The sampling is not free, and not only per sample. Likely why: the event is per
+//! thread, so the kernel switches it out and in (re-arming its timer) at each of the
+//! server's context switches, and at depth 1 a worker sleeps and wakes about once every
+//! three requests. Under memtier at depth 1 (7 rounds, each a plain run and a sampled
+//! one), a sampled run took more CPU per request than the plain run before it: 0.7-1.2 us
+//! at 100 B values (a tenth), 2.1-2.4 us at 10 KB and 3.9-4.3 us at 100 KB (a third),
+//! and more for shoald than for memcached, which pulled the CPU ratio at 100 B from
+//! 0.94x to 0.98-1.00x. So a sampled run measures user time only; throughput and CPU
+//! per request come from runs without it (`scripts/memtier-log-pairs.py` reads these
+//! figures from a run's log).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
