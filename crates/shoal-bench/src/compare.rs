@@ -752,11 +752,14 @@ fn memtier_scenario(
         for k in 0..n {
             let i = (k + rep) % n;
             let srv = &servers[i];
-            let before = srv.cpu_times()?;
-            let r = mt
-                .run(srv.addr, value_size, depth)
-                .map_err(|e| against(e, &names[i]))?;
-            let spent = srv.cpu_times()?.since(&before);
+            let timed_run = || -> Result<(MemtierSummary, server::CpuTimes), BenchError> {
+                let before = srv.cpu_times()?;
+                let r = mt
+                    .run(srv.addr, value_size, depth)
+                    .map_err(|e| against(e, &names[i]))?;
+                Ok((r, srv.cpu_times()?.since(&before)))
+            };
+            let (r, spent) = timed_run()?;
             let requests = r.requests.max(1) as f64;
             progress(&format!(
                 "memtier {value_size} B depth {depth} run {} {}: {:.0} ops/s, {:.2} us CPU/request ({:.2} user), {:.1}% get hits",
@@ -772,11 +775,7 @@ fn memtier_scenario(
                 // rises (see `user_sampler`), so the plain run above gives throughput
                 // and CPU, and this one only perf's user-space figure.
                 let sampler = UserSampler::start(perf, srv.pid(), &perf_data)?;
-                let before = srv.cpu_times()?;
-                let under_perf = mt
-                    .run(srv.addr, value_size, depth)
-                    .map_err(|e| against(e, &names[i]))?;
-                let spent_under_perf = srv.cpu_times()?.since(&before);
+                let (under_perf, spent_under_perf) = timed_run()?;
                 let requests = under_perf.requests.max(1) as f64;
                 let user = sampler.finish()? * 1e6 / requests;
                 progress(&format!(
